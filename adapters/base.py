@@ -1,0 +1,64 @@
+"""The contract every channel adapter implements.
+
+An adapter turns platform events into ``InboundMessage`` values, hands them to
+``gateway.handle_inbound`` and delivers the reply. The host supervises it (``gateway.supervisor``):
+``run`` is started in a named task; if it returns or raises, the supervisor restarts it with capped,
+jittered exponential backoff, except after ``AdapterAuthError``, which stops only this adapter.
+"""
+
+from __future__ import annotations
+
+import abc
+import time
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from aiohttp import web
+
+from gateway.types import ConversationAddress, Reply
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+
+class AdapterAuthError(Exception):
+    """The platform rejected our credentials: retrying will not help, stop this adapter."""
+
+
+class AdapterStalled(Exception):
+    """Raised by the watchdog when an adapter stopped receiving; the supervisor restarts it."""
+
+
+class Adapter(abc.ABC):
+    name: ClassVar[str]
+    #: Longest text the platform accepts in one message; replies are split to fit.
+    max_message_chars: ClassVar[int] = 4000
+    #: Seconds without any platform activity after which the watchdog restarts ``run`` (0 = never).
+    stall_after_s: ClassVar[float] = 0.0
+
+    def __init__(self, gateway: Gateway, config: Any = None) -> None:
+        self.gateway = gateway
+        self.config = config
+        self.last_activity = time.monotonic()
+
+    def touch(self) -> None:
+        """Record platform activity (a poll returned, a heartbeat ack, a webhook hit)."""
+        self.last_activity = time.monotonic()
+
+    @abc.abstractmethod
+    async def run(self) -> None:
+        """Connect and serve until cancelled. Return or raise to be restarted by the supervisor."""
+
+    async def stop(self) -> None:  # noqa: B027 - optional override
+        """Release platform resources; called on shutdown and before each restart."""
+
+    @abc.abstractmethod
+    async def send(self, address: ConversationAddress, reply: Reply) -> None:
+        """Deliver a reply (or a proactive message) to a conversation, in order, chunked."""
+
+    def routes(self) -> list[web.RouteDef]:
+        """HTTP routes (webhooks) mounted on the host's aiohttp application before it starts."""
+        return []
+
+    def health(self) -> dict[str, Any]:
+        """Extra adapter-specific health fields merged into ``/healthz``."""
+        return {}

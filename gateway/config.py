@@ -1,0 +1,345 @@
+"""Configuration: YAML + environment -> validated pydantic models.
+
+Unknown keys are rejected everywhere (``extra="forbid"``) and every problem is reported at once, so
+an operator fixes a config in one round trip. Secrets never need to be in the file: any string may be
+``${NAME}`` / ``${NAME:-default}`` or a mapping ``{"$env": NAME}``, and ``KITH__SECTION__KEY``
+environment variables override file values.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import os
+import re
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any, Literal
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+
+ENV_PREFIX = "KITH__"
+_ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
+
+
+class ConfigError(Exception):
+    """All problems found in a configuration, one per line."""
+
+    def __init__(self, problems: Iterable[str], source: str = "") -> None:
+        self.problems = list(problems)
+        self.source = source
+        head = f"invalid configuration{f' in {source}' if source else ''}"
+        super().__init__(head + ":\n" + "\n".join(f"  - {p}" for p in self.problems))
+
+
+class Section(BaseModel):
+    model_config = ConfigDict(extra="forbid", validate_default=True)
+
+
+# --------------------------------------------------------------------------------------------- core
+
+
+class RateLimit(Section):
+    messages_per_minute: int = Field(60, ge=1)
+    burst: int = Field(20, ge=1)
+
+
+class ServerConfig(Section):
+    host: str = "127.0.0.1"
+    port: int = Field(8765, ge=0, le=65535)
+    token: SecretStr | None = None
+    allowed_origins: list[str] = Field(default_factory=list)
+    max_frame_bytes: int = Field(64 * 1024, ge=1024)
+    rate_limit: RateLimit = Field(default_factory=RateLimit)
+
+    def is_loopback(self) -> bool:
+        if self.host in ("localhost", ""):
+            return self.host == "localhost"
+        try:
+            return ipaddress.ip_address(self.host).is_loopback
+        except ValueError:
+            return False
+
+
+class LLMConfig(Section):
+    provider: Literal["anthropic", "echo", "local"] = "anthropic"
+    api_key: SecretStr | None = None
+    base_url: str | None = None
+    model: str = "claude-sonnet-4-5"
+    cheap_model: str = "claude-haiku-4-5"
+    max_tokens: int = Field(1024, ge=1, le=64000)
+    timeout_s: float = Field(60.0, gt=0)
+    max_retries: int = Field(2, ge=0, le=10)
+    prompt_caching: bool = True
+    local_model_path: str | None = None
+
+
+class SessionsConfig(Section):
+    idle_minutes: float = Field(240, gt=0)
+    history_turns: int = Field(20, ge=0, le=500)
+
+
+class IdentityLink(Section):
+    user: str = Field(pattern=r"^[a-z0-9][a-z0-9_-]{0,63}$")
+    accounts: list[str] = Field(min_length=1)
+
+    @field_validator("accounts")
+    @classmethod
+    def _accounts_have_channel(cls, v: list[str]) -> list[str]:
+        bad = [a for a in v if ":" not in a or not a.split(":", 1)[0] or not a.split(":", 1)[1]]
+        if bad:
+            raise ValueError(f"accounts must look like 'channel:account_id', got {bad}")
+        return v
+
+
+class IdentityConfig(Section):
+    scope: Literal["user", "channel"] = "user"
+    channel_scope: dict[str, Literal["user", "channel"]] = Field(default_factory=dict)
+    link_code_ttl_s: int = Field(600, ge=30, le=86400)
+
+    def scope_for(self, channel: str) -> str:
+        return self.channel_scope.get(channel, self.scope)
+
+
+class PluginsConfig(Section):
+    modules: list[str] = Field(default_factory=list)
+    allow: list[str] | None = None  # None = everything not denied
+    deny: list[str] = Field(default_factory=list)
+    hook_timeout_s: float = Field(5.0, gt=0)
+    entry_points: bool = True
+
+
+class ContextConfig(Section):
+    budget_tokens: int = Field(6000, ge=200)
+    default_tier: int = Field(2, ge=1, le=4)
+
+
+# ------------------------------------------------------------------------------------------- memory
+
+
+class MemoryConfig(Section):
+    max_file_bytes: int = Field(256 * 1024, ge=1024)
+    embedding_model: str = "minilm-l6-int8"
+    qdrant_url: str | None = None
+    qdrant_api_key: SecretStr | None = None
+    recency_half_life_days: float = Field(180, ge=0)
+    dense_weight: float = Field(0.5, ge=0)
+    sparse_weight: float = Field(0.5, ge=0)
+    recall_k: int = Field(8, ge=0, le=100)
+
+
+# ---------------------------------------------------------------------------------------------- bus
+
+
+class BusConfig(Section):
+    url: SecretStr | None = None  # None = private embedded redis-server under <data_dir>/redis
+    concurrency: int = Field(8, ge=1, le=512)
+    max_tries: int = Field(5, ge=1)
+    claim_idle_ms: int = Field(30000, ge=100)
+    workers_in_process: bool = True
+
+
+# ----------------------------------------------------------------------------------------- channels
+
+
+class ChannelAccess(Section):
+    dm_policy: Literal["pairing", "allowlist", "open", "disabled"] = "pairing"
+    allow_from: list[str] = Field(default_factory=list)
+    group_allow: list[str] = Field(default_factory=list)
+    require_mention: bool = True
+
+
+class WebSocketChannel(Section):
+    enabled: bool = True
+
+
+class TelegramChannel(ChannelAccess):
+    enabled: bool = False
+    token: SecretStr | None = None
+    mode: Literal["polling", "webhook"] = "polling"
+    webhook_secret: SecretStr | None = None
+    webhook_path: str = "/telegram/webhook"
+    webhook_url: str | None = None
+    base_url: str | None = None  # Bot API server (tests point this at a local fake)
+
+
+class DiscordChannel(ChannelAccess):
+    enabled: bool = False
+    token: SecretStr | None = None
+
+
+class NextcloudChannel(ChannelAccess):
+    enabled: bool = False
+    base_url: str | None = None
+    bot_secret: SecretStr | None = None
+    webhook_path: str = "/nextcloud/webhook"
+
+
+class ChannelsConfig(Section):
+    websocket: WebSocketChannel = Field(default_factory=WebSocketChannel)
+    telegram: TelegramChannel = Field(default_factory=TelegramChannel)
+    discord: DiscordChannel = Field(default_factory=DiscordChannel)
+    nextcloud: NextcloudChannel = Field(default_factory=NextcloudChannel)
+
+
+# --------------------------------------------------------------------------------------------- root
+
+
+class Config(Section):
+    data_dir: Path = Path("./kith-data")
+    log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
+    timezone: str = "UTC"
+    persona: str = "default"
+    server: ServerConfig = Field(default_factory=ServerConfig)
+    llm: LLMConfig = Field(default_factory=LLMConfig)
+    sessions: SessionsConfig = Field(default_factory=SessionsConfig)
+    identity: IdentityConfig = Field(default_factory=IdentityConfig)
+    identity_links: list[IdentityLink] = Field(default_factory=list)
+    plugins: PluginsConfig = Field(default_factory=PluginsConfig)
+    context: ContextConfig = Field(default_factory=ContextConfig)
+    memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    bus: BusConfig = Field(default_factory=BusConfig)
+    channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
+    # Sections owned by third-party plugins, validated by them in gateway_configure.
+    extensions: dict[str, Any] = Field(default_factory=dict)
+
+    @field_validator("timezone")
+    @classmethod
+    def _known_timezone(cls, v: str) -> str:
+        from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+
+        try:
+            ZoneInfo(v)
+        except (ZoneInfoNotFoundError, ValueError) as exc:
+            raise ValueError(f"unknown timezone {v!r}") from exc
+        return v
+
+
+# ------------------------------------------------------------------------------------------ loading
+
+
+def _resolve_env(node: Any, path: str, env: Mapping[str, str], problems: list[str]) -> Any:
+    if isinstance(node, dict):
+        if set(node) == {"$env"}:
+            name = node["$env"]
+            if not isinstance(name, str) or name not in env:
+                problems.append(f"{path or '<root>'}: environment variable {name!r} is not set")
+                return None
+            return env[name]
+        return {k: _resolve_env(v, f"{path}.{k}" if path else str(k), env, problems) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_resolve_env(v, f"{path}[{i}]", env, problems) for i, v in enumerate(node)]
+    if isinstance(node, str) and "${" in node:
+
+        def sub(m: re.Match[str]) -> str:
+            name, default = m.group(1), m.group(2)
+            if name in env:
+                return env[name]
+            if default is not None:
+                return default
+            problems.append(f"{path}: environment variable {name!r} is not set")
+            return ""
+
+        return _ENV_REF.sub(sub, node)
+    return node
+
+
+def _apply_env_overrides(data: dict[str, Any], env: Mapping[str, str]) -> None:
+    """``KITH__LLM__API_KEY=...`` sets ``llm.api_key``; values are parsed as YAML scalars."""
+    for key, value in env.items():
+        if not key.startswith(ENV_PREFIX):
+            continue
+        parts = [p.lower() for p in key[len(ENV_PREFIX) :].split("__") if p]
+        if not parts:
+            continue
+        node = data
+        for part in parts[:-1]:
+            nxt = node.get(part)
+            if not isinstance(nxt, dict):
+                nxt = {}
+                node[part] = nxt
+            node = nxt
+        parsed = yaml.safe_load(value) if value else value
+        node[parts[-1]] = parsed if isinstance(parsed, (int, float, bool, list)) else value
+
+
+def _format_loc(loc: tuple[Any, ...]) -> str:
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else (f".{part}" if out else str(part))
+    return out or "<root>"
+
+
+def _semantic_problems(cfg: Config) -> list[str]:
+    problems = []
+    if not cfg.server.is_loopback() and cfg.server.token is None:
+        problems.append(
+            f"server.token: required when server.host ({cfg.server.host}) is not loopback; "
+            "set it with ${KITH_TOKEN} or KITH__SERVER__TOKEN"
+        )
+    tg = cfg.channels.telegram
+    if tg.enabled and tg.token is None:
+        problems.append("channels.telegram.token: required when the Telegram channel is enabled")
+    if tg.enabled and tg.mode == "webhook" and tg.webhook_secret is None:
+        problems.append("channels.telegram.webhook_secret: webhook mode refuses to start without a secret")
+    if cfg.channels.discord.enabled and cfg.channels.discord.token is None:
+        problems.append("channels.discord.token: required when the Discord channel is enabled")
+    nc = cfg.channels.nextcloud
+    if nc.enabled and (nc.bot_secret is None or not nc.base_url):
+        problems.append("channels.nextcloud: base_url and bot_secret are required when enabled")
+    seen: dict[str, str] = {}
+    for i, link in enumerate(cfg.identity_links):
+        for acct in link.accounts:
+            if acct in seen and seen[acct] != link.user:
+                problems.append(
+                    f"identity_links[{i}]: account {acct!r} is linked to both {seen[acct]!r} and {link.user!r}"
+                )
+            seen[acct] = link.user
+    return problems
+
+
+def parse_config(data: Any, *, env: Mapping[str, str] | None = None, source: str = "") -> Config:
+    env = os.environ if env is None else env
+    problems: list[str] = []
+    if data is None:
+        data = {}
+    if not isinstance(data, dict):
+        raise ConfigError([f"top level must be a mapping, got {type(data).__name__}"], source)
+    data = _resolve_env(data, "", env, problems)
+    _apply_env_overrides(data, env)
+    llm = data.get("llm") if isinstance(data.get("llm"), dict) else None
+    if "ANTHROPIC_API_KEY" in env and (llm is None or not llm.get("api_key")):
+        data.setdefault("llm", {})
+        if isinstance(data["llm"], dict):
+            data["llm"]["api_key"] = env["ANTHROPIC_API_KEY"]
+    cfg: Config | None = None
+    try:
+        cfg = Config.model_validate(data)
+    except ValidationError as exc:
+        for err in exc.errors():
+            msg = err["msg"]
+            if err["type"] == "extra_forbidden":
+                msg = "unknown key"
+            problems.append(f"{_format_loc(tuple(err['loc']))}: {msg}")
+    if cfg is not None:
+        problems.extend(_semantic_problems(cfg))
+    if problems:
+        raise ConfigError(problems, source)
+    assert cfg is not None
+    return cfg
+
+
+def load_config(path: str | Path | None = None, *, env: Mapping[str, str] | None = None) -> Config:
+    """Load ``path`` (or defaults when None). Raises ConfigError listing every problem."""
+    if path is None:
+        return parse_config({}, env=env)
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError([f"cannot read {p}: {exc.strerror}"], str(p)) from exc
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        raise ConfigError([f"YAML syntax error: {exc}"], str(p)) from exc
+    return parse_config(data, env=env, source=str(p))

@@ -1,0 +1,208 @@
+"""Every hook the host calls, grouped by lifecycle stage.
+
+Rules that hold for all hooks:
+
+* Arguments are keyword-only; an implementation may accept any subset of them.
+* Implementations may be ``async def``; the host awaits them (see ``gateway.hookcall``).
+* "all" hooks are called for every implementation; a failure or timeout in one is logged with the
+  plugin's name and the others still run. "first" hooks stop at the first non-``None`` awaited
+  result; the built-in default is registered ``trylast`` so any plugin overrides it.
+* Every call is bounded by ``plugins.hook_timeout_s`` unless the hook's docstring says otherwise.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+import pluggy
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+    from gateway.config import Config
+    from gateway.types import (
+        AccessDecision,
+        ContextSection,
+        Drop,
+        InboundMessage,
+        LLMRequest,
+        LLMResponse,
+        Reply,
+        Session,
+        Turn,
+        UserRef,
+    )
+
+PROJECT = "kith"
+hookspec = pluggy.HookspecMarker(PROJECT)
+hookimpl = pluggy.HookimplMarker(PROJECT)
+
+
+# ---------------------------------------------------------------------------------------- bootstrap
+
+
+@hookspec(historic=True)
+def gateway_addhooks(pluginmanager: pluggy.PluginManager) -> None:
+    """Add new hookspecs (``pluginmanager.add_hookspecs(module)``). Rule: historic, all, sync."""
+
+
+@hookspec(historic=True)
+def gateway_configure(config: Config) -> None:
+    """Validate the plugin's own config (``config.extensions[name]``) and keep what it needs.
+
+    Rule: historic, all, sync. Raise ``gateway.config.ConfigError`` to refuse startup with a reason.
+    """
+
+
+# ---------------------------------------------------------------------------------------- lifecycle
+
+
+@hookspec
+def gateway_startup(gateway: Gateway) -> None:
+    """The gateway's state, store and bus are open; open your own clients. Rule: all, in order."""
+
+
+@hookspec
+def gateway_shutdown(gateway: Gateway) -> None:
+    """Close what ``gateway_startup`` opened. Rule: all; runs even when startup partly failed."""
+
+
+# ----------------------------------------------------------------------------------------- channels
+
+
+@hookspec
+def gateway_register_adapters(register: Callable[..., None]) -> None:
+    """``register(AdapterClass)`` for each channel adapter the plugin provides.
+
+    Rule: all, sync, once at startup. A duplicate adapter name is a startup error.
+    """
+
+
+# ------------------------------------------------------------------------------------------ inbound
+
+
+@hookspec(firstresult=True)
+def gateway_filter_inbound(message: InboundMessage) -> Drop | None:
+    """Return ``Drop(reason)`` to stop a message before it costs anything (bots, self, spam).
+
+    Rule: first. Runs before access policy and dedupe.
+    """
+
+
+@hookspec(firstresult=True)
+def gateway_check_access(gateway: Gateway, message: InboundMessage) -> AccessDecision | Drop | None:
+    """Decide whether an untrusted sender may reach the model and memory.
+
+    Rule: first. ``None`` from every plugin means deny: unknown senders are refused by default.
+    Trusted messages (authenticated by their adapter) skip this hook.
+    """
+
+
+@hookspec(firstresult=True)
+def gateway_resolve_identity(gateway: Gateway, message: InboundMessage) -> UserRef | None:
+    """Map (channel, account id) to a user in the unified namespace. Rule: first; default trylast."""
+
+
+@hookspec(firstresult=True)
+def gateway_handle_command(gateway: Gateway, turn: Turn, command: str, args: str) -> Reply | None:
+    """Answer a chat command (``/new``, ``/otr``, ``/link`` ...). Rule: first.
+
+    Return a Reply to answer it without calling the model; ``None`` lets the next plugin try, and an
+    unknown command falls through to the model as plain text.
+    """
+
+
+# --------------------------------------------------------------------------------------------- turn
+
+
+@hookspec(firstresult=True)
+def gateway_handle_turn(gateway: Gateway, turn: Turn) -> Reply | None:
+    """Run the whole turn and return the reply (``None`` = no reply, e.g. dropped).
+
+    Rule: first; the default (``gateway.turn``) is trylast and calls, in order: filter -> access ->
+    dedupe -> identity -> session -> commands -> context sections -> before_llm_call -> llm_call ->
+    render_reply -> persist -> after_turn. Not bounded by the hook timeout (the LLM call is).
+    """
+
+
+@hookspec
+def gateway_session_started(gateway: Gateway, turn: Turn, session: Session) -> None:
+    """A new session began (idle gap, ``/new``, first contact). Rule: all."""
+
+
+# ------------------------------------------------------------------------------------------ context
+
+
+@hookspec
+def gateway_context_sections(gateway: Gateway, turn: Turn) -> list[ContextSection] | None:
+    """Contribute system-prompt sections. Rule: all; the results are flattened, ordered and budgeted
+    by ``gateway.context``. Read-only: no writes, no network calls that can hang."""
+
+
+# ---------------------------------------------------------------------------------------------- llm
+
+
+@hookspec(firstresult=True)
+def gateway_before_llm_call(gateway: Gateway, turn: Turn, request: LLMRequest) -> LLMRequest | None:
+    """Return a replacement request (e.g. add tools, switch model). Rule: first."""
+
+
+@hookspec(firstresult=True)
+def gateway_llm_call(
+    gateway: Gateway, turn: Turn | None, request: LLMRequest, on_delta: Callable[[str], Any] | None
+) -> LLMResponse | None:
+    """Make the model call; stream text pieces to ``on_delta`` when given. Rule: first; the default
+    calls the configured provider (trylast). Bounded by ``llm.timeout_s``, not the hook timeout."""
+
+
+@hookspec
+def gateway_register_tools(register: Callable[..., None]) -> None:
+    """``register(tool)`` for each model tool the plugin provides. Rule: all, sync, at startup."""
+
+
+# ----------------------------------------------------------------------------------------- outbound
+
+
+@hookspec(firstresult=True)
+def gateway_render_reply(gateway: Gateway, turn: Turn, response: LLMResponse) -> Reply | None:
+    """Turn the model response into a Reply split to the channel's limits. Rule: first."""
+
+
+@hookspec
+def gateway_reply_sent(gateway: Gateway, turn: Turn, reply: Reply) -> None:
+    """The reply was delivered to the channel. Rule: all."""
+
+
+# -------------------------------------------------------------------------------------------- after
+
+
+@hookspec
+def gateway_after_turn(gateway: Gateway, turn: Turn, reply: Reply, response: LLMResponse | None) -> None:
+    """The turn is persisted. Keep it fast: enqueue jobs keyed by turn id, no heavy I/O.
+
+    Rule: all. Not called for Off-The-Record turns' persistence side effects: check ``turn.otr``.
+    """
+
+
+@hookspec
+def gateway_turn_error(gateway: Gateway, turn: Turn, error: BaseException) -> None:
+    """The turn failed with ``error``; the user got an error notice. Rule: all."""
+
+
+# --------------------------------------------------------------------------------------------- jobs
+
+
+@hookspec
+def gateway_register_jobs(register: Callable[..., None]) -> None:
+    """``register(handler, name=..., timeout=..., max_tries=..., cron=...)`` for background jobs.
+
+    Rule: all, sync, at startup. Handlers receive ``(ctx, payload)``; payloads carry ids, not text.
+    """
+
+
+# ------------------------------------------------------------------------------------------- memory
+
+
+@hookspec(firstresult=True)
+def gateway_should_compact(gateway: Gateway, session: Session, history_tokens: int) -> bool | None:
+    """Decide whether a session's live history needs compaction. Rule: first."""

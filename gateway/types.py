@@ -1,0 +1,221 @@
+"""Core value types shared by the host, adapters and plugins.
+
+Everything that crosses a hook boundary is a frozen dataclass: hooks return new values instead of
+mutating shared objects, so one plugin can never change what another one sees.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from datetime import datetime
+from types import MappingProxyType
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
+
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
+
+
+class ConversationKind(str, enum.Enum):
+    DM = "dm"
+    GROUP = "group"
+
+
+class AccessDecision(str, enum.Enum):
+    ALLOW = "allow"
+    DENY = "deny"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Attachment:
+    kind: str  # photo | voice | audio | video | document | sticker | other
+    name: str = ""
+    mime_type: str = ""
+    size: int = 0
+    platform_id: str = ""
+    url: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class InboundMessage:
+    """A platform event normalized by an adapter.
+
+    ``trusted`` is set only by adapters that authenticated the sender themselves (the WebSocket
+    gateway after token or loopback auth). Untrusted messages must pass the access policy.
+    """
+
+    channel: str  # adapter name: websocket | telegram | discord | nextcloud
+    account_id: str  # the sender's immutable platform id
+    text: str
+    conversation_id: str = ""  # room / chat / guild channel; for DMs usually the account id
+    kind: ConversationKind = ConversationKind.DM
+    display_name: str = ""
+    message_id: str = ""  # platform message id, the dedupe key together with channel
+    timestamp: datetime | None = None
+    attachments: tuple[Attachment, ...] = ()
+    mentioned: bool = False  # the bot was @mentioned or replied to (group gating)
+    reply_to: str = ""
+    trusted: bool = False
+    raw: Mapping[str, Any] = field(default=_EMPTY)
+
+    @property
+    def conversation_key(self) -> str:
+        return f"{self.channel}:{self.conversation_id or self.account_id}"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class UserRef:
+    """A person in the unified namespace; ``user_id`` names ``users/<user_id>/``."""
+
+    user_id: str
+    display_name: str = ""
+    timezone: str = "UTC"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Session:
+    session_id: str
+    user_id: str
+    scope: str  # "user" (shared across channels) or "<channel>" (per-channel scope)
+    conversation_key: str
+    started_at: datetime
+    last_active_at: datetime
+    otr: bool = False
+    is_new: bool = False  # created by this turn
+    persona: str = "default"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class HistoryMessage:
+    role: str  # "user" | "assistant"
+    content: str
+    timestamp: datetime | None = None
+    turn_id: str = ""
+
+
+class Stability(str, enum.Enum):
+    """Stable sections change rarely and go first so the prompt cache covers them."""
+
+    STABLE = "stable"
+    VOLATILE = "volatile"
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ContextSection:
+    """One block of the system prompt contributed by a plugin.
+
+    ``priority``: higher is placed earlier within its stability class. ``budget``: token cap for this
+    section (0 = no cap of its own). ``trim_rank``: when the total budget overflows, sections with the
+    lowest trim_rank are cut first; ``protected`` sections are never trimmed.
+    """
+
+    source: str
+    title: str
+    text: str
+    priority: int = 50
+    budget: int = 0
+    stability: Stability = Stability.VOLATILE
+    trim_rank: int = 50
+    protected: bool = False
+    as_data: bool = False  # render as quoted data, never as instructions
+
+
+class StashKey(Generic[T]):
+    """Typed key for per-turn plugin state (``turn.stash[KEY]``)."""
+
+    __slots__ = ()
+
+
+class Stash:
+    def __init__(self) -> None:
+        self._data: dict[StashKey[Any], Any] = {}
+
+    def __setitem__(self, key: StashKey[T], value: T) -> None:
+        self._data[key] = value
+
+    def __getitem__(self, key: StashKey[T]) -> T:
+        return self._data[key]  # type: ignore[no-any-return]
+
+    def get(self, key: StashKey[T], default: T | None = None) -> T | None:
+        return self._data.get(key, default)
+
+    def __contains__(self, key: object) -> bool:
+        return key in self._data
+
+
+@dataclass(slots=True, kw_only=True)
+class Turn:
+    """One inbound message on its way through the pipeline.
+
+    Not frozen: the pipeline fills ``user`` and ``session`` as it resolves them. Plugins read it
+    and keep their own state in ``stash``.
+    """
+
+    turn_id: str
+    message: InboundMessage
+    received_at: datetime
+    user: UserRef | None = None
+    session: Session | None = None
+    history: tuple[HistoryMessage, ...] = ()
+    tier: int | None = None
+    stash: Stash = field(default_factory=Stash)
+
+    @property
+    def otr(self) -> bool:
+        return bool(self.session and self.session.otr)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LLMRequest:
+    system: tuple[ContextSection, ...]
+    messages: tuple[HistoryMessage, ...]
+    model: str = ""
+    max_tokens: int = 1024
+    role: str = "main"  # model slot: main | cheap
+    stream: bool = True
+    metadata: Mapping[str, Any] = field(default=_EMPTY)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class LLMResponse:
+    text: str
+    model: str = ""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    stop_reason: str = ""
+    provider: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Reply:
+    """What goes back to the conversation. ``chunks`` is already split to the channel's limit."""
+
+    text: str
+    chunks: tuple[str, ...] = ()
+    turn_id: str = ""
+    session_id: str = ""
+    otr: bool = False
+    notice: bool = False  # a system notice (command answer, config hint), not a model reply
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Drop:
+    """Returned by an inbound filter or access policy to stop a message, with the reason logged."""
+
+    reason: str
+    reply: str = ""  # optional text sent back (e.g. a pairing code)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ConversationAddress:
+    """Enough to reach a conversation outside a turn (proactive messages)."""
+
+    channel: str
+    conversation_id: str
+    kind: ConversationKind = ConversationKind.DM
+    user_id: str = ""
+    persona: str = "default"
