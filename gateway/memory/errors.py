@@ -1,0 +1,50 @@
+"""Typed errors of the memory store: callers (and the model's tools) can tell what went wrong."""
+
+from __future__ import annotations
+
+
+class MemoryStoreError(Exception):
+    """Base class for every refusal or failure of the memory store."""
+
+
+class PathEscapeError(MemoryStoreError, ValueError):
+    """The path is absolute, contains ``..``, NUL, a backslash, or a symlinked component."""
+
+    def __init__(self, rel: str, reason: str) -> None:
+        self.rel = rel
+        self.reason = reason
+        super().__init__(f"refused memory path {rel!r}: {reason}")
+
+
+class ReservedPathError(PathEscapeError):
+    """Dot-names (``.index/``, ``.locks/``, ``.audit.jsonl``, ``.gitignore``) belong to the store."""
+
+
+class FileTooLargeError(MemoryStoreError):
+    """A write would make the file larger than the store's per-file cap."""
+
+    def __init__(self, rel: str, size: int, limit: int) -> None:
+        self.rel = rel
+        self.size = size
+        self.limit = limit
+        super().__init__(f"{rel}: {size} bytes exceeds the {limit}-byte cap; trim the file first")
+
+
+class MemoryFileNotFoundError(MemoryStoreError, FileNotFoundError):
+    """The file (or directory) does not exist inside the root."""
+
+    def __init__(self, rel: str) -> None:
+        self.rel = rel
+        super().__init__(f"no such memory file: {rel!r}")
+
+
+class NotAFileError(MemoryStoreError):
+    """The path names a directory (or another non-regular file) where a file was expected."""
+
+    def __init__(self, rel: str) -> None:
+        self.rel = rel
+        super().__init__(f"not a regular file: {rel!r}")
+
+
+class InvalidPatternError(MemoryStoreError, ValueError):
+    """A grep pattern that does not compile."""

@@ -1,0 +1,352 @@
+"""MemoryStore: one root of Markdown files, and the single guarded path every write goes through.
+
+Roots are ``<data_dir>/users/<id>/``, ``<data_dir>/channels/<channel>-<conversation>/`` and
+``<data_dir>/personas/<name>/``. Every write checks containment (see ``fsguard``), the per-file size
+cap, takes a per-file ``flock``, replaces the file atomically, appends an audit line and then tells
+``on_write`` which file changed (the indexer's seam). All methods are synchronous: files are small, and
+an async caller wraps calls in ``asyncio.to_thread`` when it must not block its loop.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import fcntl
+import hashlib
+import json
+import logging
+import os
+import re
+import stat
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from gateway.memory import fsguard
+from gateway.memory.errors import (
+    FileTooLargeError,
+    InvalidPatternError,
+    MemoryFileNotFoundError,
+    MemoryStoreError,
+    NotAFileError,
+    PathEscapeError,
+    ReservedPathError,
+)
+
+__all__ = [
+    "FileTooLargeError",
+    "GrepHit",
+    "InvalidPatternError",
+    "MemoryEntry",
+    "MemoryFileNotFoundError",
+    "MemoryStore",
+    "MemoryStoreError",
+    "NotAFileError",
+    "PathEscapeError",
+    "ReservedPathError",
+]
+
+log = logging.getLogger(__name__)
+
+INDEX_DIR = ".index"
+LOCK_DIR = ".locks"
+AUDIT_FILE = ".audit.jsonl"
+_GITIGNORE = f"{INDEX_DIR}/\n{LOCK_DIR}/\n"
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryEntry:
+    path: str  # relative to the root, "/"-separated
+    is_dir: bool
+    size: int
+    mtime: float
+
+
+@dataclass(frozen=True, slots=True)
+class GrepHit:
+    path: str
+    line_no: int  # 1-based
+    line: str
+
+
+class MemoryStore:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        max_file_bytes: int = 256 * 1024,
+        audit_path: Path | None = None,
+        on_write: Callable[[str], None] | None = None,
+        max_results: int = 1000,
+    ) -> None:
+        root = Path(root)
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.root = root.resolve()  # the root itself may be a symlink (operator's choice)
+        self.max_file_bytes = max_file_bytes
+        self.audit_path = audit_path or self.root / AUDIT_FILE
+        self.on_write = on_write
+        self.max_results = max_results
+        self._gitignore_checked = False
+
+    # ------------------------------------------------------------------------------------- reads
+
+    def read(self, rel: str) -> str:
+        parts = fsguard.split_rel(rel)
+        with self._root_fd() as rfd:
+            return fsguard.read_file(rfd, parts, rel).decode("utf-8", errors="replace")
+
+    def exists(self, rel: str) -> bool:
+        try:
+            self.stat(rel)
+        except (MemoryFileNotFoundError, NotAFileError):
+            return False
+        return True
+
+    def stat(self, rel: str) -> MemoryEntry:
+        parts = fsguard.split_rel(rel)
+        with self._root_fd() as rfd, fsguard.parent_dir(rfd, parts, rel) as dfd:
+            st = fsguard.lstat_target(dfd, parts[-1])
+        if st is None:
+            raise MemoryFileNotFoundError(rel)
+        if stat.S_ISLNK(st.st_mode):
+            raise PathEscapeError(rel, "file is a symlink")
+        return MemoryEntry("/".join(parts), stat.S_ISDIR(st.st_mode), st.st_size, st.st_mtime)
+
+    def list(self, rel: str = "") -> builtins.list[MemoryEntry]:
+        """Entries directly inside directory ``rel`` (dot-names and symlinks are not shown)."""
+        parts = fsguard.split_rel(rel, allow_root=True)
+        prefix = "/".join(parts)
+        out: builtins.list[MemoryEntry] = []
+        with self._root_fd() as rfd:
+            fd = fsguard.open_dir(rfd, parts, rel)
+            try:
+                with os.scandir(fd) as it:
+                    for e in it:
+                        st = e.stat(follow_symlinks=False)
+                        if e.name.startswith(".") or not (
+                            stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)
+                        ):
+                            continue
+                        path = f"{prefix}/{e.name}" if prefix else e.name
+                        out.append(MemoryEntry(path, stat.S_ISDIR(st.st_mode), st.st_size, st.st_mtime))
+            finally:
+                os.close(fd)
+        return sorted(out, key=lambda m: m.path)
+
+    def files(self, rel: str = "") -> builtins.list[MemoryEntry]:
+        """Every regular file below ``rel``, recursively (what the indexer walks)."""
+        parts = fsguard.split_rel(rel, allow_root=True)
+        with self._root_fd() as rfd:
+            try:
+                return [
+                    MemoryEntry(p, False, st.st_size, st.st_mtime)
+                    for p, st in fsguard.walk_files(rfd, parts, rel)
+                ]
+            except MemoryFileNotFoundError:
+                return []
+
+    def glob(self, pattern: str) -> builtins.list[str]:
+        """Relative paths matching ``pattern``: ``*`` and ``?`` stay within a component, ``**`` spans."""
+        rx = _glob_regex(pattern)
+        return [m.path for m in self.files() if rx.fullmatch(m.path)][: self.max_results]
+
+    def grep(self, pattern: str, rel: str = "", *, case_insensitive: bool = True) -> builtins.list[GrepHit]:
+        try:
+            rx = re.compile(pattern, re.IGNORECASE if case_insensitive else 0)
+        except re.error as exc:
+            raise InvalidPatternError(f"bad pattern {pattern!r}: {exc}") from None
+        hits: builtins.list[GrepHit] = []
+        if fsguard.split_rel(rel, allow_root=True):
+            try:
+                entry = self.stat(rel)
+            except MemoryFileNotFoundError:
+                return []
+            targets = [m.path for m in self.files(rel)] if entry.is_dir else [entry.path]
+        else:
+            targets = [m.path for m in self.files()]
+        for path in targets:
+            try:
+                text = self.read(path)
+            except MemoryStoreError:
+                continue  # changed under us; grep is best-effort over a live tree
+            for no, line in enumerate(text.splitlines(), 1):
+                if rx.search(line):
+                    hits.append(GrepHit(path, no, line))
+                    if len(hits) >= self.max_results:
+                        return hits
+        return hits
+
+    # ------------------------------------------------------------------------------------ writes
+
+    def write(self, rel: str, text: str, *, source: str, message_id: str = "", trust: str = "system") -> int:
+        """Replace ``rel`` with ``text``; return the new size in bytes."""
+        parts = fsguard.split_rel(rel)
+        data = _encode(rel, text)
+        self._check_size(rel, len(data))
+        with (
+            self._root_fd() as rfd,
+            self._lock(rfd, parts),
+            fsguard.parent_dir(rfd, parts, rel, create=True) as dfd,
+        ):
+            fsguard.atomic_replace(dfd, parts[-1], data, rel)
+        return self._written("write", parts, data, source, message_id, trust)
+
+    def append(self, rel: str, text: str, *, source: str, message_id: str = "", trust: str = "system") -> int:
+        """Append ``text`` (rewriting the whole file atomically, so a crash never leaves half a line)."""
+        parts = fsguard.split_rel(rel)
+        extra = _encode(rel, text)
+        with (
+            self._root_fd() as rfd,
+            self._lock(rfd, parts),
+            fsguard.parent_dir(rfd, parts, rel, create=True) as dfd,
+        ):
+            try:
+                old = fsguard.read_file(rfd, parts, rel)
+            except MemoryFileNotFoundError:
+                old = b""
+            data = old + extra
+            self._check_size(rel, len(data))
+            fsguard.atomic_replace(dfd, parts[-1], data, rel)
+        return self._written("append", parts, data, source, message_id, trust, added=len(extra))
+
+    def delete(self, rel: str, *, source: str, message_id: str = "", trust: str = "system") -> None:
+        parts = fsguard.split_rel(rel)
+        with self._root_fd() as rfd, self._lock(rfd, parts), fsguard.parent_dir(rfd, parts, rel) as dfd:
+            fsguard.check_replaceable(dfd, parts[-1], rel)
+            try:
+                os.unlink(parts[-1], dir_fd=dfd)
+            except FileNotFoundError:
+                raise MemoryFileNotFoundError(rel) from None
+            os.fsync(dfd)
+        self._written("delete", parts, b"", source, message_id, trust)
+
+    def move(self, src: str, dst: str, *, source: str, message_id: str = "", trust: str = "system") -> None:
+        """Rename a file inside the root (both ends guarded); fails if ``dst`` exists."""
+        fsguard.split_rel(src), fsguard.split_rel(dst)  # refuse bad paths before touching anything
+        if self.exists(dst):
+            raise MemoryStoreError(f"cannot move {src!r}: {dst!r} already exists")
+        text = self.read(src)
+        # Through write + delete rather than rename(2): both ends get containment, locks and audit.
+        self.write(dst, text, source=source, message_id=message_id, trust=trust)
+        self.delete(src, source=source, message_id=message_id, trust=trust)
+
+    # ---------------------------------------------------------------------------------- internals
+
+    def index_dir(self) -> Path:
+        """``<root>/.index/``: derived data only, ignored by git, safe to delete at any time."""
+        self._ensure_gitignore()
+        path = self.root / INDEX_DIR
+        path.mkdir(exist_ok=True, mode=0o700)
+        return path
+
+    @contextlib.contextmanager
+    def _root_fd(self) -> Iterator[int]:
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
+    def _lock(self, root_fd: int, parts: tuple[str, ...]) -> Iterator[None]:
+        # A sidecar lock file: locking the data file itself would not survive the rename.
+        self._ensure_gitignore()
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(LOCK_DIR, 0o700, dir_fd=root_fd)
+        name = hashlib.sha1("/".join(parts).encode()).hexdigest() + ".lock"
+        ldir = os.open(LOCK_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=root_fd)
+        try:
+            fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=ldir)
+        finally:
+            os.close(ldir)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the flock
+
+    def _check_size(self, rel: str, size: int) -> None:
+        if size > self.max_file_bytes:
+            raise FileTooLargeError(rel, size, self.max_file_bytes)
+
+    def _ensure_gitignore(self) -> None:
+        if self._gitignore_checked:
+            return
+        path = self.root / ".gitignore"
+        try:
+            current = path.read_text(encoding="utf-8") if not path.is_symlink() else None
+        except FileNotFoundError:
+            current = ""
+        if current is not None and not all(line in current.splitlines() for line in _GITIGNORE.split()):
+            with self._root_fd() as rfd:
+                body = current + ("\n" if current and not current.endswith("\n") else "") + _GITIGNORE
+                fsguard.atomic_replace(rfd, ".gitignore", body.encode(), ".gitignore")
+        self._gitignore_checked = True
+
+    def _written(
+        self,
+        op: str,
+        parts: tuple[str, ...],
+        data: bytes,
+        source: str,
+        message_id: str,
+        trust: str,
+        added: int | None = None,
+    ) -> int:
+        rel = "/".join(parts)
+        record = {
+            "ts": datetime.now(UTC).isoformat(timespec="milliseconds"),
+            "op": op,
+            "file": rel,
+            "bytes": len(data) if added is None else added,  # bytes this operation wrote
+            "size": len(data),  # file size afterwards
+            "sha256": hashlib.sha256(data).hexdigest() if op != "delete" else "",
+            "source": source,
+            "message_id": message_id,
+            "trust": trust,
+        }
+        line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
+        fd = os.open(self.audit_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)  # one whole line per writer, across processes
+            os.write(fd, line)
+        finally:
+            os.close(fd)
+        if self.on_write is not None:
+            try:
+                self.on_write(rel)
+            except Exception:
+                # The write is durable; a failing index hook must not turn it into an error.
+                log.exception("memory on_write hook failed for %s", rel)
+        return len(data)
+
+
+def _encode(rel: str, text: str) -> bytes:
+    if not isinstance(text, str):
+        raise MemoryStoreError(f"{rel}: content must be str, got {type(text).__name__}")
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise MemoryStoreError(f"{rel}: content is not valid UTF-8 text") from None
+
+
+def _glob_regex(pattern: str) -> re.Pattern[str]:
+    out, i = [], 0
+    while i < len(pattern):
+        if pattern.startswith("**/", i):
+            out.append("(?:.*/)?")
+            i += 3
+        elif pattern.startswith("**", i):
+            out.append(".*")
+            i += 2
+        elif pattern[i] == "*":
+            out.append("[^/]*")
+            i += 1
+        elif pattern[i] == "?":
+            out.append("[^/]")
+            i += 1
+        else:
+            out.append(re.escape(pattern[i]))
+            i += 1
+    return re.compile("".join(out), re.DOTALL)
