@@ -143,10 +143,20 @@ class BusConfig(Section):
 
 
 class ChannelAccess(Section):
+    """Who may talk to the bot on one channel (see gateway/access.py and docs/channels.md)."""
+
     dm_policy: Literal["pairing", "allowlist", "open", "disabled"] = "pairing"
-    allow_from: list[str] = Field(default_factory=list)
-    group_allow: list[str] = Field(default_factory=list)
+    allow_from: list[str] = Field(default_factory=list)  # account ids allowed to DM
+    group_allow: list[str] = Field(default_factory=list)  # conversation ids; "*" = any group
     require_mention: bool = True
+    pairing_code_ttl_s: int = Field(3600, ge=60, le=7 * 86400)
+    pairing_max_pending: int = Field(3, ge=1, le=100)  # per channel; more strangers get silence
+    pairing_reply_interval_s: float = Field(600, ge=0)  # answer a waiting stranger at most this often
+    # Supervision: restart the adapter when the platform has been silent this long (0 = never).
+    stall_after_s: float = Field(0, ge=0)
+    # Outbound pacing per conversation (messages per second, burst) before the platform's own 429s.
+    send_rate_per_s: float = Field(1.0, gt=0)
+    send_burst: int = Field(5, ge=1)
 
 
 class WebSocketChannel(Section):
@@ -161,11 +171,17 @@ class TelegramChannel(ChannelAccess):
     webhook_path: str = "/telegram/webhook"
     webhook_url: str | None = None
     base_url: str | None = None  # Bot API server (tests point this at a local fake)
+    poll_timeout_s: int = Field(30, ge=0, le=50)  # getUpdates long-poll seconds
+    stall_after_s: float = Field(120, ge=0)  # no Bot API answer for this long -> restart the poller
+    parse_mode: Literal["html", "plain"] = "html"  # Markdown from the model rendered as Telegram HTML
 
 
 class DiscordChannel(ChannelAccess):
     enabled: bool = False
     token: SecretStr | None = None
+    api_base: str | None = None  # REST base, e.g. http://127.0.0.1:P/api/v10 (tests: a local fake)
+    gateway_url: str | None = None  # gateway websocket, e.g. ws://127.0.0.1:P/ (tests: a local fake)
+    stall_after_s: float = Field(180, ge=0)  # no gateway frame (heartbeat ack, event) for this long
 
 
 class NextcloudChannel(ChannelAccess):
@@ -173,6 +189,14 @@ class NextcloudChannel(ChannelAccess):
     base_url: str | None = None
     bot_secret: SecretStr | None = None
     webhook_path: str = "/nextcloud/webhook"
+    bot_name: str = "kith"  # "@kith" in a message counts as a mention
+    # Rooms to treat as one-to-one (DM policy, per-user memory); every other room is a group.
+    dm_rooms: list[str] = Field(default_factory=list)
+    # Optional app password of a user in the rooms, used only to look up room types (one-to-one).
+    api_user: str | None = None
+    api_password: SecretStr | None = None
+    ack_reaction: str | None = None  # e.g. "\U0001f440": react to a message when a turn starts
+    max_body_bytes: int = Field(256 * 1024, ge=1024)
 
 
 class ChannelsConfig(Section):
