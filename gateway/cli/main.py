@@ -14,6 +14,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gateway.cli.plugins",
     "gateway.cli.chat",
     "gateway.cli.bench",
+    "gateway.cli.pairing",
 )
 
 
