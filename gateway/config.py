@@ -132,10 +132,25 @@ class MemoryConfig(Section):
 
 
 class BusConfig(Section):
+    """Job bus (see docs/jobs.md). Redis >= 6.2; no ``url`` = private embedded server."""
+
     url: SecretStr | None = None  # None = private embedded redis-server under <data_dir>/redis
+    # Sentinel: master name + "host:port" sentinels; the master's password/TLS come from ``url``
+    # (e.g. ``rediss://:secret@/0``) when given, the sentinels' own password from sentinel_password.
+    sentinel_master: str | None = None
+    sentinels: list[str] = Field(default_factory=list)
+    sentinel_password: SecretStr | None = None
+    prefix: str = Field("kith", pattern=r"^[A-Za-z0-9_.-]{1,32}$")  # key namespace on a shared server
     concurrency: int = Field(8, ge=1, le=512)
     max_tries: int = Field(5, ge=1)
     claim_idle_ms: int = Field(30000, ge=100)
+    heartbeat_ms: int | None = Field(None, ge=20)  # None = claim_idle_ms / 3
+    default_timeout_s: float = Field(300.0, gt=0)
+    retry_backoff_s: float = Field(2.0, ge=0)  # first retry delay; doubles per try, jittered
+    retry_backoff_max_s: float = Field(600.0, ge=0)
+    shutdown_grace_s: float = Field(30.0, ge=0)  # how long stop waits for running jobs
+    max_payload_bytes: int = Field(8192, ge=256)  # payloads carry ids, not message text
+    appendfsync: Literal["everysec", "always"] = "everysec"  # embedded server only
     workers_in_process: bool = True
 
 

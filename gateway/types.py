@@ -18,12 +18,12 @@ T = TypeVar("T")
 _EMPTY: Mapping[str, Any] = MappingProxyType({})
 
 
-class ConversationKind(str, enum.Enum):
+class ConversationKind(enum.StrEnum):
     DM = "dm"
     GROUP = "group"
 
 
-class AccessDecision(str, enum.Enum):
+class AccessDecision(enum.StrEnum):
     ALLOW = "allow"
     DENY = "deny"
 
@@ -58,7 +58,7 @@ class InboundMessage:
     mentioned: bool = False  # the bot was @mentioned or replied to (group gating)
     reply_to: str = ""
     trusted: bool = False
-    raw: Mapping[str, Any] = field(default=_EMPTY)
+    raw: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
     @property
     def conversation_key(self) -> str:
@@ -95,7 +95,7 @@ class HistoryMessage:
     turn_id: str = ""
 
 
-class Stability(str, enum.Enum):
+class Stability(enum.StrEnum):
     """Stable sections change rarely and go first so the prompt cache covers them."""
 
     STABLE = "stable"
@@ -175,7 +175,7 @@ class LLMRequest:
     max_tokens: int = 1024
     role: str = "main"  # model slot: main | cheap
     stream: bool = True
-    metadata: Mapping[str, Any] = field(default=_EMPTY)
+    metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

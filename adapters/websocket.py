@@ -1,0 +1,329 @@
+"""WebSocket gateway adapter: web chat, ``kith chat`` and third-party clients (docs/protocol.md).
+
+Security, in the order it is applied: the Origin header is checked before the upgrade (cross-site
+pages cannot drive a local assistant); when a token is configured (always, beyond loopback) the
+connection must authenticate (Authorization header or a first ``auth`` frame) before anything else;
+frames above ``server.max_frame_bytes`` close the connection with 1009; each connection has a token
+bucket rate limit. Authenticated connections are trusted senders: they skip the pairing policy.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import re
+import time
+from datetime import UTC, datetime
+from importlib import resources
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from aiohttp import WSCloseCode, WSMsgType, web
+
+from adapters.base import Adapter
+from gateway.hookspecs import hookimpl
+from gateway.types import ConversationAddress, ConversationKind, InboundMessage, Reply
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+log = logging.getLogger("kith.adapters.websocket")
+
+CLOSE_UNAUTHORIZED = 4401
+AUTH_TIMEOUT_S = 10.0
+_CLIENT_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
+MAX_TEXT_CHARS = 32_000
+
+
+class TokenBucket:
+    def __init__(self, per_minute: int, burst: int) -> None:
+        self.rate = per_minute / 60.0
+        self.capacity = float(burst)
+        self.tokens = float(burst)
+        self.updated = time.monotonic()
+
+    def take(self) -> bool:
+        now = time.monotonic()
+        self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
+        self.updated = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return True
+        return False
+
+
+class FrameError(Exception):
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+def parse_frame(data: str) -> dict[str, Any]:
+    try:
+        frame = json.loads(data)
+    except ValueError as exc:
+        raise FrameError("bad_json", "frame is not valid JSON") from exc
+    if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
+        raise FrameError("bad_frame", "frame must be a JSON object with a string 'type'")
+    return frame
+
+
+class Connection:
+    """One client connection: auth state, identity and ordered message handling."""
+
+    def __init__(self, adapter: WebSocketAdapter, ws: web.WebSocketResponse, authed: bool) -> None:
+        self.adapter = adapter
+        self.ws = ws
+        self.authed = authed
+        self.client_id = ""
+        self.name = ""
+        cfg = adapter.gateway.config.server.rate_limit
+        self.bucket = TokenBucket(cfg.messages_per_minute, cfg.burst)
+        # Messages run one at a time, in order, in their own task, so the receive loop keeps
+        # answering pings and reading frames while a long model call streams.
+        self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=32)
+        self.worker: asyncio.Task[None] | None = None
+        self.busy = False
+        self.closing = False
+
+    async def _work(self) -> None:
+        while not (self.closing and self.queue.empty()):
+            frame = await self.queue.get()
+            self.busy = True
+            try:
+                await self._message(frame)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("websocket message handling failed")
+                await self.error("internal", "the message could not be processed", frame.get("id"))
+            finally:
+                self.busy = False
+
+    def close(self) -> None:
+        # A turn already running finishes (and is persisted) even if its client went away.
+        self.closing = True
+        if self.worker is not None and not self.busy and self.queue.empty():
+            self.worker.cancel()
+
+    async def send(self, frame: dict[str, Any]) -> None:
+        if not self.ws.closed:
+            await self.ws.send_json(frame)
+
+    async def error(self, code: str, message: str, ref: Any = None) -> None:
+        frame: dict[str, Any] = {"type": "error", "code": code, "message": message}
+        if ref is not None:
+            frame["id"] = ref
+        await self.send(frame)
+
+    async def handle(self, frame: dict[str, Any]) -> None:
+        kind = frame["type"]
+        if kind == "ping":
+            await self.send({"type": "pong"})
+            return
+        if kind == "auth":
+            await self._auth(frame)
+            return
+        if not self.authed:
+            await self.error("unauthorized", "authenticate first with an 'auth' frame")
+            await self.ws.close(code=CLOSE_UNAUTHORIZED, message=b"unauthorized")
+            return
+        if kind == "hello":
+            await self._hello(frame)
+        elif kind == "message":
+            if self.worker is None:
+                self.worker = asyncio.create_task(self._work(), name=f"ws:{self.client_id or 'anon'}")
+            try:
+                self.queue.put_nowait(frame)
+            except asyncio.QueueFull:
+                await self.error("busy", "too many messages waiting; wait for the replies", frame.get("id"))
+        else:
+            await self.error("unknown_type", f"unknown frame type {kind!r}", frame.get("id"))
+
+    async def _auth(self, frame: dict[str, Any]) -> None:
+        token = self.adapter.token
+        given = frame.get("token")
+        if token is not None and not (isinstance(given, str) and hmac.compare_digest(given, token)):
+            await self.error("unauthorized", "invalid token")
+            await self.ws.close(code=CLOSE_UNAUTHORIZED, message=b"unauthorized")
+            return
+        self.authed = True
+        if "client_id" in frame:
+            await self._hello(frame)
+        else:
+            await self.send({"type": "auth_ok"})
+
+    async def _hello(self, frame: dict[str, Any]) -> None:
+        client_id = frame.get("client_id")
+        name = frame.get("name", "")
+        if not isinstance(client_id, str) or not _CLIENT_ID.match(client_id):
+            await self.error("bad_frame", "client_id must be 1-128 characters of [A-Za-z0-9._:-]")
+            return
+        if not isinstance(name, str) or len(name) > 100:
+            await self.error("bad_frame", "name must be a string of at most 100 characters")
+            return
+        self.client_id, self.name = client_id, name
+        gw = self.adapter.gateway
+        user = gw.identities.resolve(self._message_obj("", ""))
+        assert user is not None
+        otr = gw.sessions.is_otr(user, self._message_obj("", ""))
+        self.adapter.connections.setdefault(client_id, set()).add(self)
+        await self.send({"type": "ready", "user_id": user.user_id, "otr": otr, "model_ready": gw.model_ready,
+                         "notice": "" if gw.model_ready else gw.model_help})
+
+    def _message_obj(self, text: str, message_id: str) -> InboundMessage:
+        return InboundMessage(
+            channel="websocket", account_id=self.client_id, conversation_id=self.client_id, text=text,
+            kind=ConversationKind.DM, display_name=self.name, message_id=message_id,
+            timestamp=datetime.now(UTC), trusted=True,
+        )
+
+    async def _message(self, frame: dict[str, Any]) -> None:
+        ref = frame.get("id")
+        if ref is not None and not isinstance(ref, (str, int)):
+            await self.error("bad_frame", "'id' must be a string or a number")
+            return
+        if not self.client_id:
+            await self.error("no_hello", "send a 'hello' frame with your client_id first", ref)
+            return
+        text = frame.get("text")
+        if not isinstance(text, str) or not text.strip():
+            await self.error("bad_frame", "'text' must be a non-empty string", ref)
+            return
+        if len(text) > MAX_TEXT_CHARS:
+            await self.error("too_long", f"'text' is limited to {MAX_TEXT_CHARS} characters", ref)
+            return
+        if not self.bucket.take():
+            await self.error("rate_limited", "too many messages; slow down", ref)
+            return
+        message_id = f"{self.client_id}:{ref}" if ref is not None else ""
+
+        async def on_delta(piece: str) -> None:
+            await self.send({"type": "delta", "id": ref, "text": piece})
+
+        reply = await self.adapter.gateway.handle_inbound(self._message_obj(text, message_id), on_delta=on_delta)
+        if reply is None:
+            await self.send({"type": "reply", "id": ref, "text": "", "dropped": True})
+            return
+        await self.send({"type": "reply", "id": ref, "text": reply.text, "session_id": reply.session_id,
+                         "otr": reply.otr, "notice": reply.notice, "turn_id": reply.turn_id})
+
+
+class WebSocketAdapter(Adapter):
+    name = "websocket"
+    max_message_chars = 1_000_000  # one frame carries the whole reply; the client renders it
+
+    def __init__(self, gateway: Gateway, config: Any = None) -> None:
+        super().__init__(gateway, config)
+        secret = gateway.config.server.token
+        self.token: str | None = secret.get_secret_value() if secret is not None else None
+        self.connections: dict[str, set[Connection]] = {}
+        self._stop = asyncio.Event()
+
+    def routes(self) -> list[web.RouteDef]:
+        return [web.get("/", self.index), web.get("/ws", self.websocket),
+                web.get("/static/{name}", self.static)]
+
+    async def run(self) -> None:
+        # The host's HTTP server serves the routes; this task only keeps the adapter "running".
+        await self._stop.wait()
+
+    async def stop(self) -> None:
+        for conns in list(self.connections.values()):
+            for conn in list(conns):
+                await conn.ws.close(code=WSCloseCode.GOING_AWAY, message=b"server shutdown")
+
+    def health(self) -> dict[str, Any]:
+        return {"connections": sum(len(c) for c in self.connections.values())}
+
+    async def send(self, address: ConversationAddress, reply: Reply) -> None:
+        conns = self.connections.get(address.conversation_id, set())
+        if not conns:
+            raise LookupError(f"websocket client {address.conversation_id!r} is not connected")
+        for conn in list(conns):
+            await conn.send({"type": "reply", "id": None, "text": reply.text, "notice": reply.notice,
+                             "otr": reply.otr, "proactive": True})
+
+    # ---------------------------------------------------------------------------------- HTTP
+    def _origin_ok(self, request: web.Request) -> bool:
+        origin = request.headers.get("Origin")
+        if origin is None:
+            return True  # non-browser clients send no Origin; they still need the token if set
+        if origin in self.gateway.config.server.allowed_origins:
+            return True
+        parts = urlsplit(origin)
+        return parts.scheme in ("http", "https") and parts.netloc == request.host
+
+    async def websocket(self, request: web.Request) -> web.StreamResponse:
+        if not self._origin_ok(request):
+            log.warning("refused websocket upgrade from origin %s", request.headers.get("Origin"))
+            raise web.HTTPForbidden(text="origin not allowed")
+        authed = self.token is None
+        header = request.headers.get("Authorization", "")
+        if self.token is not None and header.startswith("Bearer "):
+            if not hmac.compare_digest(header[7:], self.token):
+                raise web.HTTPUnauthorized(text="invalid token")
+            authed = True
+        ws = web.WebSocketResponse(max_msg_size=self.gateway.config.server.max_frame_bytes, heartbeat=30.0)
+        await ws.prepare(request)
+        conn = Connection(self, ws, authed)
+        auth_deadline = None if authed else asyncio.get_running_loop().time() + AUTH_TIMEOUT_S
+        try:
+            while True:
+                timeout = None if conn.authed or auth_deadline is None else max(
+                    0.0, auth_deadline - asyncio.get_running_loop().time())
+                try:
+                    msg = await ws.receive(timeout=timeout)
+                except TimeoutError:
+                    await conn.error("unauthorized", "no 'auth' frame received in time")
+                    await ws.close(code=CLOSE_UNAUTHORIZED, message=b"unauthorized")
+                    break
+                if msg.type == WSMsgType.TEXT:
+                    try:
+                        frame = parse_frame(msg.data)
+                    except FrameError as exc:
+                        await conn.error(exc.code, str(exc))
+                        continue
+                    await conn.handle(frame)
+                elif msg.type == WSMsgType.BINARY:
+                    await conn.error("bad_frame", "binary frames are not supported; send JSON text")
+                elif msg.type == WSMsgType.ERROR:
+                    log.info("websocket closed with error: %s", ws.exception())
+                    break
+                else:  # CLOSE, CLOSING, CLOSED
+                    break
+        finally:
+            conn.close()
+            if conn.client_id:
+                conns = self.connections.get(conn.client_id)
+                if conns is not None:
+                    conns.discard(conn)
+                    if not conns:
+                        del self.connections[conn.client_id]
+        return ws
+
+    async def index(self, request: web.Request) -> web.Response:
+        html = resources.files("gateway.web").joinpath("static/index.html").read_text(encoding="utf-8")
+        return web.Response(text=html, content_type="text/html", headers=_PAGE_HEADERS)
+
+    async def static(self, request: web.Request) -> web.Response:
+        name = request.match_info["name"]
+        types = {"app.js": "application/javascript", "style.css": "text/css"}
+        if name not in types:
+            raise web.HTTPNotFound()
+        body = resources.files("gateway.web").joinpath(f"static/{name}").read_text(encoding="utf-8")
+        return web.Response(text=body, content_type=types[name], headers=_PAGE_HEADERS)
+
+
+_PAGE_HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+}
+
+
+@hookimpl
+def gateway_register_adapters(register: Any) -> None:
+    register(WebSocketAdapter)

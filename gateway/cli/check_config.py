@@ -1,0 +1,28 @@
+"""``kith check-config [FILE]``: validate a config, list every problem, exit 0 or 2."""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from gateway.cli.common import config_path
+from gateway.config import ConfigError, load_config
+from gateway.plugins import build_plugin_host
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("check-config", help="validate a configuration file (exit 0 or 2)")
+    p.add_argument("file", nargs="?", help="config file (default: -c or ./config.yaml)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    path = args.file or config_path(args)
+    try:
+        cfg = load_config(path)
+        build_plugin_host(cfg)  # plugins that fail to import are config problems too
+    except ConfigError as exc:
+        print(str(exc), file=sys.stderr)
+        return 2
+    print(f"{path or '(defaults)'}: OK")
+    return 0

@@ -1,0 +1,80 @@
+"""Built-in chat commands: ``/start /help /new /otr /link``.
+
+Commands are answered by the host without a model call and are not part of the transcript.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gateway.hookspecs import hookimpl
+from gateway.identity import LinkError
+from gateway.types import ConversationKind, Reply, Turn
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+HELP = """I'm your assistant. I remember our conversations on every channel you use with me.
+
+Commands:
+/new: start a fresh session (I still remember you)
+/otr on|off: Off-The-Record: nothing of what follows is stored, indexed or learned
+/link: get a code to connect another account (Telegram, Discord, ...) to this one
+/link CODE: connect this account to the one that produced CODE
+/help: this text"""
+
+
+def _notice(text: str) -> Reply:
+    return Reply(text=text, notice=True)
+
+
+@hookimpl(trylast=True)
+def gateway_handle_command(gateway: Gateway, turn: Turn, command: str, args: str) -> Reply | None:
+    user = turn.user
+    msg = turn.message
+    if user is None:
+        return None
+    now = turn.received_at
+    sessions = gateway.sessions
+    if command in ("start", "help"):
+        extra = "" if gateway.model_ready else "\n\nNote: " + gateway.model_help
+        return _notice(HELP + extra)
+    if command == "new":
+        sessions.new(user, msg, now)
+        return _notice("Started a new session. I still remember you; the conversation context is fresh.")
+    if command == "otr":
+        arg = args.lower()
+        if arg in ("", "status"):
+            on = sessions.is_otr(user, msg)
+            return _notice(f"Off-The-Record is {'ON' if on else 'off'}. Use /otr on or /otr off.")
+        if arg == "on":
+            if sessions.is_otr(user, msg):
+                return _notice("Off-The-Record is already on.")
+            sessions.start_otr(user, msg, now)
+            return _notice(
+                "Off-The-Record is ON. Nothing from now on is stored, indexed or learned, until /otr off."
+            )
+        if arg == "off":
+            if not sessions.end_otr(user, msg):
+                return _notice("Off-The-Record was not on.")
+            return _notice("Off-The-Record is off. That conversation is gone; normal memory resumes.")
+        return _notice("Usage: /otr on | /otr off")
+    if command == "link":
+        if gateway.config.identity.scope_for(msg.channel) == "channel":
+            return _notice("This channel keeps its own identity (identity scope 'channel'); linking is off.")
+        if msg.kind is ConversationKind.GROUP:
+            return _notice("Linking only works in a direct conversation with me.")
+        if not args:
+            code = gateway.identities.create_link_code(user.user_id, msg.channel, msg.account_id)
+            minutes = gateway.config.identity.link_code_ttl_s // 60
+            return _notice(
+                f"Your link code is {code}. Within {minutes} minutes, send `/link {code}` to me from the "
+                "other account you want to connect. Don't share it with anyone else."
+            )
+        try:
+            merged_into = gateway.identities.redeem_link_code(args, msg.channel, msg.account_id)
+        except LinkError as exc:
+            return _notice(str(exc))
+        gateway.on_identity_linked(merged_into)
+        return _notice("Linked. This account now shares one memory with your other account.")
+    return None

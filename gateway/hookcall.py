@@ -1,0 +1,109 @@
+"""Async-aware hook calling with per-plugin fault isolation.
+
+pluggy has no async support: an ``async def`` implementation returns a coroutine, which is never
+``None``, so ``firstresult`` through ``pm.hook.x()`` would always stop at the first async plugin.
+Here every implementation is called and awaited one by one, in pluggy's order.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+from typing import Any
+
+import pluggy
+
+log = logging.getLogger("kith.hooks")
+
+
+class HookCaller:
+    """Calls the hooks of one plugin manager with a per-hook timeout."""
+
+    def __init__(self, pm: pluggy.PluginManager, *, timeout_s: float = 5.0) -> None:
+        self.pm = pm
+        self.timeout_s = timeout_s
+        self.failures: dict[str, int] = {}
+
+    def _impls(self, hook_name: str) -> list[pluggy.HookImpl]:
+        hook = getattr(self.pm.hook, hook_name)
+        # pluggy keeps impls in call order reversed (last registered is called first).
+        return list(reversed(hook.get_hookimpls()))
+
+    async def _call_one(
+        self, hook_name: str, impl: pluggy.HookImpl, kwargs: dict[str, Any], timeout: float | None
+    ) -> tuple[bool, Any]:
+        """Returns (ok, result). Exceptions and timeouts are logged with the plugin's name."""
+        args = [kwargs[name] for name in impl.argnames]
+        try:
+            result = impl.function(*args)
+            if inspect.isawaitable(result):
+                result = await asyncio.wait_for(result, timeout) if timeout else await result
+            return True, result
+        except asyncio.CancelledError:
+            raise
+        except TimeoutError:
+            self._record_failure(impl.plugin_name)
+            log.error("plugin %s timed out in %s after %.1fs; skipped", impl.plugin_name, hook_name, timeout)
+            return False, None
+        except Exception:
+            self._record_failure(impl.plugin_name)
+            log.exception("plugin %s failed in %s; skipped", impl.plugin_name, hook_name)
+            return False, None
+
+    def _record_failure(self, plugin_name: str) -> None:
+        self.failures[plugin_name] = self.failures.get(plugin_name, 0) + 1
+
+    async def call_all(self, hook_name: str, *, timeout: float | None = -1.0, **kwargs: Any) -> list[Any]:
+        """Await every implementation; return the non-None results in call order.
+
+        A plugin that raises or exceeds the timeout is logged and skipped; the others still run.
+        """
+        t = self.timeout_s if timeout == -1.0 else timeout
+        results = []
+        for impl in self._impls(hook_name):
+            ok, result = await self._call_one(hook_name, impl, kwargs, t)
+            if ok and result is not None:
+                results.append(result)
+        return results
+
+    async def call_first(
+        self, hook_name: str, *, timeout: float | None = -1.0, isolate: bool = True, **kwargs: Any
+    ) -> Any:
+        """Await implementations in order; return the first non-None awaited result.
+
+        With ``isolate=False`` a failing implementation propagates (decision hooks whose failure
+        must be loud, like the turn protocol itself).
+        """
+        t = self.timeout_s if timeout == -1.0 else timeout
+        for impl in self._impls(hook_name):
+            if isolate:
+                ok, result = await self._call_one(hook_name, impl, kwargs, t)
+                if not ok:
+                    continue
+            else:
+                args = [kwargs[name] for name in impl.argnames]
+                result = impl.function(*args)
+                if inspect.isawaitable(result):
+                    result = await asyncio.wait_for(result, t) if t else await result
+            if result is not None:
+                return result
+        return None
+
+    def call_sync_all(self, hook_name: str, **kwargs: Any) -> list[Any]:
+        """For sync registration hooks (adapters, jobs, tools); failures isolated like call_all."""
+        results = []
+        for impl in self._impls(hook_name):
+            args = [kwargs[name] for name in impl.argnames]
+            try:
+                result = impl.function(*args)
+                if inspect.isawaitable(result):
+                    result.close()  # type: ignore[union-attr]
+                    raise TypeError(f"{hook_name} must be a plain function, not async")
+            except Exception:
+                self._record_failure(impl.plugin_name)
+                log.exception("plugin %s failed in %s; skipped", impl.plugin_name, hook_name)
+                continue
+            if result is not None:
+                results.append(result)
+        return results

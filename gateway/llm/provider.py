@@ -1,0 +1,55 @@
+"""Built-in plugin: the default ``gateway_llm_call`` and the provider registry by role.
+
+Providers are addressed by role (``main``, ``cheap``) so a cheap side model can be configured next to
+the main one without touching callers.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from gateway.config import LLMConfig
+from gateway.hookspecs import hookimpl
+from gateway.llm.base import NO_MODEL_HELP, DeltaCallback, LLMError, Provider
+from gateway.llm.echo import EchoProvider
+from gateway.types import LLMRequest, LLMResponse, Turn
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+log = logging.getLogger("kith.llm")
+
+
+class NoModelProvider:
+    """Stands in when no API key is configured: the daemon runs and says how to fix it."""
+
+    name = "none"
+
+    async def complete(self, request: LLMRequest, on_delta: DeltaCallback | None = None) -> LLMResponse:
+        raise LLMError("no model configured", user_message=NO_MODEL_HELP)
+
+    async def close(self) -> None:
+        return None
+
+
+def make_provider(config: LLMConfig) -> Provider:
+    if config.provider == "echo":
+        return EchoProvider()
+    if config.provider == "local":
+        from gateway.llm.local import LocalProvider
+
+        return LocalProvider(config)
+    if config.api_key is None or not config.api_key.get_secret_value():
+        log.warning(NO_MODEL_HELP)
+        return NoModelProvider()
+    from gateway.llm.anthropic import AnthropicProvider
+
+    return AnthropicProvider(config)
+
+
+@hookimpl(trylast=True)
+async def gateway_llm_call(
+    gateway: Gateway, turn: Turn | None, request: LLMRequest, on_delta: DeltaCallback | None
+) -> LLMResponse:
+    return await gateway.llm(request.role).complete(request, on_delta)

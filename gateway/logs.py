@@ -1,0 +1,58 @@
+"""Logging setup with secret redaction.
+
+kith never logs secrets on purpose; the redacting filter is the safety net for third-party
+libraries that echo URLs or headers (a Telegram bot token is part of every Bot API URL).
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterable
+
+from pydantic import SecretStr
+
+from gateway.config import Config
+
+
+class RedactSecrets(logging.Filter):
+    def __init__(self, secrets: Iterable[str]) -> None:
+        super().__init__()
+        self.secrets = sorted({s for s in secrets if s and len(s) >= 6}, key=len, reverse=True)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if not self.secrets:
+            return True
+        message = record.getMessage()
+        redacted = message
+        for secret in self.secrets:
+            redacted = redacted.replace(secret, "***")
+        if redacted != message:
+            record.msg, record.args = redacted, ()
+        return True
+
+
+def collect_secrets(node: object) -> list[str]:
+    found: list[str] = []
+    if isinstance(node, SecretStr):
+        found.append(node.get_secret_value())
+    elif hasattr(node, "model_fields"):
+        for name in type(node).model_fields:  # type: ignore[attr-defined]
+            found.extend(collect_secrets(getattr(node, name)))
+    elif isinstance(node, (list, tuple)):
+        for item in node:
+            found.extend(collect_secrets(item))
+    elif isinstance(node, dict):
+        for item in node.values():
+            found.extend(collect_secrets(item))
+    return found
+
+
+def setup_logging(config: Config) -> None:
+    handler = logging.StreamHandler()
+    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    handler.addFilter(RedactSecrets(collect_secrets(config)))
+    root = logging.getLogger()
+    root.handlers[:] = [handler]
+    root.setLevel(config.log_level)
+    for noisy in ("httpx", "httpcore", "aiohttp.access", "telegram.ext", "discord"):
+        logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))

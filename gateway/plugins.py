@@ -1,0 +1,139 @@
+"""Plugin-manager factory: built-in plugins, the ``kith`` entry-point group, config modules.
+
+Loading is explicit (a factory, never an import side effect). The allow/deny list applies to every
+source by plugin name, so an operator can switch off a built-in stage as easily as a third-party one.
+"""
+
+from __future__ import annotations
+
+import importlib
+import importlib.metadata
+import logging
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import pluggy
+
+from gateway import hookspecs
+from gateway.config import Config, ConfigError, PluginsConfig
+
+log = logging.getLogger("kith.plugins")
+
+# Built-in plugins, registered first so third-party plugins (called last-registered-first) can
+# override their firstresult hooks. Order matters only for "all" hooks without tryfirst/trylast.
+BUILTIN_PLUGINS: tuple[str, ...] = (
+    "gateway.turn",
+    "gateway.identity",
+    "gateway.commands",
+    "gateway.llm.provider",
+    "plugins.system_block",
+    "plugins.session_log",
+    "adapters.websocket",
+)
+
+
+@dataclass(slots=True)
+class PluginInfo:
+    name: str
+    source: str  # builtin | entry-point <dist> | config | test
+    hooks: list[str] = field(default_factory=list)
+
+
+class PluginHost:
+    """Typed facade over the pluggy manager: records where every plugin came from."""
+
+    def __init__(self) -> None:
+        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm.add_hookspecs(hookspecs)
+        self.sources: dict[str, str] = {}
+        self.blocked: list[tuple[str, str]] = []
+
+    def register(self, plugin: Any, *, name: str | None = None, source: str) -> str | None:
+        registered = self.pm.register(plugin, name=name)
+        if registered is not None:
+            self.sources[registered] = source
+        return registered
+
+    def plugins(self) -> list[PluginInfo]:
+        infos = []
+        for name, plugin in self.pm.list_name_plugin():
+            if plugin is None:
+                continue
+            hooks = sorted(h.name for h in self.pm.get_hookcallers(plugin) or [])
+            infos.append(PluginInfo(name=name, source=self.sources.get(name, "unknown"), hooks=hooks))
+        return infos
+
+
+def _allowed(name: str, cfg: PluginsConfig) -> bool:
+    if name in cfg.deny:
+        return False
+    return cfg.allow is None or name in cfg.allow
+
+
+def _import(module: str, source: str, problems: list[str]) -> Any | None:
+    try:
+        return importlib.import_module(module)
+    except Exception as exc:  # a broken third-party plugin must name itself, not crash startup
+        problems.append(f"plugin {module!r} ({source}) failed to import: {type(exc).__name__}: {exc}")
+        return None
+
+
+def build_plugin_host(
+    config: Config,
+    *,
+    extra_plugins: Sequence[Any] = (),
+    builtins: Iterable[str] = BUILTIN_PLUGINS,
+    entry_points: bool | None = None,
+) -> PluginHost:
+    """Build the plugin host. Raises ConfigError listing every plugin that failed to load."""
+    host = PluginHost()
+    cfg = config.plugins
+    problems: list[str] = []
+
+    for module in builtins:
+        if not _allowed(module, cfg):
+            host.blocked.append((module, "builtin"))
+            continue
+        mod = _import(module, "builtin", problems)
+        if mod is not None:
+            host.register(mod, name=module, source="builtin")
+
+    use_eps = cfg.entry_points if entry_points is None else entry_points
+    if use_eps:
+        for ep in importlib.metadata.entry_points(group=hookspecs.PROJECT):
+            dist = ep.dist.name if ep.dist else "?"
+            if not _allowed(ep.name, cfg):
+                host.blocked.append((ep.name, f"entry-point {dist}"))
+                continue
+            try:
+                plugin = ep.load()
+            except Exception as exc:
+                problems.append(f"entry point {ep.name!r} from {dist} failed to load: {exc}")
+                continue
+            if host.pm.is_registered(plugin):
+                continue
+            host.register(plugin, name=ep.name, source=f"entry-point {dist}")
+
+    for module in cfg.modules:
+        if not _allowed(module, cfg):
+            host.blocked.append((module, "config"))
+            continue
+        mod = _import(module, "config", problems)
+        if mod is not None and not host.pm.is_registered(mod):
+            host.register(mod, name=module, source="config")
+
+    for i, plugin in enumerate(extra_plugins):
+        name = getattr(plugin, "__name__", None) or f"{type(plugin).__name__}-{i}"
+        if _allowed(name, cfg):
+            host.register(plugin, name=name, source="test")
+
+    # Plugins may add hookspecs; do that before checking that every implementation has a spec.
+    host.pm.hook.gateway_addhooks.call_historic(kwargs={"pluginmanager": host.pm})
+    try:
+        host.pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        problems.append(f"plugin implements an unknown hook: {exc}")
+    if problems:
+        raise ConfigError(problems, "plugins")
+    return host

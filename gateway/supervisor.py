@@ -1,0 +1,149 @@
+"""Adapter supervision: each adapter in its own named task, restarted with backoff.
+
+Network errors and a silent poller are retried with capped, jittered exponential backoff; an
+``AdapterAuthError`` stops only that adapter with a clear message while the others keep serving.
+Adapters are deliberately not in a TaskGroup: one failing must never cancel the rest.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import enum
+import logging
+import random
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from adapters.base import Adapter, AdapterAuthError, AdapterStalled
+
+log = logging.getLogger("kith.supervisor")
+
+
+class AdapterState(enum.StrEnum):
+    STARTING = "starting"
+    RUNNING = "running"
+    BACKOFF = "backoff"
+    STOPPED = "stopped"
+    FAILED = "failed"
+
+
+@dataclass(slots=True)
+class Supervised:
+    adapter: Adapter
+    state: AdapterState = AdapterState.STARTING
+    restarts: int = 0
+    last_error: str = ""
+    task: asyncio.Task[None] | None = field(default=None, repr=False)
+
+
+class Backoff:
+    """Exponential backoff with full jitter, reset after a run that lasted ``healthy_after_s``."""
+
+    def __init__(self, base: float = 1.0, cap: float = 60.0) -> None:
+        self.base, self.cap, self.attempt = base, cap, 0
+
+    def next_delay(self) -> float:
+        self.attempt += 1
+        return random.uniform(self.base / 2, min(self.cap, self.base * 2 ** (self.attempt - 1)))
+
+    def reset(self) -> None:
+        self.attempt = 0
+
+
+class Supervisor:
+    def __init__(self, *, base_delay: float = 1.0, max_delay: float = 60.0, watchdog_interval: float = 5.0,
+                 healthy_after_s: float = 30.0) -> None:
+        self.items: dict[str, Supervised] = {}
+        self.base_delay, self.max_delay = base_delay, max_delay
+        self.watchdog_interval = watchdog_interval
+        self.healthy_after_s = healthy_after_s
+        self._watchdog: asyncio.Task[None] | None = None
+        self._pending: set[asyncio.Task[None]] = set()
+
+    def start(self, adapters: dict[str, Adapter]) -> None:
+        for name, adapter in adapters.items():
+            item = Supervised(adapter=adapter)
+            self.items[name] = item
+            item.task = asyncio.create_task(self._loop(name, item), name=f"adapter:{name}")
+        self._watchdog = asyncio.create_task(self._watch(), name="adapter-watchdog")
+
+    async def _loop(self, name: str, item: Supervised) -> None:
+        backoff = Backoff(self.base_delay, self.max_delay)
+        while True:
+            item.state = AdapterState.STARTING
+            item.adapter.touch()
+            started = time.monotonic()
+            try:
+                item.state = AdapterState.RUNNING
+                await item.adapter.run()
+                item.last_error = "run() returned"
+                log.warning("adapter %s stopped serving; restarting", name)
+            except asyncio.CancelledError:
+                item.state = AdapterState.STOPPED
+                with contextlib.suppress(Exception):
+                    await item.adapter.stop()
+                raise
+            except AdapterAuthError as exc:
+                item.state = AdapterState.FAILED
+                item.last_error = f"authentication failed: {exc}"
+                log.error("adapter %s: authentication failed (%s); this adapter is stopped, "
+                          "the others keep serving. Fix its token and restart kith.", name, exc)
+                with contextlib.suppress(Exception):
+                    await item.adapter.stop()
+                return
+            except Exception as exc:
+                item.last_error = f"{type(exc).__name__}: {exc}"
+                log.warning("adapter %s failed: %s; will restart", name, item.last_error)
+            with contextlib.suppress(Exception):
+                await item.adapter.stop()
+            if time.monotonic() - started > self.healthy_after_s:
+                backoff.reset()
+            item.state = AdapterState.BACKOFF
+            item.restarts += 1
+            await asyncio.sleep(backoff.next_delay())
+
+    async def _watch(self) -> None:
+        while True:
+            await asyncio.sleep(self.watchdog_interval)
+            now = time.monotonic()
+            for name, item in self.items.items():
+                limit = item.adapter.stall_after_s
+                if (limit and item.state is AdapterState.RUNNING and item.task is not None
+                        and now - item.adapter.last_activity > limit):
+                    log.warning("adapter %s received nothing for %.0fs; restarting it", name, limit)
+                    self._restart(name, item, AdapterStalled(f"no activity for {limit:.0f}s"))
+
+    def _restart(self, name: str, item: Supervised, reason: Exception) -> None:
+        if item.task is not None:
+            item.task.cancel()
+        item.last_error = str(reason)
+        item.restarts += 1
+
+        async def again() -> None:
+            if item.task is not None:
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await item.task
+            item.task = asyncio.create_task(self._loop(name, item), name=f"adapter:{name}")
+
+        restart = asyncio.create_task(again(), name=f"adapter-restart:{name}")
+        self._pending.add(restart)
+        restart.add_done_callback(self._pending.discard)
+
+    def health(self) -> dict[str, Any]:
+        return {
+            name: {"state": item.state.value, "restarts": item.restarts, "last_error": item.last_error,
+                   **item.adapter.health()}
+            for name, item in self.items.items()
+        }
+
+    async def stop(self) -> None:
+        if self._watchdog is not None:
+            self._watchdog.cancel()
+        tasks = [i.task for i in self.items.values() if i.task is not None]
+        for t in tasks:
+            t.cancel()
+        await asyncio.gather(*tasks, return_exceptions=True)
+        for item in self.items.values():
+            item.state = AdapterState.STOPPED

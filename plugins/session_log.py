@@ -1,0 +1,101 @@
+"""Built-in plugin: append each turn to ``users/<id>/sessions/YYYY-MM-DD.md``.
+
+The raw session log is human-readable memory the distillation tiers read later. Appends go through
+the guarded memory store, batched by a background flusher so a burst of turns costs one atomic
+rewrite per file instead of one per turn; the SQLite transcript is the durable record meanwhile.
+Off-The-Record turns never get here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import defaultdict
+from typing import TYPE_CHECKING
+from zoneinfo import ZoneInfo
+
+from gateway.hookspecs import hookimpl
+from gateway.types import LLMResponse, Reply, Turn
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+log = logging.getLogger("kith.session_log")
+FLUSH_INTERVAL_S = 0.5
+
+
+class SessionLog:
+    def __init__(self, gateway: Gateway) -> None:
+        self.gateway = gateway
+        self.pending: dict[tuple[str, str], list[str]] = defaultdict(list)
+        self.wake = asyncio.Event()
+        self.task: asyncio.Task[None] | None = None
+
+    def add(self, turn: Turn, reply: Reply) -> None:
+        assert turn.user is not None and turn.session is not None
+        try:
+            tz = ZoneInfo(turn.user.timezone)
+        except Exception:
+            tz = ZoneInfo("UTC")
+        local = turn.received_at.astimezone(tz)
+        rel = f"sessions/{local:%Y-%m-%d}.md"
+        speaker = turn.message.display_name or turn.message.account_id
+        entry = (
+            f"\n## {local:%H:%M:%S} · {turn.message.channel} · session {turn.session.session_id[:8]}"
+            f" · turn {turn.turn_id}\n\n**{speaker}:** {turn.message.text}\n\n**assistant:** {reply.text}\n"
+        )
+        key = (turn.user.user_id, rel)
+        if not self.pending[key] and not self._exists(key):
+            entry = f"# Sessions {local:%Y-%m-%d}\n" + entry
+        self.pending[key].append(entry)
+        self.wake.set()
+
+    def _exists(self, key: tuple[str, str]) -> bool:
+        return self.gateway.memory_store(key[0]).exists(key[1])
+
+    async def run(self) -> None:
+        while True:
+            await self.wake.wait()
+            await asyncio.sleep(FLUSH_INTERVAL_S)
+            await self.flush()
+
+    async def flush(self) -> None:
+        self.wake.clear()
+        batch, self.pending = self.pending, defaultdict(list)
+        for (user_id, rel), entries in batch.items():
+            store = self.gateway.memory_store(user_id)
+            try:
+                await asyncio.to_thread(store.append, rel, "".join(entries), source="session_log")
+            except Exception:
+                log.exception("could not append the session log %s for %s", rel, user_id)
+
+
+_LOGS: dict[int, SessionLog] = {}
+
+
+@hookimpl
+async def gateway_startup(gateway: Gateway) -> None:
+    sl = SessionLog(gateway)
+    sl.task = asyncio.create_task(sl.run(), name="session-log")
+    _LOGS[id(gateway)] = sl
+
+
+@hookimpl
+async def gateway_shutdown(gateway: Gateway) -> None:
+    sl = _LOGS.pop(id(gateway), None)
+    if sl is None:
+        return
+    if sl.task:
+        sl.task.cancel()
+    await sl.flush()
+
+
+@hookimpl
+def gateway_after_turn(gateway: Gateway, turn: Turn, reply: Reply, response: LLMResponse | None) -> None:
+    if turn.otr or turn.user is None or turn.session is None:
+        return
+    sl = _LOGS.get(id(gateway))
+    if sl is None:
+        log.warning("session log not started; turn %s not appended to the Markdown log", turn.turn_id)
+        return
+    sl.add(turn, reply)
