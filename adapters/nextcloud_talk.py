@@ -1,0 +1,376 @@
+"""Nextcloud Talk bot: signed webhooks in, signed OCS replies out, implemented directly over aiohttp.
+
+Inbound (Nextcloud -> us): ``POST <webhook_path>`` with an ActivityStreams 2.0 body and
+``X-Nextcloud-Talk-Random`` + ``X-Nextcloud-Talk-Signature`` = hex HMAC-SHA256(secret, random + raw
+body). The signature is checked on the raw bytes, in constant time, before anything is parsed; a
+random or a message id seen before is a replay and is refused.
+
+Outbound (us -> Nextcloud): ``POST /ocs/v2.php/apps/spreed/api/v1/bot/<room>/message`` with
+``X-Nextcloud-Talk-Bot-Random`` + ``X-Nextcloud-Talk-Bot-Signature`` = HMAC(secret, random + message)
+(for reactions: random + reaction). Messages are Markdown, at most 32,000 characters.
+
+Every room is its own conversation (``conversation_id`` = room token), so shared rooms get their own
+CHANNEL memory. Rooms are groups unless listed in ``dm_rooms`` or, with ``api_user`` set, the room
+lookup says one-to-one.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+import json
+import logging
+import secrets
+import time
+from collections import OrderedDict
+from collections.abc import Mapping
+from dataclasses import replace
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import aiohttp
+from aiohttp import web
+
+from adapters._split import split_text
+from adapters.base import Adapter
+from adapters.ratelimit import RateLimiter, with_retry
+from gateway.config import NextcloudChannel
+from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+log = logging.getLogger("kith.adapters.nextcloud")
+
+OCS_BOT = "/ocs/v2.php/apps/spreed/api/v1/bot"
+OCS_ROOM = "/ocs/v2.php/apps/spreed/api/v4/room"
+_ONE_TO_ONE_TYPES = {1, 5, 6}  # one-to-one, former one-to-one, note-to-self
+_MAX_RANDOM_LEN = 256
+_SEEN_TTL_S = 24 * 3600.0
+_SEEN_MAX = 50_000
+
+
+def sign(secret: bytes, random: str, payload: bytes) -> str:
+    return hmac.new(secret, random.encode() + payload, hashlib.sha256).hexdigest()
+
+
+class BadPayload(ValueError):
+    """A signed webhook whose body we cannot use; answered 400 and logged, never raised further."""
+
+
+class _Seen:
+    """Bounded, expiring set: replays older than the TTL are caught by the core's persistent dedupe."""
+
+    def __init__(self) -> None:
+        self._items: OrderedDict[str, float] = OrderedDict()
+
+    def add(self, key: str) -> bool:
+        """True if ``key`` is new (and now remembered)."""
+        now = time.monotonic()
+        while self._items and (len(self._items) > _SEEN_MAX or next(iter(self._items.values())) < now - _SEEN_TTL_S):
+            self._items.popitem(last=False)
+        if key in self._items:
+            return False
+        self._items[key] = now
+        return True
+
+
+class _RetryLater(Exception):
+    def __init__(self, seconds: float) -> None:
+        super().__init__(f"429, retry after {seconds}s")
+        self.seconds = seconds
+
+
+def _str(obj: Mapping[str, Any], key: str, where: str) -> str:
+    value = obj.get(key)
+    if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
+        raise BadPayload(f"{where}.{key} missing or not a string")
+    return str(value)
+
+
+def _obj(data: Mapping[str, Any], key: str) -> Mapping[str, Any]:
+    value = data.get(key)
+    if not isinstance(value, dict):
+        raise BadPayload(f"{key} missing or not an object")
+    return value
+
+
+class NextcloudTalkAdapter(Adapter):
+    name: ClassVar[str] = "nextcloud"
+    max_message_chars: ClassVar[int] = 32_000
+
+    def __init__(self, gateway: Gateway, config: NextcloudChannel | None = None) -> None:
+        cfg = config if config is not None else gateway.config.channels.nextcloud
+        super().__init__(gateway, cfg)
+        self.cfg: NextcloudChannel = cfg
+        if cfg.bot_secret is None or not cfg.base_url:
+            raise ValueError("channels.nextcloud: base_url and bot_secret are required")
+        self._secret = cfg.bot_secret.get_secret_value().encode()
+        self._base = cfg.base_url.rstrip("/")
+        self._session: aiohttp.ClientSession | None = None
+        self._stopped = asyncio.Event()
+        self._randoms = _Seen()
+        self._message_ids = _Seen()
+        self._room_kinds: dict[str, ConversationKind] = {}
+        self._room_locks: dict[str, asyncio.Lock] = {}
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._limiter = RateLimiter(
+            per_key_rate=cfg.send_rate_per_s, per_key_burst=cfg.send_burst, global_rate=10, global_burst=20
+        )
+        self.stats = {"accepted": 0, "rejected_signature": 0, "rejected_replay": 0, "rejected_payload": 0}
+
+    # ----------------------------------------------------------------------------------- lifecycle
+    def routes(self) -> list[web.RouteDef]:
+        return [web.post(self.cfg.webhook_path, self._webhook)]
+
+    async def run(self) -> None:
+        self._stopped.clear()
+        self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
+        self.touch()
+        log.info("nextcloud: accepting webhooks on %s", self.cfg.webhook_path)
+        await self._stopped.wait()
+
+    async def stop(self) -> None:
+        self._stopped.set()
+        for task in list(self._tasks):
+            task.cancel()
+        if self._tasks:
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+        if self._session is not None:
+            await self._session.close()
+            self._session = None
+
+    def health(self) -> dict[str, Any]:
+        return dict(self.stats)
+
+    # ------------------------------------------------------------------------------------- inbound
+    async def _webhook(self, request: web.Request) -> web.Response:
+        random = request.headers.get("X-Nextcloud-Talk-Random", "")
+        signature = request.headers.get("X-Nextcloud-Talk-Signature", "")
+        if not random or not signature or len(random) > _MAX_RANDOM_LEN or len(signature) != 64:
+            self.stats["rejected_signature"] += 1
+            log.warning("nextcloud: webhook without a well-formed signature from %s", request.remote)
+            return web.Response(status=401)
+        declared = request.content_length
+        if declared is not None and declared > self.cfg.max_body_bytes:
+            self.stats["rejected_payload"] += 1
+            log.warning("nextcloud: webhook body of %d bytes refused (max %d)", declared, self.cfg.max_body_bytes)
+            return web.Response(status=413)
+        body = await request.content.read(self.cfg.max_body_bytes + 1)
+        if len(body) > self.cfg.max_body_bytes:
+            self.stats["rejected_payload"] += 1
+            log.warning("nextcloud: webhook body over %d bytes refused", self.cfg.max_body_bytes)
+            return web.Response(status=413)
+        expected = sign(self._secret, random, body)
+        if not hmac.compare_digest(expected, signature.lower()):
+            self.stats["rejected_signature"] += 1
+            log.warning("nextcloud: webhook with a wrong signature from %s", request.remote)
+            return web.Response(status=401)
+        if not self._randoms.add(random):
+            self.stats["rejected_replay"] += 1
+            log.warning("nextcloud: replayed webhook (random seen before) refused")
+            return web.Response(status=409)
+        self.touch()
+        try:
+            message = self._parse(body)
+        except BadPayload as exc:
+            self.stats["rejected_payload"] += 1
+            log.warning("nextcloud: signed webhook with a bad payload refused: %s", exc)
+            return web.Response(status=400)
+        if message is None:
+            return web.Response(status=200)  # an event we do not act on (join, leave, reaction)
+        if not self._message_ids.add(f"{message.conversation_id}:{message.message_id}"):
+            self.stats["rejected_replay"] += 1
+            log.warning("nextcloud: replayed message %s refused", message.message_id)
+            return web.Response(status=409)
+        self.stats["accepted"] += 1
+        task = asyncio.create_task(self._turn(message), name=f"nextcloud:turn:{message.message_id}")
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+        return web.Response(status=200)
+
+    def _parse(self, body: bytes) -> InboundMessage | None:
+        try:
+            data = json.loads(body)
+        except (UnicodeDecodeError, json.JSONDecodeError) as exc:
+            raise BadPayload(f"not JSON: {exc.__class__.__name__}") from None
+        if not isinstance(data, dict):
+            raise BadPayload("top level is not an object")
+        kind = data.get("type")
+        if kind != "Create":
+            if not isinstance(kind, str):
+                raise BadPayload("type missing")
+            log.debug("nextcloud: ignoring %s event", kind)
+            return None
+        actor, obj, target = _obj(data, "actor"), _obj(data, "object"), _obj(data, "target")
+        if actor.get("type") == "Application":
+            return None  # another bot (or us): never answer bots, that is how loops start
+        account_id = _str(actor, "id", "actor")
+        room = _str(target, "id", "target")
+        message_id = _str(obj, "id", "object")
+        content_raw = obj.get("content")
+        if not isinstance(content_raw, str):
+            raise BadPayload("object.content missing or not a string")
+        try:
+            content = json.loads(content_raw)
+        except json.JSONDecodeError:
+            raise BadPayload("object.content is not JSON") from None
+        if not isinstance(content, dict) or not isinstance(content.get("message"), str):
+            raise BadPayload("object.content.message missing or not a string")
+        params = content.get("parameters") or {}
+        if not isinstance(params, dict):
+            raise BadPayload("object.content.parameters is not an object")
+        text, attachments, mentioned = self._render(content["message"], params)
+        if len(text) > self.max_message_chars:
+            raise BadPayload(f"message of {len(text)} characters is over the platform limit")
+        if not text and not attachments:
+            return None
+        name = actor.get("name")
+        kind_ = self._room_kinds.get(room, ConversationKind.DM if room in self.cfg.dm_rooms else None)
+        return InboundMessage(
+            channel=self.name,
+            account_id=account_id,
+            display_name=name if isinstance(name, str) else "",
+            conversation_id=room,
+            kind=kind_ or ConversationKind.GROUP,  # refined by _room_kind before the turn
+            text=text,
+            message_id=f"{room}:{message_id}",
+            timestamp=datetime.now(UTC),
+            attachments=attachments,
+            mentioned=mentioned,
+            raw={"room_name": target.get("name", ""), "object_id": message_id, "kind_known": kind_ is not None},
+        )
+
+    def _render(self, message: str, params: Mapping[str, Any]) -> tuple[str, tuple[Attachment, ...], bool]:
+        """Replace rich-object placeholders: mentions become @names, files become attachments."""
+        attachments: list[Attachment] = []
+        mentioned = f"@{self.cfg.bot_name.lower()}" in message.lower()
+        text = message
+        for key, value in params.items():
+            if not isinstance(value, dict):
+                continue
+            ptype, pname, pid = str(value.get("type", "")), str(value.get("name", "")), str(value.get("id", ""))
+            if ptype == "file":
+                size = value.get("size")
+                attachments.append(
+                    Attachment(
+                        kind="photo" if str(value.get("mimetype", "")).startswith("image/") else "document",
+                        name=pname,
+                        mime_type=str(value.get("mimetype", "")),
+                        size=size if isinstance(size, int) else 0,
+                        platform_id=pid,
+                        url=str(value.get("link", "")),
+                    )
+                )
+                text = text.replace("{" + key + "}", "")
+                continue
+            if ptype in ("bot", "app") or pid.startswith("bot-") or pname.lower() == self.cfg.bot_name.lower():
+                mentioned = True
+            text = text.replace("{" + key + "}", f"@{pname or pid}")
+        return text.strip(), tuple(attachments), mentioned
+
+    async def _room_kind(self, message: InboundMessage) -> InboundMessage:
+        if message.raw.get("kind_known") or not self.cfg.api_user or self.cfg.api_password is None:
+            return message
+        room = message.conversation_id
+        if room not in self._room_kinds:
+            self._room_kinds[room] = await self._lookup_room_kind(room)
+        kind = self._room_kinds[room]
+        if kind is message.kind:
+            return message
+        return replace(message, kind=kind)
+
+    async def _lookup_room_kind(self, room: str) -> ConversationKind:
+        assert self.cfg.api_user and self.cfg.api_password is not None
+        creds = f"{self.cfg.api_user}:{self.cfg.api_password.get_secret_value()}".encode()
+        auth = "Basic " + base64.b64encode(creds).decode()
+        try:
+            async with self._client().get(
+                f"{self._base}{OCS_ROOM}/{room}",
+                headers={"OCS-APIRequest": "true", "Accept": "application/json", "Authorization": auth},
+            ) as resp:
+                if resp.status != 200:
+                    log.warning("nextcloud: room lookup for %s answered %d; treating it as a group", room, resp.status)
+                    return ConversationKind.GROUP
+                data = await resp.json(content_type=None)
+            rtype = data["ocs"]["data"]["type"]
+        except (TimeoutError, aiohttp.ClientError, KeyError, TypeError, ValueError) as exc:
+            log.warning("nextcloud: room lookup for %s failed (%s); treating it as a group", room, type(exc).__name__)
+            return ConversationKind.GROUP
+        return ConversationKind.DM if rtype in _ONE_TO_ONE_TYPES else ConversationKind.GROUP
+
+    async def _turn(self, message: InboundMessage) -> None:
+        room = message.conversation_id
+        lock = self._room_locks.setdefault(room, asyncio.Lock())
+        try:
+            async with lock:  # one turn at a time per room keeps replies in the order asked
+                message = await self._room_kind(message)
+                if self.cfg.ack_reaction:
+                    await self.react(room, str(message.raw["object_id"]), self.cfg.ack_reaction)
+                reply = await self.gateway.handle_inbound(message)
+                if reply is not None:
+                    reply_to = str(message.raw["object_id"]) if message.kind is ConversationKind.GROUP else ""
+                    await self._deliver(room, self._chunks(reply), reply_to=reply_to)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("nextcloud: turn for message %s in room %s failed", message.message_id, room)
+
+    # ------------------------------------------------------------------------------------ outbound
+    def _client(self) -> aiohttp.ClientSession:
+        if self._session is None or self._session.closed:
+            # send() may be called for a proactive message while run() is between restarts.
+            self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
+        return self._session
+
+    def _chunks(self, reply: Reply) -> list[str]:
+        chunks = list(reply.chunks) or split_text(reply.text, self.max_message_chars)
+        out: list[str] = []
+        for chunk in chunks:  # a core split for a different limit is re-split, never truncated
+            out.extend(split_text(chunk, self.max_message_chars) if len(chunk) > self.max_message_chars else [chunk])
+        return out
+
+    async def send(self, address: ConversationAddress, reply: Reply) -> None:
+        await self._deliver(address.conversation_id, self._chunks(reply))
+
+    async def _deliver(self, room: str, chunks: list[str], *, reply_to: str = "") -> None:
+        for i, chunk in enumerate(chunks):
+            body: dict[str, Any] = {"message": chunk, "referenceId": secrets.token_hex(32)}
+            if reply_to and i == 0 and reply_to.isdigit():
+                body["replyTo"] = int(reply_to)
+            await self._limiter.acquire(room)
+            await with_retry(
+                lambda body=body: self._post(f"{OCS_BOT}/{room}/message", body, signed=chunk_text(body)),
+                retry_after=lambda exc: exc.seconds if isinstance(exc, _RetryLater) else None,
+                what=f"nextcloud send to {room}",
+            )
+
+    async def react(self, room: str, message_id: str, reaction: str) -> None:
+        await self._limiter.acquire(room)
+        await with_retry(
+            lambda: self._post(f"{OCS_BOT}/{room}/reaction/{message_id}", {"reaction": reaction}, signed=reaction),
+            retry_after=lambda exc: exc.seconds if isinstance(exc, _RetryLater) else None,
+            what=f"nextcloud reaction in {room}",
+        )
+
+    async def _post(self, path: str, body: dict[str, Any], *, signed: str) -> None:
+        random = secrets.token_hex(32)
+        headers = {
+            "OCS-APIRequest": "true",
+            "Accept": "application/json",
+            "X-Nextcloud-Talk-Bot-Random": random,
+            "X-Nextcloud-Talk-Bot-Signature": sign(self._secret, random, signed.encode()),
+        }
+        async with self._client().post(f"{self._base}{path}", json=body, headers=headers) as resp:
+            if resp.status == 429:
+                raise _RetryLater(float(resp.headers.get("Retry-After", "2") or 2))
+            if resp.status >= 400:
+                text = (await resp.text())[:200]
+                raise RuntimeError(f"nextcloud answered {resp.status} to {path}: {text}")
+            self.touch()
+
+
+def chunk_text(body: Mapping[str, Any]) -> str:
+    return str(body["message"])

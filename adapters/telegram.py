@@ -1,0 +1,368 @@
+"""Telegram adapter on python-telegram-bot 22, with the host owning the event loop.
+
+Never run this file as a script (it would shadow the ``telegram`` package); import it absolutely.
+
+* Polling: ``Application.initialize/start`` + ``updater.start_polling`` (never ``run_polling``).
+  Every Bot API answer to ``getUpdates`` calls ``touch()``; a poll that stops coming back is seen by
+  the supervisor's watchdog (``stall_after_s``) and the adapter is restarted.
+* Webhook: the route lives on the host's aiohttp app. It refuses to start without a secret, and a
+  request whose ``X-Telegram-Bot-Api-Secret-Token`` does not match (constant-time) is refused before
+  its body is read.
+* A 401 from the Bot API (revoked token) raises ``AdapterAuthError``: only this adapter stops.
+* Private chats always reach the pipeline; in groups ``mentioned`` is set when the bot is @mentioned,
+  addressed by ``/cmd@bot`` or replied to (the access policy does the gating).
+* Replies: Markdown from the model rendered as Telegram HTML chunk by chunk (plain text if Telegram
+  cannot parse it), split at 4096, paced per chat, ``RetryAfter`` honoured, typing while the turn runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hmac
+import json
+import logging
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any, ClassVar
+
+from aiohttp import web
+from telegram import Message, ReplyParameters, Update
+from telegram.constants import ChatAction, ParseMode
+from telegram.error import BadRequest, InvalidToken, RetryAfter, TelegramError
+from telegram.ext import Application, ContextTypes, TypeHandler
+from telegram.request import HTTPXRequest
+
+from adapters._split import markdown_to_telegram_html, split_text
+from adapters.base import Adapter, AdapterAuthError
+from adapters.ratelimit import RateLimiter, with_retry
+from gateway.config import TelegramChannel
+from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+log = logging.getLogger("kith.adapters.telegram")
+
+SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+_MAX_UPDATE_BYTES = 256 * 1024  # real updates are a few KB; a 4096-char text is ~16 KB of JSON
+_TYPING_DELAY_S = 0.8  # dropped messages (strangers) finish before this and never show typing
+_TYPING_EVERY_S = 4.5  # Telegram shows "typing" for ~5 s per sendChatAction
+
+
+def retry_after_seconds(exc: BaseException) -> float | None:
+    if not isinstance(exc, RetryAfter):
+        return None
+    value = getattr(exc, "_retry_after", None)  # timedelta in PTB 22; avoids the int deprecation path
+    if isinstance(value, timedelta):
+        return value.total_seconds()
+    return float(value) if isinstance(value, int | float) else 1.0
+
+
+class _WatchedRequest(HTTPXRequest):
+    """HTTPX transport that reports Bot API answers to the adapter: activity and revoked tokens."""
+
+    def __init__(self, adapter: TelegramAdapter, *, polling: bool, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self._adapter = adapter
+        self._polling = polling
+
+    async def do_request(self, url: str, method: str, *args: Any, **kwargs: Any) -> tuple[int, bytes]:
+        code, payload = await super().do_request(url, method, *args, **kwargs)
+        if code == 401:
+            self._adapter.auth_failed.set()
+        elif self._polling:
+            self._adapter.touch()  # a long poll came back: the poller is alive
+        return code, payload
+
+
+class TelegramAdapter(Adapter):
+    name: ClassVar[str] = "telegram"
+    max_message_chars: ClassVar[int] = 4096
+
+    def __init__(self, gateway: Gateway, config: TelegramChannel | None = None) -> None:
+        cfg = config if config is not None else gateway.config.channels.telegram
+        super().__init__(gateway, cfg)
+        self.cfg: TelegramChannel = cfg
+        if cfg.token is None:
+            raise ValueError("channels.telegram.token is required")
+        self.stall_after_s = cfg.stall_after_s  # type: ignore[misc]  # per-instance, from config
+        self.auth_failed = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._app: Application[Any, Any, Any, Any, Any, Any] | None = None
+        self._bot_id = 0
+        self._bot_username = ""
+        self._limiter = RateLimiter(
+            per_key_rate=cfg.send_rate_per_s, per_key_burst=cfg.send_burst, global_rate=30, global_burst=30
+        )
+        self.stats = {"updates": 0, "webhook_rejected": 0, "webhook_bad_payload": 0, "sent": 0}
+
+    # ----------------------------------------------------------------------------------- lifecycle
+    def _build(self) -> Application[Any, Any, Any, Any, Any, Any]:
+        token = self.cfg.token.get_secret_value() if self.cfg.token else ""
+        builder = (
+            Application.builder()
+            .token(token)
+            .request(_WatchedRequest(self, polling=False, connection_pool_size=16, read_timeout=15))
+            .get_updates_request(_WatchedRequest(self, polling=True, read_timeout=10, connect_timeout=5))
+            .concurrent_updates(32)
+        )
+        if self.cfg.base_url:
+            builder = builder.base_url(self.cfg.base_url.rstrip("/") + "/bot{token}")
+        if self.cfg.mode == "webhook":
+            builder = builder.updater(None)
+        app = builder.build()
+        app.add_handler(TypeHandler(Update, self._on_update))
+        return app
+
+    async def run(self) -> None:
+        if self.cfg.mode == "webhook" and self.cfg.webhook_secret is None:
+            raise AdapterAuthError("telegram webhook mode refuses to start without channels.telegram.webhook_secret")
+        self.auth_failed.clear()
+        self._stop.clear()
+        app = self._build()
+        try:
+            try:
+                await app.initialize()  # getMe: a bad token fails here
+            except InvalidToken:
+                raise AdapterAuthError("telegram rejected the bot token (getMe answered 401)") from None
+            self._bot_id, self._bot_username = app.bot.id, (app.bot.username or "").lower()
+            await app.start()
+            self._app = app
+            if self.cfg.mode == "polling":
+                assert app.updater is not None
+                await app.updater.start_polling(
+                    timeout=self.cfg.poll_timeout_s,
+                    allowed_updates=["message"],
+                    error_callback=self._poll_error,
+                )
+            elif self.cfg.webhook_url:
+                await app.bot.set_webhook(
+                    self.cfg.webhook_url,
+                    secret_token=self.cfg.webhook_secret.get_secret_value() if self.cfg.webhook_secret else None,
+                    allowed_updates=["message"],
+                )
+            self.touch()
+            log.info("telegram: @%s connected (%s)", self._bot_username, self.cfg.mode)
+            stop = asyncio.create_task(self._stop.wait())
+            auth = asyncio.create_task(self.auth_failed.wait())
+            try:
+                await asyncio.wait({stop, auth}, return_when=asyncio.FIRST_COMPLETED)
+            finally:
+                stop.cancel()
+                auth.cancel()
+            if self.auth_failed.is_set():
+                raise AdapterAuthError("telegram token rejected by the Bot API (401): revoked or wrong token")
+        finally:
+            self._app = None
+            await self._shutdown(app)
+
+    @staticmethod
+    def _poll_error(exc: TelegramError) -> None:
+        log.warning("telegram: polling error: %s", exc.__class__.__name__)
+
+    async def _shutdown(self, app: Application[Any, Any, Any, Any, Any, Any]) -> None:
+        # Each step bounded: a stalled Bot API must not hang a restart (updater.stop polls once more).
+        steps = []
+        if app.updater is not None and app.updater.running:
+            steps.append(("updater.stop", app.updater.stop))
+        if app.running:
+            steps.append(("stop", app.stop))
+        steps.append(("shutdown", app.shutdown))
+        for label, step in steps:
+            try:
+                await asyncio.wait_for(asyncio.shield(step()), timeout=5)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.debug("telegram: %s during shutdown failed: %s", label, exc.__class__.__name__)
+
+    async def stop(self) -> None:
+        self._stop.set()
+
+    def health(self) -> dict[str, Any]:
+        return {"mode": self.cfg.mode, "bot": self._bot_username, **self.stats}
+
+    # ------------------------------------------------------------------------------------- webhook
+    def routes(self) -> list[web.RouteDef]:
+        if self.cfg.mode != "webhook":
+            return []
+        return [web.post(self.cfg.webhook_path, self._webhook)]
+
+    async def _webhook(self, request: web.Request) -> web.Response:
+        expected = self.cfg.webhook_secret.get_secret_value() if self.cfg.webhook_secret else ""
+        got = request.headers.get(SECRET_HEADER, "")
+        # Checked before the body is read; compare_digest on bytes so any header value is comparable.
+        if not expected or not hmac.compare_digest(got.encode("utf-8", "replace"), expected.encode()):
+            self.stats["webhook_rejected"] += 1
+            log.warning("telegram: webhook request without the right secret token from %s", request.remote)
+            return web.Response(status=401)
+        app = self._app
+        if app is None:
+            return web.Response(status=503)  # not started yet: Telegram retries later
+        if (request.content_length or 0) > _MAX_UPDATE_BYTES:
+            return self._bad("body too large")
+        body = await request.content.read(_MAX_UPDATE_BYTES + 1)
+        if len(body) > _MAX_UPDATE_BYTES:
+            return self._bad("body too large")
+        try:
+            data = json.loads(body)
+            if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):
+                return self._bad("not an update object")
+            update = Update.de_json(data, app.bot)
+        except Exception as exc:  # PTB raises assorted errors on malformed nested objects
+            return self._bad(f"unparseable update ({exc.__class__.__name__})")
+        self.touch()
+        await app.update_queue.put(update)
+        return web.Response(status=200)
+
+    def _bad(self, why: str) -> web.Response:
+        self.stats["webhook_bad_payload"] += 1
+        log.warning("telegram: webhook payload refused: %s", why)
+        return web.Response(status=400)
+
+    # ------------------------------------------------------------------------------------- inbound
+    async def _on_update(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        try:
+            message = self.normalize(update)
+        except Exception as exc:
+            log.warning("telegram: update %s refused: %s", update.update_id, exc)
+            return
+        if message is None:
+            return
+        self.stats["updates"] += 1
+        try:
+            await self._turn(message, update.message)  # type: ignore[arg-type]
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("telegram: turn for %s failed", message.message_id)
+
+    def normalize(self, update: Update) -> InboundMessage | None:
+        msg = update.message
+        if msg is None:
+            return None  # edits, channel posts, callbacks: not conversation turns
+        user, chat = msg.from_user, msg.chat
+        if user is None or user.is_bot or chat is None:
+            return None
+        text = msg.text if msg.text is not None else (msg.caption or "")
+        if not isinstance(text, str):
+            raise ValueError("text is not a string")
+        if len(text) > self.max_message_chars:
+            raise ValueError(f"text of {len(text)} characters is over the platform limit")
+        attachments = self._attachments(msg)
+        if not text and not attachments:
+            return None
+        private = chat.type == "private"
+        return InboundMessage(
+            channel=self.name,
+            account_id=str(int(user.id)),
+            display_name=user.full_name or "",
+            conversation_id=str(int(chat.id)),
+            kind=ConversationKind.DM if private else ConversationKind.GROUP,
+            text=text,
+            message_id=f"{int(chat.id)}:{int(msg.message_id)}",
+            timestamp=msg.date,
+            attachments=attachments,
+            mentioned=private or self._addressed(msg, text),
+            reply_to=str(msg.reply_to_message.message_id) if msg.reply_to_message else "",
+            raw={"update_id": update.update_id, "chat_type": chat.type, "username": user.username or ""},
+        )
+
+    def _addressed(self, msg: Message, text: str) -> bool:
+        reply = msg.reply_to_message
+        if reply is not None and reply.from_user is not None and reply.from_user.id == self._bot_id:
+            return True
+        handle = f"@{self._bot_username}" if self._bot_username else ""
+        for entity in (msg.entities or ()) + (msg.caption_entities or ()):
+            if entity.type == "text_mention" and entity.user is not None and entity.user.id == self._bot_id:
+                return True
+            if entity.type in ("mention", "bot_command") and handle:
+                value = text[entity.offset : entity.offset + entity.length].lower()
+                if value == handle or value.endswith(handle):
+                    return True
+        return bool(handle) and handle in text.lower()
+
+    @staticmethod
+    def _attachments(msg: Message) -> tuple[Attachment, ...]:
+        out: list[Attachment] = []
+        if msg.photo:
+            best = max(msg.photo, key=lambda p: (p.width or 0) * (p.height or 0))
+            out.append(Attachment(kind="photo", size=best.file_size or 0, platform_id=best.file_id))
+        for kind, item in (
+            ("voice", msg.voice),
+            ("audio", msg.audio),
+            ("video", msg.video),
+            ("document", msg.document),
+            ("sticker", msg.sticker),
+        ):
+            if item is not None:
+                out.append(
+                    Attachment(
+                        kind=kind,
+                        name=str(getattr(item, "file_name", "") or ""),
+                        mime_type=str(getattr(item, "mime_type", "") or ""),
+                        size=int(getattr(item, "file_size", 0) or 0),
+                        platform_id=str(item.file_id),
+                    )
+                )
+        return tuple(out)
+
+    async def _turn(self, message: InboundMessage, native: Message) -> None:
+        typing = asyncio.create_task(self._typing(int(message.conversation_id)))
+        try:
+            reply = await self.gateway.handle_inbound(message)
+        finally:
+            typing.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await typing
+        if reply is None:
+            return
+        reply_to = native.message_id if message.kind is ConversationKind.GROUP else None
+        await self._deliver(int(message.conversation_id), self._chunks(reply), reply_to=reply_to)
+
+    async def _typing(self, chat_id: int) -> None:
+        await asyncio.sleep(_TYPING_DELAY_S)
+        while self._app is not None:
+            with contextlib.suppress(TelegramError):
+                await self._app.bot.send_chat_action(chat_id, ChatAction.TYPING)
+            await asyncio.sleep(_TYPING_EVERY_S)
+
+    # ------------------------------------------------------------------------------------ outbound
+    def _chunks(self, reply: Reply) -> list[str]:
+        chunks = list(reply.chunks) or split_text(reply.text, self.max_message_chars)
+        out: list[str] = []
+        for chunk in chunks:
+            out.extend(split_text(chunk, self.max_message_chars) if len(chunk) > self.max_message_chars else [chunk])
+        return out
+
+    async def send(self, address: ConversationAddress, reply: Reply) -> None:
+        await self._deliver(int(address.conversation_id), self._chunks(reply))
+
+    async def _deliver(self, chat_id: int, chunks: list[str], *, reply_to: int | None = None) -> None:
+        app = self._app
+        if app is None:
+            raise RuntimeError("telegram adapter is not connected")
+        for i, chunk in enumerate(chunks):
+            params = ReplyParameters(reply_to, allow_sending_without_reply=True) if reply_to and i == 0 else None
+            await self._limiter.acquire(str(chat_id))
+            await with_retry(
+                lambda chunk=chunk, params=params: self._send_one(app, chat_id, chunk, params),
+                retry_after=retry_after_seconds,
+                what="telegram sendMessage",
+            )
+            self.stats["sent"] += 1
+
+    async def _send_one(
+        self, app: Application[Any, Any, Any, Any, Any, Any], chat_id: int, chunk: str, params: ReplyParameters | None
+    ) -> None:
+        if self.cfg.parse_mode == "html":
+            try:
+                await app.bot.send_message(
+                    chat_id, markdown_to_telegram_html(chunk), parse_mode=ParseMode.HTML, reply_parameters=params
+                )
+                return
+            except BadRequest as exc:
+                if "parse" not in str(exc).lower():
+                    raise
+                log.info("telegram: HTML rejected (%s); sending the chunk as plain text", exc)
+        await app.bot.send_message(chat_id, chunk, reply_parameters=params)

@@ -1,0 +1,171 @@
+"""A local Nextcloud Talk server, as far as a bot sees it.
+
+* It *sends* webhooks the way Talk does: an ActivityStreams 2.0 ``Create`` body, signed with
+  HMAC-SHA256(secret, random + raw body) in ``X-Nextcloud-Talk-Signature``.
+* It *receives* the bot's OCS calls (``/ocs/v2.php/apps/spreed/api/v1/bot/<room>/message`` and
+  ``.../reaction/<id>``), verifies ``X-Nextcloud-Talk-Bot-Signature`` over random + message (or
+  reaction) exactly as Talk does, and answers 401 on a mismatch and 201 otherwise.
+* ``GET /ocs/v2.php/apps/spreed/api/v4/room/<token>`` with basic auth returns the room type.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import base64
+import hashlib
+import hmac
+import itertools
+import json
+import secrets
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+
+def sign(secret: str, random: str, payload: bytes) -> str:
+    return hmac.new(secret.encode(), random.encode() + payload, hashlib.sha256).hexdigest()
+
+
+@dataclass
+class Posted:
+    room: str
+    message: str
+    reply_to: int | None
+    reference_id: str
+
+
+@dataclass
+class FakeNextcloud:
+    secret: str
+    bot_url: str = ""  # where to deliver webhooks (the gateway's webhook route)
+    room_types: dict[str, int] = field(default_factory=dict)  # token -> Talk room type
+    api_credentials: tuple[str, str] = ("kithbot", "app-password")
+    posted: list[Posted] = field(default_factory=list)
+    reactions: list[tuple[str, str, str]] = field(default_factory=list)
+    bad_signatures: int = 0
+    throttle_next: int = 0  # answer this many bot posts with 429 first
+    _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
+    _runner: web.AppRunner | None = None
+    base_url: str = ""
+    _new_post: asyncio.Event = field(default_factory=asyncio.Event)
+
+    # ------------------------------------------------------------------------------- the server
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_post("/ocs/v2.php/apps/spreed/api/v1/bot/{room}/message", self._message)
+        app.router.add_post("/ocs/v2.php/apps/spreed/api/v1/bot/{room}/reaction/{mid}", self._reaction)
+        app.router.add_get("/ocs/v2.php/apps/spreed/api/v4/room/{room}", self._room)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.base_url = f"http://127.0.0.1:{port}"
+        return self.base_url
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def _verify(self, request: web.Request, signed: str) -> bool:
+        random = request.headers.get("X-Nextcloud-Talk-Bot-Random", "")
+        got = request.headers.get("X-Nextcloud-Talk-Bot-Signature", "")
+        ok = bool(random) and hmac.compare_digest(sign(self.secret, random, signed.encode()), got.lower())
+        ok = ok and request.headers.get("OCS-APIRequest") == "true"
+        if not ok:
+            self.bad_signatures += 1
+        return ok
+
+    async def _message(self, request: web.Request) -> web.Response:
+        data = await request.json()
+        if not isinstance(data.get("message"), str) or not self._verify(request, data["message"]):
+            return web.json_response({"ocs": {"meta": {"status": "failure", "statuscode": 401}}}, status=401)
+        if len(data["message"]) > 32000:
+            return web.Response(status=413)
+        if self.throttle_next > 0:
+            self.throttle_next -= 1
+            return web.Response(status=429, headers={"Retry-After": "0.05"})
+        self.posted.append(
+            Posted(request.match_info["room"], data["message"], data.get("replyTo"), data.get("referenceId", ""))
+        )
+        self._new_post.set()
+        return web.json_response({"ocs": {"meta": {"status": "ok", "statuscode": 201}, "data": []}}, status=201)
+
+    async def _reaction(self, request: web.Request) -> web.Response:
+        data = await request.json()
+        if not isinstance(data.get("reaction"), str) or not self._verify(request, data["reaction"]):
+            return web.Response(status=401)
+        self.reactions.append((request.match_info["room"], request.match_info["mid"], data["reaction"]))
+        return web.json_response({"ocs": {"meta": {"status": "ok", "statuscode": 201}, "data": []}}, status=201)
+
+    async def _room(self, request: web.Request) -> web.Response:
+        auth = request.headers.get("Authorization", "")
+        expected = "Basic " + base64.b64encode(":".join(self.api_credentials).encode()).decode()
+        if not hmac.compare_digest(auth, expected):
+            return web.Response(status=401)
+        room = request.match_info["room"]
+        if room not in self.room_types:
+            return web.Response(status=404)
+        data = {"token": room, "type": self.room_types[room], "name": room}
+        return web.json_response({"ocs": {"meta": {"status": "ok", "statuscode": 200}, "data": data}})
+
+    async def wait_posts(self, count: int, timeout: float = 10.0) -> list[Posted]:
+        async def until() -> None:
+            while len(self.posted) < count:
+                self._new_post.clear()
+                await self._new_post.wait()
+
+        await asyncio.wait_for(until(), timeout)
+        return self.posted
+
+    # ----------------------------------------------------------------------------- the webhooks
+    def payload(
+        self,
+        *,
+        room: str,
+        user: str,
+        text: str,
+        name: str = "",
+        message_id: int | None = None,
+        parameters: dict[str, Any] | None = None,
+        actor_type: str = "Person",
+        room_name: str = "",
+    ) -> dict[str, Any]:
+        content = json.dumps({"message": text, "parameters": parameters or {}})
+        return {
+            "type": "Create",
+            "actor": {"type": actor_type, "id": f"users/{user}", "name": name or user},
+            "object": {
+                "type": "Note",
+                "id": str(message_id if message_id is not None else next(self._ids)),
+                "name": "message",
+                "content": content,
+                "mediaType": "text/markdown",
+            },
+            "target": {"type": "Collection", "id": room, "name": room_name or room},
+        }
+
+    def signed_headers(self, body: bytes, *, random: str | None = None) -> dict[str, str]:
+        random = random or secrets.token_hex(32)
+        return {
+            "Content-Type": "application/json",
+            "X-Nextcloud-Talk-Random": random,
+            "X-Nextcloud-Talk-Signature": sign(self.secret, random, body),
+            "X-Nextcloud-Talk-Backend": self.base_url or "http://nextcloud.invalid",
+        }
+
+    async def deliver(
+        self,
+        session: Any,
+        body: bytes,
+        headers: dict[str, str],
+        url: str | None = None,
+    ) -> int:
+        """POST a webhook with ``session`` (an aiohttp ClientSession or aiohttp TestClient)."""
+        async with session.post(url or self.bot_url, data=body, headers=headers) as resp:
+            return int(resp.status)
+
+    async def say(self, session: Any, *, room: str, user: str, text: str, url: str | None = None, **kw: Any) -> int:
+        body = json.dumps(self.payload(room=room, user=user, text=text, **kw)).encode()
+        return await self.deliver(session, body, self.signed_headers(body), url)

@@ -1,0 +1,214 @@
+"""A local Telegram Bot API server speaking the real HTTP protocol to python-telegram-bot.
+
+``/bot<token>/<method>`` with form or JSON parameters, answers ``{"ok": true, "result": ...}`` or the
+error shape PTB maps to exceptions (401 -> InvalidToken, 429 + ``parameters.retry_after`` ->
+RetryAfter). Switches for tests: ``stalled`` (getUpdates never answers), ``revoke()`` (every call
+401s from now on), ``throttle_next`` (next sendMessage calls answer 429).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+BOT_ID = 7000001
+BOT_USERNAME = "kith_test_bot"
+
+
+@dataclass
+class Sent:
+    chat_id: int
+    text: str
+    parse_mode: str | None
+    reply_to: int | None
+
+
+@dataclass
+class FakeTelegram:
+    token: str
+    stalled: bool = False
+    revoked: bool = False
+    throttle_next: int = 0
+    retry_after: int = 1
+    sent: list[Sent] = field(default_factory=list)
+    actions: list[tuple[int, str]] = field(default_factory=list)
+    calls: list[str] = field(default_factory=list)
+    webhook: dict[str, Any] = field(default_factory=dict)
+    get_updates_answered: int = 0
+    base_url: str = ""
+    _updates: list[dict[str, Any]] = field(default_factory=list)
+    _update_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
+    _message_ids: dict[int, itertools.count[int]] = field(default_factory=dict)
+    _changed: asyncio.Condition | None = None
+    _runner: web.AppRunner | None = None
+
+    async def start(self) -> str:
+        self._changed = asyncio.Condition()
+        app = web.Application()
+        app.router.add_route("*", "/bot{token}/{method}", self._dispatch)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.base_url = f"http://127.0.0.1:{port}"
+        return self.base_url
+
+    async def close(self) -> None:
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    def revoke(self) -> None:
+        self.revoked = True
+
+    # -------------------------------------------------------------------------------- protocol
+    @staticmethod
+    def _ok(result: Any) -> web.Response:
+        return web.json_response({"ok": True, "result": result})
+
+    @staticmethod
+    def _error(status: int, description: str, **parameters: Any) -> web.Response:
+        body: dict[str, Any] = {"ok": False, "error_code": status, "description": description}
+        if parameters:
+            body["parameters"] = parameters
+        return web.json_response(body, status=status)
+
+    async def _params(self, request: web.Request) -> dict[str, Any]:
+        if request.content_type == "application/json":
+            data = await request.json()
+            return dict(data) if isinstance(data, dict) else {}
+        form = await request.post()
+        out: dict[str, Any] = {}
+        for key, value in form.items():
+            if not isinstance(value, str):
+                continue
+            # PTB JSON-encodes non-string values inside the form; plain strings stay as they are.
+            try:
+                out[key] = json.loads(value)
+            except ValueError:
+                out[key] = value
+        return out
+
+    async def _dispatch(self, request: web.Request) -> web.StreamResponse:
+        method = request.match_info["method"]
+        self.calls.append(method)
+        if self.revoked or request.match_info["token"] != self.token:
+            return self._error(401, "Unauthorized")
+        params = await self._params(request)
+        handler = getattr(self, f"_m_{method}", None)
+        if handler is None:
+            return self._error(404, "Not Found: method not found")
+        return await handler(params)  # type: ignore[no-any-return]
+
+    async def _m_getMe(self, _: dict[str, Any]) -> web.Response:
+        return self._ok(
+            {
+                "id": BOT_ID,
+                "is_bot": True,
+                "first_name": "Kith",
+                "username": BOT_USERNAME,
+                "can_join_groups": True,
+                "can_read_all_group_messages": False,
+                "supports_inline_queries": False,
+            }
+        )
+
+    async def _m_deleteWebhook(self, _: dict[str, Any]) -> web.Response:
+        self.webhook = {}
+        return self._ok(True)
+
+    async def _m_setWebhook(self, params: dict[str, Any]) -> web.Response:
+        self.webhook = params
+        return self._ok(True)
+
+    async def _m_getWebhookInfo(self, _: dict[str, Any]) -> web.Response:
+        return self._ok({"url": self.webhook.get("url", ""), "has_custom_certificate": False,
+                         "pending_update_count": len(self._updates)})
+
+    async def _m_getUpdates(self, params: dict[str, Any]) -> web.Response:
+        assert self._changed is not None
+        offset = int(params.get("offset") or 0)
+        timeout = float(params.get("timeout") or 0)
+        if self.stalled:
+            await asyncio.sleep(3600)  # the client gives up first; the connection just hangs
+        self._updates = [u for u in self._updates if u["update_id"] >= offset]
+        deadline = time.monotonic() + timeout
+        async with self._changed:
+            while not self._updates and not self.stalled:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    break
+                try:
+                    await asyncio.wait_for(self._changed.wait(), left)
+                except TimeoutError:
+                    break
+        if self.stalled:
+            await asyncio.sleep(3600)
+        self.get_updates_answered += 1
+        return self._ok(list(self._updates[:100]))
+
+    async def _m_sendChatAction(self, params: dict[str, Any]) -> web.Response:
+        self.actions.append((int(params["chat_id"]), str(params.get("action"))))
+        return self._ok(True)
+
+    async def _m_sendMessage(self, params: dict[str, Any]) -> web.Response:
+        if self.throttle_next > 0:
+            self.throttle_next -= 1
+            return self._error(429, f"Too Many Requests: retry after {self.retry_after}",
+                               retry_after=self.retry_after)
+        chat_id, text = int(params["chat_id"]), str(params["text"])
+        if not 1 <= len(text) <= 4096:
+            return self._error(400, "Bad Request: message is too long")
+        reply = params.get("reply_parameters") or {}
+        self.sent.append(Sent(chat_id, text, params.get("parse_mode"), reply.get("message_id")))
+        mid = next(self._message_ids.setdefault(chat_id, itertools.count(1)))
+        chat = {"id": chat_id, "type": "private" if chat_id > 0 else "group", "title": "g"}
+        return self._ok({"message_id": mid, "date": int(time.time()), "chat": chat, "text": text,
+                         "from": {"id": BOT_ID, "is_bot": True, "first_name": "Kith", "username": BOT_USERNAME}})
+
+    # ---------------------------------------------------------------------------- test drivers
+    def make_update(
+        self,
+        *,
+        user_id: int,
+        text: str | None = None,
+        chat_id: int | None = None,
+        first_name: str = "Ada",
+        group_title: str = "",
+        **message: Any,
+    ) -> dict[str, Any]:
+        chat_id = chat_id if chat_id is not None else user_id
+        chat: dict[str, Any] = {"id": chat_id, "type": "private", "first_name": first_name}
+        if chat_id < 0:
+            chat = {"id": chat_id, "type": "supergroup", "title": group_title or "group"}
+        msg: dict[str, Any] = {
+            "message_id": next(self._message_ids.setdefault(chat_id, itertools.count(1))),
+            "date": int(time.time()),
+            "chat": chat,
+            "from": {"id": user_id, "is_bot": False, "first_name": first_name},
+        }
+        if text is not None:
+            msg["text"] = text
+        msg.update(message)
+        return {"update_id": next(self._update_ids), "message": msg}
+
+    async def push(self, *updates: dict[str, Any]) -> None:
+        assert self._changed is not None
+        async with self._changed:
+            self._updates.extend(updates)
+            self._updates.sort(key=lambda u: u["update_id"])
+            self._changed.notify_all()
+
+    async def wait_sent(self, count: int, timeout: float = 10.0) -> list[Sent]:
+        deadline = time.monotonic() + timeout
+        while len(self.sent) < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(self.sent)} of {count} messages sent")
+            await asyncio.sleep(0.02)
+        return self.sent
