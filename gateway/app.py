@@ -182,8 +182,12 @@ class Gateway:
              turn.user.user_id if turn.user else "", turn.session.persona if turn.session else "default", ts()),
         )
 
-    def on_identity_linked(self, user_id: str) -> None:
-        log.info("accounts linked into user %s", user_id)
+    async def merge_users(self, *, into: str, source: str) -> None:
+        """Merge user ``source`` into ``into`` (link flow): plugins flush, the host moves, plugins reindex."""
+        await self.hooks.call_all("gateway_before_users_merge", timeout=None, gateway=self, into=into, source=source)
+        self.identities.merge(into=into, source=source)
+        self._stores.pop(source, None)
+        await self.hooks.call_all("gateway_users_merged", gateway=self, into=into, source=source)
 
     # ------------------------------------------------------------------------------- services
     def llm(self, role: str = "main") -> Provider:

@@ -29,7 +29,7 @@ def _notice(text: str) -> Reply:
 
 
 @hookimpl(trylast=True)
-def gateway_handle_command(gateway: Gateway, turn: Turn, command: str, args: str) -> Reply | None:
+async def gateway_handle_command(gateway: Gateway, turn: Turn, command: str, args: str) -> Reply | None:
     user = turn.user
     msg = turn.message
     if user is None:
@@ -72,9 +72,10 @@ def gateway_handle_command(gateway: Gateway, turn: Turn, command: str, args: str
                 "other account you want to connect. Don't share it with anyone else."
             )
         try:
-            merged_into = gateway.identities.redeem_link_code(args, msg.channel, msg.account_id)
+            target, merge_from = gateway.identities.redeem_link_code(args, msg.channel, msg.account_id)
         except LinkError as exc:
             return _notice(str(exc))
-        gateway.on_identity_linked(merged_into)
+        if merge_from is not None:
+            await gateway.merge_users(into=target, source=merge_from)
         return _notice("Linked. This account now shares one memory with your other account.")
     return None

@@ -65,8 +65,8 @@ class LLMConfig(Section):
     provider: Literal["anthropic", "echo", "local"] = "anthropic"
     api_key: SecretStr | None = None
     base_url: str | None = None
-    model: str = "claude-sonnet-4-5"
-    cheap_model: str = "claude-haiku-4-5"
+    model: str = "claude-sonnet-5"
+    cheap_model: str = "claude-haiku-5-5"
     max_tokens: int = Field(1024, ge=1, le=64000)
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(2, ge=0, le=10)

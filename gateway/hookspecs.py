@@ -103,6 +103,18 @@ def gateway_resolve_identity(gateway: Gateway, message: InboundMessage) -> UserR
     """Map (channel, account id) to a user in the unified namespace. Rule: first; default trylast."""
 
 
+@hookspec
+def gateway_before_users_merge(gateway: Gateway, into: str, source: str) -> None:
+    """User ``source`` is about to be merged into ``into`` (a link): flush anything buffered for
+    ``source``. Rule: all, not bounded by the hook timeout."""
+
+
+@hookspec
+def gateway_users_merged(gateway: Gateway, into: str, source: str) -> None:
+    """User ``source`` was merged into ``into``: its files now live under ``users/<into>/``.
+    Derived data (indexes) should be rebuilt for ``into`` and purged for ``source``. Rule: all."""
+
+
 @hookspec(firstresult=True)
 def gateway_handle_command(gateway: Gateway, turn: Turn, command: str, args: str) -> Reply | None:
     """Answer a chat command (``/new``, ``/otr``, ``/link`` ...). Rule: first.

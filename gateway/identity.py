@@ -116,8 +116,12 @@ class Identities:
             )
         return code
 
-    def redeem_link_code(self, code: str, channel: str, account_id: str) -> str:
-        """Link (channel, account_id) to the user who created ``code``; returns that user id."""
+    def redeem_link_code(self, code: str, channel: str, account_id: str) -> tuple[str, str | None]:
+        """Link (channel, account_id) to the user who created ``code``.
+
+        Returns (target user, user to merge into it or None). The caller performs the merge through
+        ``Gateway.merge_users`` so plugins can flush buffered writes of the merged user first.
+        """
         key = (channel, account_id)
         now = datetime.now(UTC)
         recent = [t for t in self._failures.get(key, []) if now - t < timedelta(minutes=10)]
@@ -133,7 +137,7 @@ class Identities:
             db.execute("DELETE FROM link_codes WHERE code=?", (normalized,))
         current = self.lookup(channel, account_id)
         if current == target:
-            return target
+            return target, None
         if current is None:
             with self.state.tx() as db:
                 db.execute(
@@ -141,9 +145,8 @@ class Identities:
                     " VALUES (?,?,?,?,?,?)",
                     (channel, account_id, target, "", "link", ts()),
                 )
-        else:
-            self.merge(into=target, source=current)
-        return target
+            return target, None
+        return target, current
 
     # ---------------------------------------------------------------------------------- merge
     def merge(self, *, into: str, source: str) -> None:

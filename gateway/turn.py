@@ -120,11 +120,13 @@ async def gateway_handle_turn(gateway: Gateway, turn: Turn) -> Reply | None:
 
     command = parse_command(msg.text)
     if command is not None:
+        was_otr = gateway.sessions.is_otr(user, msg)
         answer = await hooks.call_first(
             "gateway_handle_command", gateway=gateway, turn=turn, command=command[0], args=command[1]
         )
         if isinstance(answer, Reply):
-            if not gateway.sessions.is_otr(user, msg):
+            # Commands entering or leaving Off-The-Record leave no trace either.
+            if not was_otr and not gateway.sessions.is_otr(user, msg):
                 gateway.dedupe.persist(msg.channel, msg.message_id)
             return await _render_notice(gateway, turn, answer)
 

@@ -91,6 +91,13 @@ async def gateway_shutdown(gateway: Gateway) -> None:
 
 
 @hookimpl
+async def gateway_before_users_merge(gateway: Gateway, into: str, source: str) -> None:
+    sl = _LOGS.get(id(gateway))
+    if sl is not None:
+        await sl.flush()
+
+
+@hookimpl
 def gateway_after_turn(gateway: Gateway, turn: Turn, reply: Reply, response: LLMResponse | None) -> None:
     if turn.otr or turn.user is None or turn.session is None:
         return

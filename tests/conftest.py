@@ -1,0 +1,108 @@
+"""Shared fixtures: a gateway built with chosen plugins, the fake Anthropic server, a WS client."""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import aiohttp
+import pytest
+
+from gateway.app import Gateway
+from gateway.config import Config, parse_config
+from tests.fakes.anthropic import API_KEY, FakeAnthropic
+
+
+def make_config(tmp_path: Path, **overrides: Any) -> Config:
+    data: dict[str, Any] = {
+        "data_dir": str(tmp_path / "data"),
+        "llm": {"provider": "echo"},
+        "server": {"port": 0},
+        "plugins": {"entry_points": False},
+    }
+    for key, value in overrides.items():
+        if isinstance(value, dict) and isinstance(data.get(key), dict):
+            data[key] = {**data[key], **value}
+        else:
+            data[key] = value
+    return parse_config(data, env={})
+
+
+@pytest.fixture
+async def fake_anthropic() -> AsyncIterator[FakeAnthropic]:
+    fake = await FakeAnthropic().start()
+    yield fake
+    await fake.stop()
+
+
+@pytest.fixture
+def anthropic_llm(fake_anthropic: FakeAnthropic) -> dict[str, Any]:
+    return {"provider": "anthropic", "api_key": API_KEY, "base_url": fake_anthropic.base_url, "max_retries": 0,
+            "timeout_s": 10}
+
+
+GatewayFactory = Callable[..., Awaitable[Gateway]]
+
+
+@pytest.fixture
+async def make_gateway(tmp_path: Path) -> AsyncIterator[GatewayFactory]:
+    opened: list[Gateway] = []
+
+    async def factory(*, plugins: tuple[Any, ...] = (), config: Config | None = None, **overrides: Any) -> Gateway:
+        cfg = config or make_config(tmp_path, **overrides)
+        gw = Gateway(cfg, plugins=plugins, entry_points=False)
+        await gw.__aenter__()
+        opened.append(gw)
+        return gw
+
+    yield factory
+    for gw in reversed(opened):
+        await gw.close()
+
+
+class WSClient:
+    """A minimal client of docs/protocol.md for tests."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+        self.ws = ws
+        self.seq = 0
+
+    async def recv(self, timeout: float = 10) -> dict[str, Any]:
+        msg = await self.ws.receive(timeout=timeout)
+        assert msg.type == aiohttp.WSMsgType.TEXT, (msg.type, msg.data, msg.extra)
+        return json.loads(msg.data)  # type: ignore[no-any-return]
+
+    async def hello(self, client_id: str, name: str = "") -> dict[str, Any]:
+        await self.ws.send_json({"type": "hello", "client_id": client_id, "name": name})
+        return await self.recv()
+
+    async def ask(self, text: str) -> tuple[dict[str, Any], list[str]]:
+        self.seq += 1
+        ref = f"t{self.seq}-{uuid.uuid4().hex[:8]}"  # ids are unique per client (a reused id = redelivery)
+        await self.ws.send_json({"type": "message", "id": ref, "text": text})
+        deltas: list[str] = []
+        while True:
+            frame = await self.recv()
+            if frame["type"] == "delta":
+                deltas.append(frame["text"])
+            elif frame["type"] in ("reply", "error"):
+                return frame, deltas
+
+
+@pytest.fixture
+async def ws_connect() -> AsyncIterator[Callable[..., Awaitable[WSClient]]]:
+    session = aiohttp.ClientSession()
+    sockets: list[aiohttp.ClientWebSocketResponse] = []
+
+    async def connect(gw: Gateway, **kwargs: Any) -> WSClient:
+        ws = await session.ws_connect(f"http://127.0.0.1:{gw.port}/ws", **kwargs)
+        sockets.append(ws)
+        return WSClient(ws)
+
+    yield connect
+    for ws in sockets:
+        await ws.close()
+    await session.close()
