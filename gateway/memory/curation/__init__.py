@@ -1,0 +1,28 @@
+"""USER.md curation by operations: parse, apply validated ops under rails, audit, roll back."""
+
+from gateway.memory.curation.doc import Item, Section, SectionedDoc, Subsection, parse, serialize
+from gateway.memory.curation.ops import apply_ops, changed, validate
+from gateway.memory.curation.run import CurationResult, RollbackResult, curate, rollback
+from gateway.memory.curation.types import DEFAULT_SECTIONS, Applied, Rails, Rejected, Screen, Writer
+
+__all__ = [
+    "DEFAULT_SECTIONS",
+    "Applied",
+    "CurationResult",
+    "Item",
+    "Rails",
+    "Rejected",
+    "RollbackResult",
+    "Screen",
+    "Section",
+    "SectionedDoc",
+    "Subsection",
+    "Writer",
+    "apply_ops",
+    "changed",
+    "curate",
+    "parse",
+    "rollback",
+    "serialize",
+    "validate",
+]
