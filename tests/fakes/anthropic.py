@@ -32,6 +32,7 @@ class FakeAnthropic:
     headers: list[dict[str, str]] = field(default_factory=list)
     script: deque[Scripted] = field(default_factory=deque)
     default_delay_s: float = 0.0
+    chunk_delay_s: float = 0.0  # pause between streamed pieces, so a UI can be seen streaming
     runner: web.AppRunner | None = None
     port: int = 0
 
@@ -119,6 +120,8 @@ class FakeAnthropic:
                                             "content_block": {"type": "text", "text": ""}})
         pieces = [text[i : i + 8] for i in range(0, len(text), 8)] or [""]
         for piece in pieces:
+            if self.chunk_delay_s:
+                await asyncio.sleep(self.chunk_delay_s)
             await event("content_block_delta", {"type": "content_block_delta", "index": 0,
                                                 "delta": {"type": "text_delta", "text": piece}})
         await event("content_block_stop", {"type": "content_block_stop", "index": 0})

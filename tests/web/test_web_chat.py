@@ -1,0 +1,61 @@
+"""Acceptance 3: the web chat page in headless Chromium: load, send, see the streamed reply."""
+
+from __future__ import annotations
+
+import os
+import shutil
+from typing import Any
+
+import pytest
+
+from tests.fakes.anthropic import FakeAnthropic
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+
+pytestmark = pytest.mark.browser
+
+
+@pytest.fixture
+async def browser() -> Any:
+    if not os.path.exists(CHROMIUM):
+        if os.environ.get("KITH_REQUIRE_BROWSER"):
+            pytest.fail("Debian chromium is required for the web chat test (apt-get install chromium)")
+        pytest.skip("Debian chromium not installed")
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        b = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        yield b
+        await b.close()
+
+
+async def test_web_chat_streams_a_reply(
+    browser: Any, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]
+) -> None:
+    gw = await make_gateway(llm=anthropic_llm)
+    fake_anthropic.chunk_delay_s = 0.05
+    long_reply = "Hello from kith! " + "This reply arrives piece by piece. " * 4
+    fake_anthropic.enqueue(long_reply.strip())
+    page = await browser.new_page(viewport={"width": 390, "height": 760})  # a phone-sized screen
+    await page.goto(f"http://127.0.0.1:{gw.port}/")
+    await page.wait_for_selector("#conn.on", timeout=10_000)
+    await page.fill("#input", "hi there")
+    await page.press("#input", "Enter")
+    await page.wait_for_selector(".msg.me", timeout=5_000)
+    # While streaming, the bubble is marked and holds a prefix of the reply.
+    streaming = await page.wait_for_selector(".msg.bot.streaming", timeout=10_000)
+    partial = await streaming.text_content()
+    assert partial is not None and long_reply.startswith(partial) and len(partial) < len(long_reply.strip())
+    await page.wait_for_selector(".msg.bot:not(.streaming)", timeout=10_000)
+    final = await page.text_content(".msg.bot")
+    assert final == long_reply.strip()
+    assert "hi there" in fake_anthropic.requests[-1]["messages"][-1]["content"]
+    # Session shown; Off-The-Record indicator hidden until /otr on.
+    assert (await page.text_content("#session") or "").startswith("session ")
+    assert await page.is_hidden("#otr")
+    await page.fill("#input", "/otr on")
+    await page.press("#input", "Enter")
+    await page.wait_for_selector("#otr:not([hidden])", timeout=5_000)
+    assert await page.evaluate("document.body.classList.contains('otr')")
