@@ -118,13 +118,23 @@ class ContextConfig(Section):
 
 
 class MemoryConfig(Section):
+    """Memory store and recall (owned by gateway.memory; see docs/memory.md)."""
+
     max_file_bytes: int = Field(256 * 1024, ge=1024)
-    embedding_model: str = "minilm-l6-int8"
+    # Offline ONNX models shipped in wheels; chosen by measurement on LoCoMo (docs/benchmarks.md).
+    embedding_model: Literal["minilm-l6-int8", "e5-small-q4"] = "minilm-l6-int8"
+    embedding_threads: int = Field(1, ge=1, le=64)
+    # None = embedded Qdrant under <data_dir>/qdrant; "http(s)://host:6333" = a Qdrant server;
+    # ":memory:" = qdrant-client's in-process mode (tests only: slow at scale).
     qdrant_url: str | None = None
     qdrant_api_key: SecretStr | None = None
-    recency_half_life_days: float = Field(180, ge=0)
+    search_threads: int = Field(1, ge=1, le=64)
+    recency_half_life_days: float = Field(180, ge=0)  # 0 disables recency decay
+    recency_weight: float = Field(0.25, ge=0, le=1)  # share of a hit's score subject to decay
     dense_weight: float = Field(0.5, ge=0)
     sparse_weight: float = Field(0.5, ge=0)
+    recall_candidates: int = Field(50, ge=1, le=1000)  # per retriever, before fusion
+    bm25_avg_len: float = Field(64, gt=0)
     recall_k: int = Field(8, ge=0, le=100)
 
 

@@ -147,9 +147,7 @@ def atomic_replace(dir_fd: int, name: str, data: bytes, rel: str) -> None:
     """
     check_replaceable(dir_fd, name, rel)
     tmp = f".{name[:64]}.tmp-{os.getpid()}-{secrets.token_hex(4)}"
-    fd = os.open(
-        tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd
-    )
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
     try:
         view = memoryview(data)
         while view:

@@ -19,9 +19,7 @@ SINGLE_VALUED: frozenset[str] = frozenset(
     {"works_at", "lives_in", "has_role", "has_status", "is_married_to", "has_partner", "studies_at"}
 )
 TEMPORARY: frozenset[str] = frozenset({"staying_in", "visiting"})
-EPHEMERAL: frozenset[str] = frozenset(
-    {"interested_in", "completed", "acquired", "disposed_of", "traveled_to"}
-)
+EPHEMERAL: frozenset[str] = frozenset({"interested_in", "completed", "acquired", "disposed_of", "traveled_to"})
 # Durable (no TTL) but one-off: shown when the message is about it, never as always-on identity.
 CONTEXTUAL: frozenset[str] = EPHEMERAL | {"decided"}
 

@@ -42,8 +42,7 @@ CREATE TABLE IF NOT EXISTS kg_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 """
 
 COLUMNS = (
-    "id, user_id, subject, predicate, object, valid_from, valid_until, confidence, "
-    "source_type, source_ref, created_at"
+    "id, user_id, subject, predicate, object, valid_from, valid_until, confidence, source_type, source_ref, created_at"
 )
 
 
@@ -122,8 +121,6 @@ def connect(path: str) -> sqlite3.Connection:
     for stmt in SCHEMA.split(";"):
         if stmt.strip():
             conn.execute(stmt)
-    conn.execute(
-        "INSERT OR IGNORE INTO kg_meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),)
-    )
+    conn.execute("INSERT OR IGNORE INTO kg_meta(key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
     conn.execute("COMMIT")
     return conn

@@ -35,9 +35,7 @@ def _rank(f: Fact) -> tuple[int, float, float]:
     return (0 if f.predicate in preds.SINGLE_VALUED else 1, -f.confidence, -f.valid_from.timestamp())
 
 
-def select_relevant_facts(
-    facts: Sequence[Fact], message: str, *, limit: int, identities: Iterable[str]
-) -> list[Fact]:
+def select_relevant_facts(facts: Sequence[Fact], message: str, *, limit: int, identities: Iterable[str]) -> list[Fact]:
     """Pick up to ``limit`` of ``facts`` (already filtered to current ones).
 
     At least half the slots stay open for message-mentioned facts when there are any, so a user with

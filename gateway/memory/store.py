@@ -124,9 +124,7 @@ class MemoryStore:
                 with os.scandir(fd) as it:
                     for e in it:
                         st = e.stat(follow_symlinks=False)
-                        if e.name.startswith(".") or not (
-                            stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)
-                        ):
+                        if e.name.startswith(".") or not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
                             continue
                         path = f"{prefix}/{e.name}" if prefix else e.name
                         out.append(MemoryEntry(path, stat.S_ISDIR(st.st_mode), st.st_size, st.st_mtime))
@@ -139,10 +137,7 @@ class MemoryStore:
         parts = fsguard.split_rel(rel, allow_root=True)
         with self._root_fd() as rfd:
             try:
-                return [
-                    MemoryEntry(p, False, st.st_size, st.st_mtime)
-                    for p, st in fsguard.walk_files(rfd, parts, rel)
-                ]
+                return [MemoryEntry(p, False, st.st_size, st.st_mtime) for p, st in fsguard.walk_files(rfd, parts, rel)]
             except MemoryFileNotFoundError:
                 return []
 

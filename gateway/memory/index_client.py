@@ -1,0 +1,110 @@
+"""Qdrant server (or ``:memory:`` local mode) through ``qdrant-client``: the scale-out backend."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from qdrant_client import QdrantClient, models
+
+from gateway.memory.index import Candidate, IndexPoint, SparseVec, VectorIndex, require_scopes
+
+_SCROLL_PAGE = 2048
+
+
+def _scope_filter(scopes: Sequence[str], now: float | None = None, path: str | None = None) -> models.Filter:
+    must: list[models.Condition] = [models.FieldCondition(key="scope", match=models.MatchAny(any=list(scopes)))]
+    if now is not None:
+        must.append(models.FieldCondition(key="valid_until", range=models.Range(gte=now)))
+    if path is not None:
+        must.append(models.FieldCondition(key="path", match=models.MatchValue(value=path)))
+    return models.Filter(must=must)
+
+
+class ClientIndex(VectorIndex):
+    backend = "qdrant-client"
+
+    def __init__(self, *, url: str, dim: int, collection: str, api_key: str | None = None) -> None:
+        if url == ":memory:":
+            self._client = QdrantClient(location=":memory:")
+        else:
+            self._client = QdrantClient(url=url, api_key=api_key)
+        self._name = collection
+        if not self._client.collection_exists(collection):
+            self._client.create_collection(
+                collection,
+                vectors_config={"dense": models.VectorParams(size=dim, distance=models.Distance.COSINE)},
+                sparse_vectors_config={"bm25": models.SparseVectorParams(modifier=models.Modifier.IDF)},
+            )
+            self._client.create_payload_index(
+                collection,
+                "scope",
+                models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True),
+            )
+            self._client.create_payload_index(collection, "path", models.PayloadSchemaType.KEYWORD)
+            self._client.create_payload_index(collection, "valid_until", models.PayloadSchemaType.FLOAT)
+
+    def upsert(self, points: Sequence[IndexPoint]) -> None:
+        if not points:
+            return
+        self._client.upsert(
+            self._name,
+            [
+                models.PointStruct(
+                    id=p.id,
+                    vector={
+                        "dense": p.dense,
+                        "bm25": models.SparseVector(indices=p.sparse.indices, values=p.sparse.values),
+                    },
+                    payload=p.payload,
+                )
+                for p in points
+            ],
+        )
+
+    def delete_ids(self, ids: Sequence[str]) -> None:
+        if ids:
+            self._client.delete(self._name, models.PointIdsList(points=list(ids)))
+
+    def delete_scope(self, scope: str) -> None:
+        self._client.delete(self._name, models.FilterSelector(filter=_scope_filter(require_scopes([scope]))))
+
+    def manifest(self, scope: str, path: str | None = None) -> dict[str, tuple[str, str]]:
+        out: dict[str, tuple[str, str]] = {}
+        offset = None
+        flt = _scope_filter(require_scopes([scope]), path=path)
+        while True:
+            records, offset = self._client.scroll(
+                self._name, scroll_filter=flt, limit=_SCROLL_PAGE, offset=offset, with_payload=["path", "hash"]
+            )
+            for r in records:
+                payload = r.payload or {}
+                out[str(r.id)] = (payload.get("path", ""), payload.get("hash", ""))
+            if offset is None:
+                return out
+
+    def count(self, scope: str | None = None) -> int:
+        flt = _scope_filter(require_scopes([scope])) if scope is not None else None
+        return int(self._client.count(self._name, count_filter=flt, exact=True).count)
+
+    def _search(
+        self, *, scopes: Sequence[str], dense: list[float], sparse: SparseVec, limit: int, now: float
+    ) -> tuple[list[Candidate], list[Candidate]]:
+        flt = _scope_filter(require_scopes(scopes), now)
+        reqs = [models.QueryRequest(query=dense, using="dense", filter=flt, limit=limit, with_payload=True)]
+        if sparse.indices:
+            reqs.append(
+                models.QueryRequest(
+                    query=models.SparseVector(indices=sparse.indices, values=sparse.values),
+                    using="bm25",
+                    filter=flt,
+                    limit=limit,
+                    with_payload=True,
+                    params=models.SearchParams(idf=models.IdfCorpusParams(corpus=_scope_filter(scopes))),
+                )
+            )
+        results = self._client.query_batch_points(self._name, reqs)
+        conv = [[Candidate(str(p.id), float(p.score), dict(p.payload or {})) for p in r.points] for r in results]
+        return conv[0], (conv[1] if len(conv) > 1 else [])
+
+    def close(self) -> None:
+        self._client.close()

@@ -1,0 +1,123 @@
+"""Embedded Qdrant (``qdrant-edge-py``): the default index backend, one shard in a directory."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import qdrant_edge as qe
+
+from gateway.memory.index import Candidate, IndexPoint, SparseVec, VectorIndex, require_scopes
+
+_SCROLL_PAGE = 2048
+
+
+def _scope_filter(scopes: Sequence[str], now: float | None = None, path: str | None = None) -> qe.Filter:
+    must: list[Any] = [qe.FieldCondition(key="scope", match=qe.MatchAny(any=list(scopes)))]
+    if now is not None:
+        must.append(qe.FieldCondition(key="valid_until", range=qe.RangeFloat(gte=now)))
+    if path is not None:
+        must.append(qe.FieldCondition(key="path", match=qe.MatchValue(value=path)))
+    return qe.Filter(must=must)
+
+
+class EdgeIndex(VectorIndex):
+    backend = "edge"
+
+    def __init__(self, path: str | Path, *, dim: int, search_threads: int = 1) -> None:
+        path = Path(path)
+        config = qe.EdgeConfig(
+            vectors={"dense": qe.EdgeVectorParams(size=dim, distance=qe.Distance.Cosine)},
+            sparse_vectors={"bm25": qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
+            max_search_threads=search_threads,
+        )
+        if path.exists() and any(path.iterdir()):
+            self._shard = qe.EdgeShard.load(str(path), config)
+        else:
+            path.mkdir(parents=True, exist_ok=True)
+            self._shard = qe.EdgeShard.create(str(path), config)
+            # is_tenant: Qdrant lays points out by scope, so a one-user query touches one user's data.
+            self._shard.update(qe.UpdateOperation.create_field_index("scope", qe.KeywordIndexParams(is_tenant=True)))
+            self._shard.update(qe.UpdateOperation.create_field_index("path", qe.PayloadSchemaType.Keyword))
+            self._shard.update(qe.UpdateOperation.create_field_index("valid_until", qe.PayloadSchemaType.Float))
+        self._write = threading.Lock()
+        self._closed = False
+
+    def upsert(self, points: Sequence[IndexPoint]) -> None:
+        if not points:
+            return
+        batch = [
+            qe.Point(
+                id=p.id,
+                vector={"dense": p.dense, "bm25": qe.SparseVector(p.sparse.indices, p.sparse.values)},
+                payload=p.payload,
+            )
+            for p in points
+        ]
+        with self._write:
+            self._shard.update(qe.UpdateOperation.upsert_points(batch))
+
+    def delete_ids(self, ids: Sequence[str]) -> None:
+        if ids:
+            with self._write:
+                self._shard.update(qe.UpdateOperation.delete_points(list(ids)))
+
+    def delete_scope(self, scope: str) -> None:
+        with self._write:
+            self._shard.update(qe.UpdateOperation.delete_points_by_filter(_scope_filter(require_scopes([scope]))))
+
+    def manifest(self, scope: str, path: str | None = None) -> dict[str, tuple[str, str]]:
+        out: dict[str, tuple[str, str]] = {}
+        offset = None
+        flt = _scope_filter(require_scopes([scope]), path=path)
+        while True:
+            req = qe.ScrollRequest(offset=offset, limit=_SCROLL_PAGE, filter=flt, with_payload=["path", "hash"])
+            records, offset = self._shard.scroll(req)
+            for r in records:
+                payload = r.payload or {}
+                out[str(r.id)] = (payload.get("path", ""), payload.get("hash", ""))
+            if offset is None:
+                return out
+
+    def count(self, scope: str | None = None) -> int:
+        flt = _scope_filter(require_scopes([scope])) if scope is not None else None
+        return int(self._shard.count(qe.CountRequest(filter=flt)))
+
+    def _search(
+        self, *, scopes: Sequence[str], dense: list[float], sparse: SparseVec, limit: int, now: float
+    ) -> tuple[list[Candidate], list[Candidate]]:
+        flt = _scope_filter(require_scopes(scopes), now)
+        # IDF over the caller's own scopes: one user's vocabulary never shapes another's ranking.
+        idf = qe.SearchParams(idf=qe.IdfParams(corpus=_scope_filter(scopes)))
+        reqs = [
+            qe.QueryRequest(limit=limit, query=qe.Query.Nearest(dense, using="dense"), filter=flt, with_payload=True),
+            qe.QueryRequest(
+                limit=limit,
+                query=qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using="bm25"),
+                filter=flt,
+                with_payload=True,
+                params=idf,
+            ),
+        ]
+        if not sparse.indices:
+            reqs = reqs[:1]
+        results = self._shard.query_batch(qe.QueryBatchRequest(reqs))
+        conv = [[Candidate(str(p.id), float(p.score), dict(p.payload or {})) for p in res] for res in results]
+        return conv[0], (conv[1] if len(conv) > 1 else [])
+
+    def flush(self) -> None:
+        with self._write:
+            self._shard.flush()
+
+    def optimize(self) -> None:
+        with self._write:
+            self._shard.optimize()
+
+    def close(self) -> None:
+        if not self._closed:
+            self._closed = True
+            with self._write:
+                self._shard.flush()
+                self._shard.close()

@@ -1,0 +1,260 @@
+"""MemoryService: what the gateway holds. Stores per root, live indexing, scoped recall.
+
+Scopes name roots: ``user:<id>`` -> ``<data_dir>/users/<id>/``, ``channel:<key>`` ->
+``<data_dir>/channels/<channel>-<conversation>/``, ``persona:<name>`` -> ``<data_dir>/personas/<name>/``.
+Every guarded write reports its file through the store's ``on_write``; a worker task drains those
+into ``index_path`` off the event loop. Embedding and Qdrant calls always run in worker threads,
+so a recall never stalls the loop that serves other conversations.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+from urllib.parse import quote
+
+from gateway.config import Config
+from gateway.memory.chunk import Chunk, turn_chunk
+from gateway.memory.embed import Embedder, load_embedder
+from gateway.memory.index import VectorIndex, open_index
+from gateway.memory.indexer import Indexer, IndexReport
+from gateway.memory.recall import Hit, RecallSettings, recall
+from gateway.memory.sparse import SparseEncoder
+from gateway.memory.store import MemoryStore
+from gateway.memory.transcript import TurnRecord
+
+log = logging.getLogger(__name__)
+
+_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+=-]{0,127}$")
+_KINDS = {"user": "users", "channel": "channels", "persona": "personas"}
+
+
+class ScopeError(ValueError):
+    """A scope string that names no valid root."""
+
+
+def user_scope(user_id: str) -> str:
+    return f"user:{user_id}"
+
+
+def channel_dir_name(key: str) -> str:
+    """``telegram:-1001`` -> ``telegram--1001``; other unsafe characters are percent-encoded."""
+    channel, _, conversation = key.partition(":")
+    name = f"{channel}-{conversation}" if conversation else channel
+    return quote(name, safe="-_.@+=").replace("%", "=")
+
+
+class MemoryService:
+    def __init__(self, config: Config, *, index: VectorIndex | None = None) -> None:
+        self.config = config
+        self.mem = config.memory
+        self.data_dir = Path(config.data_dir)
+        self.settings = RecallSettings(
+            dense_weight=self.mem.dense_weight,
+            sparse_weight=self.mem.sparse_weight,
+            half_life_days=self.mem.recency_half_life_days,
+            recency_weight=self.mem.recency_weight,
+            candidates=self.mem.recall_candidates,
+        )
+        self._index = index
+        self._embedder: Embedder | None = None
+        self._indexer: Indexer | None = None
+        self._stores: dict[str, MemoryStore] = {}
+        self._queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._worker: asyncio.Task[None] | None = None
+        self._last_turn: dict[tuple[str, str], TurnRecord] = {}  # (scope, session) -> previous turn
+        self.counters = {"recalls": 0, "indexed_files": 0, "embedded_chunks": 0, "index_errors": 0}
+
+    # -------------------------------------------------------------------------------- lifecycle
+
+    async def start(self) -> None:
+        self._loop = asyncio.get_running_loop()
+        self._embedder = await asyncio.to_thread(
+            load_embedder, self.mem.embedding_model, threads=self.mem.embedding_threads
+        )
+        if self._index is None:
+            self._index = await asyncio.to_thread(self._open_index, self._embedder)
+        self._indexer = Indexer(self._index, self._embedder, SparseEncoder(avg_len=self.mem.bm25_avg_len))
+        self._worker = asyncio.create_task(self._drain(), name="memory:indexer")
+
+    def _open_index(self, embedder: Embedder) -> VectorIndex:
+        key = self.mem.qdrant_api_key.get_secret_value() if self.mem.qdrant_api_key else None
+        return open_index(
+            path=str(self.data_dir / "qdrant" / f"edge-{embedder.name}"),
+            url=self.mem.qdrant_url,
+            api_key=key,
+            dim=embedder.dim,
+            collection=f"kith_memory_{embedder.name}".replace("-", "_"),
+            search_threads=self.mem.search_threads,
+        )
+
+    async def close(self) -> None:
+        if self._worker is not None:
+            await self.drain()
+            self._worker.cancel()
+            try:
+                await self._worker
+            except asyncio.CancelledError:
+                pass
+            self._worker = None
+        if self._index is not None:
+            await asyncio.to_thread(self._index.close)
+
+    async def drain(self) -> None:
+        """Wait until every queued re-index has run (tests, shutdown, benchmarks)."""
+        await self._queue.join()
+
+    # ----------------------------------------------------------------------------------- stores
+
+    def root_for(self, scope: str) -> Path:
+        kind, _, name = scope.partition(":")
+        if kind not in _KINDS or not _ID.match(name) or ".." in name:
+            raise ScopeError(f"invalid memory scope {scope!r} (want user:<id>, channel:<key>, persona:<name>)")
+        return self.data_dir / _KINDS[kind] / name
+
+    def store_for(self, scope: str) -> MemoryStore:
+        if scope not in self._stores:
+            self._stores[scope] = MemoryStore(
+                self.root_for(scope),
+                max_file_bytes=self.mem.max_file_bytes,
+                on_write=lambda rel, scope=scope: self._enqueue(scope, rel),
+            )
+        return self._stores[scope]
+
+    def store_for_user(self, user_id: str) -> MemoryStore:
+        return self.store_for(user_scope(user_id))
+
+    def store_for_channel(self, key: str) -> MemoryStore:
+        return self.store_for(f"channel:{channel_dir_name(key)}")
+
+    def store_for_persona(self, name: str) -> MemoryStore:
+        return self.store_for(f"persona:{name}")
+
+    # --------------------------------------------------------------------------------- indexing
+
+    def _enqueue(self, scope: str, rel: str) -> None:
+        # on_write may fire in any thread (writes often run in asyncio.to_thread).
+        if self._loop is not None and not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._queue.put_nowait, (scope, rel))
+
+    async def _drain(self) -> None:
+        while True:
+            scope, rel = await self._queue.get()
+            try:
+                await asyncio.to_thread(self.index_path, scope, rel)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                self.counters["index_errors"] += 1
+                log.exception("memory: re-indexing %s %s failed", scope, rel)
+            finally:
+                self._queue.task_done()
+
+    def index_path(self, scope: str, rel: str) -> IndexReport:
+        """Re-index one file of one scope (blocking). The seam a job-bus handler can call."""
+        report = self._require_indexer().index_path(scope, self.store_for(scope), rel)
+        self._count(report)
+        return report
+
+    async def index_turn(
+        self,
+        *,
+        scope: str,
+        turn_id: str,
+        session_id: str,
+        channel: str,
+        speaker: str,
+        text: str,
+        timestamp: datetime,
+    ) -> None:
+        """Index one transcript turn now, as its own unit (the session log remains its source)."""
+        self.root_for(scope)
+        ts = timestamp.replace(tzinfo=UTC) if timestamp.tzinfo is None else timestamp.astimezone(UTC)
+        rec = TurnRecord(
+            turn_id=turn_id, session_id=session_id, channel=channel, speaker=speaker, text=text, timestamp=ts
+        )
+        chunk = turn_chunk(rec, self._last_turn.get((scope, session_id)))
+        self._last_turn[(scope, session_id)] = rec
+        await self.index_chunks(scope, [chunk])
+
+    async def index_chunks(self, scope: str, chunks: Sequence[Chunk]) -> IndexReport:
+        report = await asyncio.to_thread(self._require_indexer().index_chunks, scope, chunks)
+        self._count(report)
+        return report
+
+    async def sync(self, scope: str) -> IndexReport:
+        """Incremental pass over a root (startup catch-up after edits made while stopped)."""
+        report = await asyncio.to_thread(self._require_indexer().sync, scope, self.store_for(scope))
+        self._count(report)
+        return report
+
+    async def reindex(self, user_id: str | None = None) -> dict[str, IndexReport]:
+        """Rebuild from the files: one user's scope, or every root under the data directory."""
+        scopes = [user_scope(user_id)] if user_id else self.known_scopes()
+        out = {}
+        for scope in scopes:
+            out[scope] = await asyncio.to_thread(self._require_indexer().rebuild, scope, self.store_for(scope))
+            self._count(out[scope])
+        return out
+
+    def known_scopes(self) -> list[str]:
+        out = []
+        for kind, folder in _KINDS.items():
+            base = self.data_dir / folder
+            if base.is_dir():
+                out += [f"{kind}:{p.name}" for p in sorted(base.iterdir()) if p.is_dir() and not p.is_symlink()]
+        return out
+
+    # ----------------------------------------------------------------------------------- recall
+
+    async def recall(
+        self, *, scope: str | Sequence[str], query: str, k: int, now: datetime | float | None = None
+    ) -> list[Hit]:
+        scopes = [scope] if isinstance(scope, str) else list(scope)
+        for s in scopes:
+            self.root_for(s)
+        index, embedder, indexer = self._require_index(), self._require_embedder(), self._require_indexer()
+        self.counters["recalls"] += 1
+        return await asyncio.to_thread(
+            recall, index, embedder, indexer.sparse, scopes=scopes, query=query, k=k, now=now, settings=self.settings
+        )
+
+    def stats(self) -> dict[str, Any]:
+        index = self._index
+        return {
+            "backend": index.backend if index else None,
+            "embedding_model": self.mem.embedding_model,
+            "points": index.count() if index else 0,
+            "queued": self._queue.qsize(),
+            **self.counters,
+        }
+
+    def scope_count(self, scope: str) -> int:
+        return self._require_index().count(scope)
+
+    # -------------------------------------------------------------------------------- internals
+
+    def _count(self, report: IndexReport) -> None:
+        self.counters["indexed_files"] += report.files
+        self.counters["embedded_chunks"] += report.embedded
+
+    def _require_indexer(self) -> Indexer:
+        if self._indexer is None:
+            raise RuntimeError("MemoryService.start() has not been awaited")
+        return self._indexer
+
+    def _require_index(self) -> VectorIndex:
+        self._require_indexer()
+        assert self._index is not None
+        return self._index
+
+    def _require_embedder(self) -> Embedder:
+        self._require_indexer()
+        assert self._embedder is not None
+        return self._embedder

@@ -1,0 +1,76 @@
+"""The session-log format: ``users/<id>/sessions/YYYY-MM-DD.md``, one Markdown block per turn.
+
+The log is what the index of transcript turns is rebuilt from, so each block carries every field
+the index needs in an HTML comment (invisible when the Markdown is rendered)::
+
+    ### Alice · 14:03 · telegram
+    <!-- kith:turn id=t-123 session=s-9 channel=telegram speaker=Alice ts=2024-05-01T14:03:22+00:00 -->
+    I went hiking with Sam yesterday.
+
+Field values are percent-encoded (``quote``) so spaces in names survive the round trip.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from urllib.parse import quote, unquote
+
+_MARK = re.compile(r"^<!-- kith:turn ((?:\w+=\S*\s*)+)-->$", re.MULTILINE)
+_FIELDS = ("id", "session", "channel", "speaker", "ts")
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnRecord:
+    turn_id: str
+    session_id: str
+    channel: str
+    speaker: str
+    text: str
+    timestamp: datetime
+
+
+def session_log_path(timestamp: datetime) -> str:
+    """Store-relative path of the log that holds a turn (dated in UTC, like the index)."""
+    return f"sessions/{_utc(timestamp):%Y-%m-%d}.md"
+
+
+def format_turn(*, turn_id: str, session_id: str, channel: str, speaker: str, text: str, timestamp: datetime) -> str:
+    ts = _utc(timestamp)
+    values = dict(zip(_FIELDS, (turn_id, session_id, channel, speaker, ts.isoformat()), strict=True))
+    meta = " ".join(f"{k}={quote(v, safe='')}" for k, v in values.items())
+    # A line starting with the marker inside the text would split the turn: indent it.
+    body = re.sub(r"^<!-- kith:turn", " <!-- kith:turn", text.strip(), flags=re.MULTILINE)
+    return f"\n### {speaker} · {ts:%H:%M} · {channel}\n<!-- kith:turn {meta} -->\n{body}\n"
+
+
+def parse_session_log(text: str) -> list[TurnRecord]:
+    """Every turn block in a session log; text outside blocks (hand-written notes) is ignored."""
+    marks = list(_MARK.finditer(text))
+    out: list[TurnRecord] = []
+    for i, m in enumerate(marks):
+        fields = dict(part.split("=", 1) for part in m.group(1).split())
+        end = marks[i + 1].start() if i + 1 < len(marks) else len(text)
+        body = text[m.end() : end]
+        # Drop the next block's "### speaker" heading, which sits between this body and the marker.
+        body = re.sub(r"\n### [^\n]*\n?\Z", "\n", body).strip()
+        try:
+            ts = datetime.fromisoformat(unquote(fields.get("ts", "")))
+        except ValueError:
+            continue  # a damaged marker: skip the block rather than index it wrongly
+        out.append(
+            TurnRecord(
+                turn_id=unquote(fields.get("id", "")),
+                session_id=unquote(fields.get("session", "")),
+                channel=unquote(fields.get("channel", "")),
+                speaker=unquote(fields.get("speaker", "")),
+                text=body,
+                timestamp=_utc(ts),
+            )
+        )
+    return [t for t in out if t.turn_id]
+
+
+def _utc(ts: datetime) -> datetime:
+    return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
