@@ -92,7 +92,11 @@ RULES: tuple[tuple[str, re.Pattern[str], str], ...] = tuple(
             r"your instructions|api[ _-]?keys?|passwords?|secrets?|tokens?|credentials|private keys?)\b",
             "asks to disclose secrets",
         ),
-        ("secrecy", r"\b(?:do not|don't|never)\s+(?:tell|inform|alert|warn)\s+the user\b", "hides things from the user"),
+        (
+            "secrecy",
+            r"\b(?:do not|don't|never)\s+(?:tell|inform|alert|warn)\s+the user\b",
+            "hides things from the user",
+        ),
     )
 )
 
