@@ -87,6 +87,7 @@ class TelegramAdapter(Adapter):
             raise ValueError("channels.telegram.token is required")
         self.stall_after_s = cfg.stall_after_s  # type: ignore[misc]  # per-instance, from config
         self.auth_failed = asyncio.Event()
+        self.ready = asyncio.Event()  # set while connected (tests and health wait on it)
         self._stop = asyncio.Event()
         self._app: Application[Any, Any, Any, Any, Any, Any] | None = None
         self._bot_id = 0
@@ -142,6 +143,7 @@ class TelegramAdapter(Adapter):
                     allowed_updates=["message"],
                 )
             self.touch()
+            self.ready.set()
             log.info("telegram: @%s connected (%s)", self._bot_username, self.cfg.mode)
             stop = asyncio.create_task(self._stop.wait())
             auth = asyncio.create_task(self.auth_failed.wait())
@@ -153,6 +155,7 @@ class TelegramAdapter(Adapter):
             if self.auth_failed.is_set():
                 raise AdapterAuthError("telegram token rejected by the Bot API (401): revoked or wrong token")
         finally:
+            self.ready.clear()
             self._app = None
             await self._shutdown(app)
 

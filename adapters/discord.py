@@ -1,0 +1,275 @@
+"""Discord adapter on discord.py 2.x: ``Client.start`` inside the host's loop (never ``Client.run``).
+
+Required intents: ``guilds``, ``guild_messages``, ``dm_messages`` (defaults) and the privileged
+``message_content`` (enable "Message Content Intent" in the developer portal, or guild messages
+arrive empty). A 4014 close (intent not enabled), a 4004 close or a 401 at login stop only this
+adapter with a clear message.
+
+Reconnects: discord.py resumes a dropped gateway session by itself (RESUME with the last sequence).
+We start it with ``reconnect=False`` so that anything it cannot resume surfaces to the host's
+supervisor, which owns backoff and reports the state in ``/healthz``. Every gateway frame (heartbeat
+ACKs included) calls ``touch()``, so a connection that stays open but goes silent is caught by the
+supervisor's watchdog.
+
+DMs always reach the pipeline; in guild channels and threads ``mentioned`` is set for an @mention of
+the bot or a reply to one of its messages (the access policy gates on it). Each channel or thread is
+its own conversation. Replies are split at 2,000 characters, sent in order with mentions disabled.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import re
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import discord
+import yarl
+from discord.gateway import DiscordWebSocket
+
+from adapters._split import split_text
+from adapters.base import Adapter, AdapterAuthError
+from adapters.ratelimit import RateLimiter, with_retry
+from gateway.config import DiscordChannel
+from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+log = logging.getLogger("kith.adapters.discord")
+
+_TYPING_DELAY_S = 0.8  # a dropped stranger's message finishes before this: no typing shown
+_FATAL_CLOSE_CODES = {4004: "authentication failed (4004): the bot token is wrong or was reset",
+                      4010: "invalid shard (4010)", 4011: "sharding required (4011)",
+                      4012: "invalid API version (4012)", 4013: "invalid intents (4013)",
+                      4014: "disallowed intents (4014): enable the Message Content Intent for the bot"}
+
+
+def retry_after_seconds(exc: BaseException) -> float | None:
+    if isinstance(exc, discord.HTTPException) and exc.status == 429:
+        with contextlib.suppress(AttributeError, TypeError, ValueError):
+            return float(exc.response.headers.get("Retry-After", "1"))
+        return 1.0
+    return None
+
+
+def intents() -> discord.Intents:
+    value = discord.Intents.default()  # guilds, guild_messages, dm_messages, ...
+    value.message_content = True  # privileged: must be enabled in the developer portal
+    return value
+
+
+def point_at(api_base: str | None, gateway_url: str | None) -> None:
+    """Aim discord.py at another REST base / gateway (a local fake). Process-wide by necessity:
+    discord.py reads both from class attributes, so one process serves one Discord endpoint."""
+    if api_base:
+        discord.http.Route.BASE = api_base.rstrip("/")
+    if gateway_url:
+        DiscordWebSocket.DEFAULT_GATEWAY = yarl.URL(gateway_url)
+
+
+class DiscordAdapter(Adapter):
+    name: ClassVar[str] = "discord"
+    max_message_chars: ClassVar[int] = 2000
+
+    def __init__(self, gateway: Gateway, config: DiscordChannel | None = None) -> None:
+        cfg = config if config is not None else gateway.config.channels.discord
+        super().__init__(gateway, cfg)
+        self.cfg: DiscordChannel = cfg
+        if cfg.token is None:
+            raise ValueError("channels.discord.token is required")
+        self.stall_after_s = cfg.stall_after_s  # type: ignore[misc]  # per-instance, from config
+        self._client: discord.Client | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._limiter = RateLimiter(
+            per_key_rate=cfg.send_rate_per_s, per_key_burst=cfg.send_burst, global_rate=40, global_burst=40
+        )
+        self.stats = {"messages": 0, "sent": 0, "connects": 0}
+
+    # ----------------------------------------------------------------------------------- lifecycle
+    def _make_client(self) -> discord.Client:
+        client = discord.Client(
+            intents=intents(),
+            enable_debug_events=True,  # socket_raw_receive: every frame is proof of life
+            allowed_mentions=discord.AllowedMentions.none(),
+            max_messages=None,
+            chunk_guilds_at_startup=False,
+        )
+
+        async def on_socket_raw_receive(_: str) -> None:
+            self.touch()
+
+        async def on_ready() -> None:
+            self.stats["connects"] += 1
+            self.touch()
+            log.info("discord: connected as %s (%d guilds)", client.user, len(client.guilds))
+
+        async def on_message(message: discord.Message) -> None:
+            task = asyncio.create_task(self._on_message(client, message), name=f"discord:msg:{message.id}")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
+        client.event(on_socket_raw_receive)
+        client.event(on_ready)
+        client.event(on_message)
+        return client
+
+    async def run(self) -> None:
+        point_at(self.cfg.api_base, self.cfg.gateway_url)
+        token = self.cfg.token.get_secret_value() if self.cfg.token else ""
+        client = self._client = self._make_client()
+        try:
+            await client.start(token, reconnect=False)
+        except discord.LoginFailure:
+            raise AdapterAuthError("discord rejected the bot token (401 at login)") from None
+        except discord.PrivilegedIntentsRequired:
+            raise AdapterAuthError(_FATAL_CLOSE_CODES[4014]) from None
+        except discord.ConnectionClosed as exc:
+            if exc.code in _FATAL_CLOSE_CODES:
+                raise AdapterAuthError(f"discord gateway closed: {_FATAL_CLOSE_CODES[exc.code]}") from None
+            raise
+        finally:
+            if not client.is_closed():
+                await client.close()
+            self._client = None
+
+    async def stop(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        client = self._client
+        if client is not None and not client.is_closed():
+            await client.close()
+
+    def health(self) -> dict[str, Any]:
+        client = self._client
+        user = str(client.user) if client is not None and client.user else ""
+        return {"bot": user, **self.stats}
+
+    # ------------------------------------------------------------------------------------- inbound
+    def normalize(self, client: discord.Client, message: discord.Message) -> InboundMessage | None:
+        me = client.user
+        if message.author.bot or (me is not None and message.author.id == me.id):
+            return None  # never answer bots: that is how two bots loop forever
+        if message.type not in (discord.MessageType.default, discord.MessageType.reply):
+            return None  # joins, pins, thread-created notices...
+        text = message.content or ""
+        if len(text) > 4000:  # Nitro users may send 4,000; anything more is not from Discord
+            raise ValueError(f"text of {len(text)} characters is over the platform limit")
+        attachments = tuple(
+            Attachment(
+                kind=_kind(a.content_type or ""),
+                name=a.filename,
+                mime_type=a.content_type or "",
+                size=a.size,
+                platform_id=str(a.id),
+                url=a.url,
+            )
+            for a in message.attachments
+        )
+        if not text and not attachments:
+            return None
+        dm = message.guild is None
+        mentioned = dm
+        if me is not None and not dm:
+            mentioned = me in message.mentions or any(
+                u.id == me.id for u in message.mentions
+            ) or self._replies_to_me(message, me.id)
+        if me is not None:  # show the model a readable handle instead of <@123>
+            text = re.sub(rf"<@!?{me.id}>", f"@{me.name}", text).strip()
+        channel = message.channel
+        raw: dict[str, Any] = {"guild_id": str(message.guild.id) if message.guild else ""}
+        if isinstance(channel, discord.Thread):
+            raw["parent_id"] = str(channel.parent_id)
+        return InboundMessage(
+            channel=self.name,
+            account_id=str(message.author.id),
+            display_name=message.author.display_name,
+            conversation_id=str(channel.id),
+            kind=ConversationKind.DM if dm else ConversationKind.GROUP,
+            text=text,
+            message_id=str(message.id),
+            timestamp=message.created_at,
+            attachments=attachments,
+            mentioned=mentioned,
+            reply_to=str(message.reference.message_id) if message.reference and message.reference.message_id else "",
+            raw=raw,
+        )
+
+    @staticmethod
+    def _replies_to_me(message: discord.Message, my_id: int) -> bool:
+        ref = message.reference
+        resolved = ref.resolved if ref is not None else None
+        return isinstance(resolved, discord.Message) and resolved.author.id == my_id
+
+    async def _on_message(self, client: discord.Client, message: discord.Message) -> None:
+        try:
+            inbound = self.normalize(client, message)
+        except Exception as exc:
+            log.warning("discord: message %s refused: %s", message.id, exc)
+            return
+        if inbound is None:
+            return
+        self.stats["messages"] += 1
+        typing = asyncio.create_task(self._typing(message.channel))
+        try:
+            reply = await self.gateway.handle_inbound(inbound)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("discord: turn for message %s failed", message.id)
+            return
+        finally:
+            typing.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await typing
+        if reply is None:
+            return
+        reference = message if inbound.kind is ConversationKind.GROUP else None
+        try:
+            await self._deliver(message.channel, self._chunks(reply), reference=reference)
+        except Exception:
+            log.exception("discord: delivering the reply to message %s failed", message.id)
+
+    @staticmethod
+    async def _typing(channel: Any) -> None:
+        await asyncio.sleep(_TYPING_DELAY_S)
+        async with channel.typing():  # re-sent every few seconds by discord.py until we leave
+            await asyncio.Event().wait()
+
+    # ------------------------------------------------------------------------------------ outbound
+    def _chunks(self, reply: Reply) -> list[str]:
+        chunks = list(reply.chunks) or split_text(reply.text, self.max_message_chars)
+        out: list[str] = []
+        for chunk in chunks:
+            out.extend(split_text(chunk, self.max_message_chars) if len(chunk) > self.max_message_chars else [chunk])
+        return out
+
+    async def send(self, address: ConversationAddress, reply: Reply) -> None:
+        client = self._client
+        if client is None or client.is_closed():
+            raise RuntimeError("discord adapter is not connected")
+        await self._deliver(client.get_partial_messageable(int(address.conversation_id)), self._chunks(reply))
+
+    async def _deliver(self, channel: Any, chunks: list[str], *, reference: discord.Message | None = None) -> None:
+        for i, chunk in enumerate(chunks):
+            await self._limiter.acquire(str(channel.id))
+            ref = reference if i == 0 else None
+            await with_retry(
+                lambda chunk=chunk, ref=ref: channel.send(
+                    chunk, reference=ref, mention_author=False, allowed_mentions=discord.AllowedMentions.none()
+                ),
+                retry_after=retry_after_seconds,
+                what="discord send",
+            )
+            self.stats["sent"] += 1
+
+
+def _kind(content_type: str) -> str:
+    if content_type.startswith("image/"):
+        return "photo"
+    if content_type.startswith("audio/"):
+        return "audio"
+    if content_type.startswith("video/"):
+        return "video"
+    return "document"

@@ -1,0 +1,301 @@
+"""A local Discord: REST (``/api/v10``) plus the gateway websocket, enough for discord.py 2.x.
+
+Gateway: HELLO -> (IDENTIFY -> READY + GUILD_CREATE | RESUME -> replay + RESUMED), heartbeats ACKed,
+MESSAGE_CREATE dispatched with sequence numbers. REST: ``users/@me``, ``gateway``, typing, create
+message (429 with ``retry_after`` on demand). Every JSON answer carries ``Content-Type:
+application/json`` exactly: discord.py compares the header verbatim and treats anything else as text.
+
+Switches: ``drop()`` closes every gateway connection, ``silent`` stops heartbeat ACKs and events on
+open connections (a zombie connection), ``reject_token`` closes new sessions with 4004 and 401s REST.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import time
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import Any
+
+from aiohttp import WSMsgType, web
+
+BOT_ID = 880000000000000001
+BOT_NAME = "kith"
+GUILD_ID = 880000000000000100
+TEXT_CHANNEL_ID = 880000000000000200
+THREAD_ID = 880000000000000300
+_snowflakes = itertools.count(990000000000000000)
+
+
+def snowflake() -> str:
+    return str(next(_snowflakes))
+
+
+def _json(data: Any, status: int = 200, headers: dict[str, str] | None = None) -> web.Response:
+    return web.Response(
+        body=json.dumps(data).encode(), status=status, headers={"Content-Type": "application/json", **(headers or {})}
+    )
+
+
+def user_payload(user_id: int | str, name: str, *, bot: bool = False) -> dict[str, Any]:
+    return {"id": str(user_id), "username": name, "discriminator": "0", "global_name": name, "avatar": None,
+            "bot": bot}
+
+
+@dataclass
+class CreatedMessage:
+    channel_id: int
+    content: str
+    reference: str | None
+
+
+@dataclass
+class FakeDiscord:
+    token: str
+    heartbeat_interval_ms: int = 500
+    silent: bool = False
+    reject_token: bool = False
+    throttle_next: int = 0
+    created: list[CreatedMessage] = field(default_factory=list)
+    typing: list[int] = field(default_factory=list)
+    identifies: int = 0
+    resumes: int = 0
+    base_url: str = ""
+    _runner: web.AppRunner | None = None
+    _sockets: list[web.WebSocketResponse] = field(default_factory=list)
+    _seq: int = 0
+    _session_id: str = ""
+    _log: list[dict[str, Any]] = field(default_factory=list)  # dispatched events for RESUME replay
+    _ready: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def start(self) -> str:
+        app = web.Application()
+        app.router.add_get("/gateway", self._gateway)
+        app.router.add_get("/gateway/", self._gateway)
+        app.router.add_get("/api/v10/users/@me", self._me)
+        app.router.add_get("/api/v10/oauth2/applications/@me", self._application)
+        app.router.add_get("/api/v10/gateway", self._gateway_info)
+        app.router.add_get("/api/v10/gateway/bot", self._gateway_info)
+        app.router.add_post("/api/v10/channels/{cid}/typing", self._typing)
+        app.router.add_post("/api/v10/channels/{cid}/messages", self._create_message)
+        self._runner = web.AppRunner(app, access_log=None)
+        await self._runner.setup()
+        site = web.TCPSite(self._runner, "127.0.0.1", 0)
+        await site.start()
+        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.base_url = f"http://127.0.0.1:{port}"
+        return self.base_url
+
+    @property
+    def api_base(self) -> str:
+        return f"{self.base_url}/api/v10"
+
+    @property
+    def gateway_url(self) -> str:
+        return self.base_url.replace("http://", "ws://") + "/gateway"
+
+    async def close(self) -> None:
+        await self.drop(code=1001)
+        if self._runner is not None:
+            await self._runner.cleanup()
+
+    async def drop(self, code: int = 4000) -> None:
+        """Close every gateway connection (the client should RESUME or reconnect)."""
+        self._ready.clear()
+        for ws in list(self._sockets):
+            await ws.close(code=code)
+
+    async def wait_ready(self, timeout: float = 10.0) -> None:
+        await asyncio.wait_for(self._ready.wait(), timeout)
+
+    # ------------------------------------------------------------------------------------ REST
+    def _authorized(self, request: web.Request) -> bool:
+        return not self.reject_token and request.headers.get("Authorization") == f"Bot {self.token}"
+
+    async def _me(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return _json({"message": "401: Unauthorized", "code": 0}, status=401)
+        return _json({**user_payload(BOT_ID, BOT_NAME, bot=True), "verified": True, "flags": 0, "mfa_enabled": False})
+
+    async def _application(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return _json({"message": "401: Unauthorized", "code": 0}, status=401)
+        return _json({"id": str(BOT_ID), "name": BOT_NAME, "description": "", "icon": None, "bot_public": False,
+                      "bot_require_code_grant": False, "owner": user_payload(1, "owner"), "verify_key": "00",
+                      "flags": 0, "summary": "", "team": None})
+
+    async def _gateway_info(self, request: web.Request) -> web.Response:
+        return _json({"url": self.gateway_url, "shards": 1,
+                      "session_start_limit": {"total": 1000, "remaining": 999, "reset_after": 0,
+                                              "max_concurrency": 1}})
+
+    async def _typing(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return _json({"message": "401: Unauthorized", "code": 0}, status=401)
+        self.typing.append(int(request.match_info["cid"]))
+        return web.Response(status=204)
+
+    async def _create_message(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return _json({"message": "401: Unauthorized", "code": 0}, status=401)
+        if self.throttle_next > 0:
+            self.throttle_next -= 1
+            return _json({"message": "You are being rate limited.", "retry_after": 0.05, "global": False},
+                         status=429, headers={"Via": "1.1 google", "X-RateLimit-Limit": "5",
+                                              "X-RateLimit-Remaining": "0", "X-RateLimit-Reset-After": "0.05",
+                                              "X-RateLimit-Bucket": "fake", "Retry-After": "1"})
+        data = await request.json()
+        content = data.get("content") or ""
+        if len(content) > 2000:
+            return _json({"message": "Invalid Form Body", "code": 50035}, status=400)
+        cid = int(request.match_info["cid"])
+        ref = (data.get("message_reference") or {}).get("message_id")
+        self.created.append(CreatedMessage(cid, content, str(ref) if ref else None))
+        return _json(self._message(cid, user_payload(BOT_ID, BOT_NAME, bot=True), content))
+
+    async def wait_created(self, count: int, timeout: float = 10.0) -> list[CreatedMessage]:
+        deadline = time.monotonic() + timeout
+        while len(self.created) < count:
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"{len(self.created)} of {count} messages created")
+            await asyncio.sleep(0.02)
+        return self.created
+
+    # --------------------------------------------------------------------------------- gateway
+    async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
+        ws = web.WebSocketResponse(autoping=True)
+        await ws.prepare(request)
+        self._sockets.append(ws)
+        try:
+            await ws.send_json({"op": 10, "d": {"heartbeat_interval": self.heartbeat_interval_ms}, "s": None,
+                                "t": None})
+            async for msg in ws:
+                if msg.type != WSMsgType.TEXT:
+                    continue
+                frame = json.loads(msg.data)
+                op = frame.get("op")
+                if self.silent:
+                    continue  # zombie: the socket stays open, nothing comes back
+                if op == 1:
+                    await ws.send_json({"op": 11, "d": None, "s": None, "t": None})
+                elif op == 2:
+                    await self._identify(ws, frame["d"])
+                elif op == 6:
+                    await self._resume(ws, frame["d"])
+        finally:
+            self._sockets.remove(ws)
+        return ws
+
+    async def _identify(self, ws: web.WebSocketResponse, data: dict[str, Any]) -> None:
+        self.identifies += 1
+        if self.reject_token or data.get("token") != self.token:
+            await ws.close(code=4004, message=b"Authentication failed.")
+            return
+        self._session_id = snowflake()
+        self._log.clear()
+        await self._dispatch_to(ws, "READY", {
+            "v": 10,
+            "user": {**user_payload(BOT_ID, BOT_NAME, bot=True), "verified": True, "flags": 0},
+            "guilds": [{"id": str(GUILD_ID), "unavailable": True}],
+            "session_id": self._session_id,
+            "resume_gateway_url": self.gateway_url,
+            "application": {"id": str(BOT_ID), "flags": 0},
+            "private_channels": [],
+            "relationships": [],
+        })
+        await self._dispatch_to(ws, "GUILD_CREATE", self._guild())
+        self._ready.set()
+
+    async def _resume(self, ws: web.WebSocketResponse, data: dict[str, Any]) -> None:
+        self.resumes += 1
+        if self.reject_token or data.get("token") != self.token:
+            await ws.close(code=4004, message=b"Authentication failed.")
+            return
+        if data.get("session_id") != self._session_id:
+            await ws.send_json({"op": 9, "d": False, "s": None, "t": None})  # invalid session: IDENTIFY
+            return
+        last = int(data.get("seq") or 0)
+        for frame in self._log:
+            if frame["s"] > last:
+                await ws.send_json(frame)
+        await self._dispatch_to(ws, "RESUMED", {})
+        self._ready.set()
+
+    async def _dispatch_to(self, ws: web.WebSocketResponse, event: str, data: dict[str, Any]) -> None:
+        self._seq += 1
+        frame = {"op": 0, "t": event, "s": self._seq, "d": data}
+        if event == "MESSAGE_CREATE":
+            self._log.append(frame)
+        await ws.send_json(frame)
+
+    async def dispatch(self, event: str, data: dict[str, Any]) -> None:
+        """Send an event on every live connection (or only log it for a RESUME if none is up)."""
+        live = [ws for ws in self._sockets if not ws.closed]
+        if not live:
+            self._seq += 1
+            self._log.append({"op": 0, "t": event, "s": self._seq, "d": data})
+            return
+        for ws in live:
+            await self._dispatch_to(ws, event, data)
+
+    # ----------------------------------------------------------------------------- test drivers
+    def _guild(self) -> dict[str, Any]:
+        gid = str(GUILD_ID)
+        return {
+            "id": gid, "name": "Test Guild", "icon": None, "owner_id": "1", "afk_timeout": 300,
+            "verification_level": 0, "default_message_notifications": 0, "explicit_content_filter": 0,
+            "mfa_level": 0, "nsfw_level": 0, "premium_tier": 0, "system_channel_flags": 0,
+            "roles": [{"id": gid, "name": "@everyone", "permissions": "68608", "position": 0, "color": 0,
+                       "hoist": False, "managed": False, "mentionable": False, "flags": 0}],
+            "emojis": [], "stickers": [], "features": [], "members": [], "presences": [], "voice_states": [],
+            "member_count": 2, "large": False, "unavailable": False, "joined_at": datetime.now(UTC).isoformat(),
+            "channels": [{"id": str(TEXT_CHANNEL_ID), "type": 0, "name": "general", "position": 0,
+                          "guild_id": gid, "permission_overwrites": [], "nsfw": False, "parent_id": None}],
+            "threads": [{"id": str(THREAD_ID), "type": 11, "name": "a thread", "parent_id": str(TEXT_CHANNEL_ID),
+                         "guild_id": gid, "owner_id": "1", "message_count": 0, "member_count": 1,
+                         "thread_metadata": {"archived": False, "auto_archive_duration": 60, "locked": False,
+                                             "archive_timestamp": datetime.now(UTC).isoformat()}}],
+        }
+
+    @staticmethod
+    def _message(channel_id: int, author: dict[str, Any], content: str, **extra: Any) -> dict[str, Any]:
+        return {
+            "id": snowflake(), "channel_id": str(channel_id), "author": author, "content": content,
+            "timestamp": datetime.now(UTC).isoformat(), "edited_timestamp": None, "tts": False,
+            "mention_everyone": False, "mentions": [], "mention_roles": [], "attachments": [], "embeds": [],
+            "pinned": False, "type": 0, "flags": 0, **extra,
+        }
+
+    def message(
+        self,
+        *,
+        user_id: int,
+        content: str,
+        channel_id: int | None = None,
+        guild: bool = False,
+        mention_bot: bool = False,
+        name: str = "ada",
+        bot_author: bool = False,
+        message_id: str | None = None,
+        **extra: Any,
+    ) -> dict[str, Any]:
+        """A MESSAGE_CREATE payload: a DM (channel = the user's DM channel) unless ``guild``."""
+        cid = channel_id if channel_id is not None else (TEXT_CHANNEL_ID if guild else user_id + 1)
+        payload = self._message(cid, user_payload(user_id, name, bot=bot_author), content, **extra)
+        if message_id:
+            payload["id"] = message_id
+        if guild:
+            payload["guild_id"] = str(GUILD_ID)
+            payload["member"] = {"roles": [], "joined_at": datetime.now(UTC).isoformat(), "deaf": False,
+                                 "mute": False, "flags": 0}
+        if mention_bot:
+            payload["content"] = f"<@{BOT_ID}> {content}"
+            payload["mentions"] = [user_payload(BOT_ID, BOT_NAME, bot=True)]
+        return payload
+
+    async def say(self, **kwargs: Any) -> dict[str, Any]:
+        payload = self.message(**kwargs)
+        await self.dispatch("MESSAGE_CREATE", payload)
+        return payload
