@@ -167,10 +167,6 @@ def gateway_llm_call(
     calls the configured provider (trylast). Bounded by ``llm.timeout_s``, not the hook timeout."""
 
 
-@hookspec
-def gateway_register_tools(register: Callable[..., None]) -> None:
-    """``register(tool)`` for each model tool the plugin provides. Rule: all, sync, at startup."""
-
 
 # ----------------------------------------------------------------------------------------- outbound
 
@@ -180,10 +176,6 @@ def gateway_render_reply(gateway: Gateway, turn: Turn, response: LLMResponse) ->
     """Turn the model response into a Reply split to the channel's limits. Rule: first."""
 
 
-@hookspec
-def gateway_reply_sent(gateway: Gateway, turn: Turn, reply: Reply) -> None:
-    """The reply was delivered to the channel. Rule: all."""
-
 
 # -------------------------------------------------------------------------------------------- after
 
@@ -192,7 +184,8 @@ def gateway_reply_sent(gateway: Gateway, turn: Turn, reply: Reply) -> None:
 def gateway_after_turn(gateway: Gateway, turn: Turn, reply: Reply, response: LLMResponse | None) -> None:
     """The turn is persisted. Keep it fast: enqueue jobs keyed by turn id, no heavy I/O.
 
-    Rule: all. Not called for Off-The-Record turns' persistence side effects: check ``turn.otr``.
+    Rule: all. Never called for Off-The-Record turns, so no plugin can persist or enqueue them by
+    forgetting a check.
     """
 
 
@@ -212,9 +205,3 @@ def gateway_register_jobs(register: Callable[..., None]) -> None:
     """
 
 
-# ------------------------------------------------------------------------------------------- memory
-
-
-@hookspec(firstresult=True)
-def gateway_should_compact(gateway: Gateway, session: Session, history_tokens: int) -> bool | None:
-    """Decide whether a session's live history needs compaction. Rule: first."""

@@ -51,7 +51,10 @@ class Sessions:
                 return otr.session
         row = self.state.open_session(key)
         if row is not None and now - parse_ts(row["last_active_at"]) <= self.idle_gap:
+            # A session opened by /new has no turns yet: its first turn is still its start.
+            fresh = self.state.one("SELECT 1 FROM turns WHERE session_id=? LIMIT 1", row["session_id"]) is None
             return Session(
+                is_new=fresh,
                 session_id=row["session_id"],
                 user_id=row["user_id"],
                 scope=key,

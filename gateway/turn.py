@@ -169,7 +169,7 @@ async def gateway_handle_turn(gateway: Gateway, turn: Turn) -> Reply | None:
     )
     if not session.otr:
         gateway.remember_conversation(turn)
-    await hooks.call_all("gateway_after_turn", gateway=gateway, turn=turn, reply=reply, response=response)
+        await hooks.call_all("gateway_after_turn", gateway=gateway, turn=turn, reply=reply, response=response)
     return reply
 
 

@@ -4,10 +4,14 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import sys
+from collections.abc import Callable
 
 # name -> module; each module exposes ``configure(parser)`` and ``main(args) -> int``.
 BENCHMARKS: dict[str, str] = {
     "turn": "bench.turn",
+    "locomo": "bench.locomo",
+    "recall-scale": "bench.recall_scale",
 }
 
 
@@ -16,6 +20,19 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     bsub = parser.add_subparsers(dest="bench", metavar="BENCH")
     for name, module in BENCHMARKS.items():
         p = bsub.add_parser(name, help=f"benchmark: {name}")
-        mod = importlib.import_module(module)
+        try:
+            mod = importlib.import_module(module)
+        except ImportError as exc:
+            # One broken benchmark must not take the whole CLI down with it.
+            p.set_defaults(func=_unavailable(name, exc))
+            continue
         mod.configure(p)
         p.set_defaults(func=mod.main)
+
+
+def _unavailable(name: str, exc: ImportError) -> Callable[[argparse.Namespace], int]:
+    def run(args: argparse.Namespace) -> int:
+        print(f"benchmark {name!r} is unavailable: {exc}", file=sys.stderr)
+        return 2
+
+    return run
