@@ -15,6 +15,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gateway.cli.chat",
     "gateway.cli.bench",
     "gateway.cli.pairing",
+    "gateway.cli.facts",
 )
 
 
