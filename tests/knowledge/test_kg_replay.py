@@ -21,9 +21,7 @@ NIGHT = [
 
 def insert_night(kg: KnowledgeGraph, facts: list[tuple[str, str, str, int]], ref: str) -> list[str]:
     return [
-        kg.add(
-            "alice", s, p, o, valid_from=T0 + timedelta(hours=h), source_type="extracted", source_ref=ref
-        ).status
+        kg.add("alice", s, p, o, valid_from=T0 + timedelta(hours=h), source_type="extracted", source_ref=ref).status
         for s, p, o, h in facts
     ]
 
@@ -107,3 +105,31 @@ def test_shares_a_db_file_with_other_tables_and_connections(tmp_path: Path) -> N
     for g in graphs:
         g.close()
     other.close()
+
+
+def test_parsed_night_replayed_after_crash_inserts_each_fact_once(tmp_path: Path) -> None:
+    from gateway.memory.extraction import parse_extraction
+
+    out = parse_extraction(
+        "MEMORIES:\n- moved\nFACTS:\n"
+        '[{"subject": "alice", "predicate": "lives_in", "object": "Berlin", "valid_from": "2024-05-01T08:00:00"},'
+        ' {"subject": "alice", "predicate": "lives_in", "object": "Munich", "valid_from": "2024-05-01 18:00:00"},'
+        ' {"subject": "alice", "predicate": "interested_in", "object": "bouldering"}]\nTOPICS:\n{"move": 1}'
+    )
+    assert out.errors == ()
+
+    def night(kg: KnowledgeGraph) -> list[str]:
+        return [
+            kg.add("alice", f.subject, f.predicate, f.object, valid_from=f.valid_from or T0,
+                   valid_until=f.valid_until, confidence=f.confidence, source_type="extracted",
+                   source_ref="sleep:alice:2024-05-01").status
+            for f in out.facts
+        ]  # fmt: skip
+
+    path = tmp_path / "state.sqlite"
+    with KnowledgeGraph(path) as kg:
+        assert night(kg) == ["inserted"] * 3
+    with KnowledgeGraph(path) as kg:
+        assert night(kg) == ["replayed"] * 3
+        assert [f.object for f in kg.timeline("alice")] == ["bouldering", "Berlin", "Munich"]
+        assert sorted(f.object for f in kg.current("alice", as_of="2024-05-02")) == ["Munich", "bouldering"]
