@@ -339,6 +339,8 @@ def _semantic_problems(cfg: Config) -> list[str]:
     seen: dict[str, str] = {}
     for i, link in enumerate(cfg.identity_links):
         for acct in link.accounts:
+            if cfg.identity.scope_for(acct.split(":", 1)[0]) == "channel":
+                problems.append(f"identity_links[{i}]: {acct!r} is on a channel with identity scope 'channel'")
             if acct in seen and seen[acct] != link.user:
                 problems.append(
                     f"identity_links[{i}]: account {acct!r} is linked to both {seen[acct]!r} and {link.user!r}"
