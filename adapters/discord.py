@@ -113,6 +113,7 @@ class DiscordAdapter(Adapter):
         client.event(on_socket_raw_receive)
         client.event(on_ready)
         client.event(on_message)
+        _guard_parsers(client)
         return client
 
     async def run(self) -> None:
@@ -263,6 +264,30 @@ class DiscordAdapter(Adapter):
                 what="discord send",
             )
             self.stats["sent"] += 1
+
+
+def _guard_parsers(client: discord.Client) -> None:
+    """Make a malformed gateway event cost one log line instead of the connection.
+
+    discord.py calls its per-event parsers inside the websocket read loop, so a KeyError on a payload
+    with a missing field would tear down the session (and, with us, restart the adapter). The parser
+    table is the dict the websocket reads at dispatch time (``ConnectionState.parsers``, private), so
+    wrapping its entries in place is enough.
+    """
+    parsers: dict[str, Any] = client._connection.parsers
+
+    def guarded(event: str, parse: Any) -> Any:
+        def run(data: Any) -> Any:
+            try:
+                return parse(data)
+            except Exception as exc:
+                log.warning("discord: malformed %s event ignored (%s: %s)", event, type(exc).__name__, exc)
+                return None
+
+        return run
+
+    for event, parse in list(parsers.items()):
+        parsers[event] = guarded(event, parse)
 
 
 def _kind(content_type: str) -> str:

@@ -164,7 +164,7 @@ class NextcloudTalkAdapter(Adapter):
             log.warning("nextcloud: webhook body over %d bytes refused", self.cfg.max_body_bytes)
             return web.Response(status=413)
         expected = sign(self._secret, random, body)
-        if not hmac.compare_digest(expected, signature.lower()):
+        if not hmac.compare_digest(expected.encode(), signature.encode("utf-8", "replace")):
             self.stats["rejected_signature"] += 1
             log.warning("nextcloud: webhook with a wrong signature from %s", request.remote)
             return web.Response(status=401)

@@ -72,7 +72,40 @@ class _WatchedRequest(HTTPXRequest):
             self._adapter.auth_failed.set()
         elif self._polling:
             self._adapter.touch()  # a long poll came back: the poller is alive
+            if code == 200 and url.endswith("/getUpdates"):
+                payload = sanitize_updates(payload)
         return code, payload
+
+
+def sanitize_updates(payload: bytes) -> bytes:
+    """Replace updates PTB cannot parse with empty ones carrying the same ``update_id``.
+
+    PTB parses a getUpdates batch as a whole and, if one update is malformed, logs and drops the batch
+    without confirming it, so the same bad update would come back on every poll forever. An empty
+    update keeps the offset moving; the bad one costs a log line.
+    """
+    try:
+        data = json.loads(payload)
+        results = data["result"]
+        if not isinstance(results, list):
+            return payload
+    except (ValueError, KeyError, TypeError):
+        return payload  # not ours to judge: PTB reports unparseable answers itself
+    changed = False
+    for i, item in enumerate(results):
+        update_id = item.get("update_id") if isinstance(item, dict) else None
+        try:
+            if not isinstance(update_id, int):
+                raise TypeError("update_id missing or not an integer")
+            Update.de_json(item, None)
+        except Exception as exc:
+            log.warning("telegram: update %s refused: %s", update_id, exc.__class__.__name__)
+            results[i] = {"update_id": update_id if isinstance(update_id, int) else 0}
+            changed = True
+    if not changed:
+        return payload
+    results[:] = [r for r in results if r["update_id"]]
+    return json.dumps(data).encode()
 
 
 class TelegramAdapter(Adapter):
