@@ -110,9 +110,7 @@ def test_near_duplicate_merged_only_for_the_same_predicate(kg: KnowledgeGraph) -
 
 def test_numbers_keep_similar_facts_apart(kg: KnowledgeGraph) -> None:
     kg.add("alice", "alice", "completed", "chapter 1 of the thesis draft", valid_from=T0)
-    assert kg.add("alice", "alice", "completed", "chapter 2 of the thesis draft", valid_from=T0).status == (
-        "inserted"
-    )
+    assert kg.add("alice", "alice", "completed", "chapter 2 of the thesis draft", valid_from=T0).status == "inserted"
 
 
 def test_number_order_matters_for_similarity(kg: KnowledgeGraph) -> None:
