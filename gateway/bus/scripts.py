@@ -71,7 +71,13 @@ if outcome == 'retry' then
   redis.call('XDEL', KEYS[1], ARGV[3])
   redis.call('HSET', KEYS[2], 'name', ARGV[6], 'payload', ARGV[7], 'v', ARGV[8], 'enq', ARGV[9],
              'prior', ARGV[10], 'state', 'retry', 'msg', '', 'error', ARGV[12])
-  redis.call('ZADD', KEYS[3], now_ms() + tonumber(ARGV[11]), ARGV[5])
+  if tonumber(ARGV[11]) > 0 then
+    redis.call('ZADD', KEYS[3], now_ms() + tonumber(ARGV[11]), ARGV[5])
+  else  -- handed back at shutdown: straight to the stream, for any worker to take now
+    local mid = redis.call('XADD', KEYS[1], '*', 'id', ARGV[5], 'name', ARGV[6], 'payload', ARGV[7],
+                           'v', ARGV[8], 'enq', ARGV[9], 'prior', ARGV[10])
+    redis.call('HSET', KEYS[2], 'state', 'queued', 'msg', mid)
+  end
 else
   forget(KEYS[1], ARGV[1], ARGV[3], KEYS[2])
 end

@@ -42,18 +42,18 @@ async def heartbeat_loop(w: Worker) -> None:
             log.warning("heartbeat failed (%s); retrying", exc)
 
 
-async def beat(w: Worker, only: Delivery | None = None) -> set[str]:
+async def beat(w: Worker, only: Delivery | None = None) -> set[tuple[str, str]]:
     """Refresh the idle time of our deliveries; mark the ones another worker claimed as lost."""
     by_stream: dict[str, list[str]] = defaultdict(list)
-    for msg_id, running in list(w.inflight.items()):
-        if not running.lost and (only is None or msg_id == only.msg_id):
-            by_stream[running.delivery.stream].append(msg_id)
-    owned: set[str] = set()
+    for (stream, msg_id), running in list(w.inflight.items()):
+        if not running.lost and (only is None or (stream, msg_id) == (only.stream, only.msg_id)):
+            by_stream[stream].append(msg_id)
+    owned: set[tuple[str, str]] = set()
     for stream, ids in by_stream.items():
         mine = set(await w.scripts.heartbeat(keys=[stream], args=[GROUP, w.consumer, *ids]))
-        owned |= mine
+        owned |= {(stream, m) for m in mine}
         for msg_id in ids:
-            running = w.inflight.get(msg_id)
+            running = w.inflight.get((stream, msg_id))
             if msg_id not in mine and running is not None and not running.settling:
                 running.lost = True
                 log.warning(
@@ -66,7 +66,7 @@ async def beat(w: Worker, only: Delivery | None = None) -> set[str]:
 
 async def beat_one(w: Worker, d: Delivery) -> bool:
     """``ctx.heartbeat()``: refresh one delivery now; False if it is no longer ours."""
-    return d.msg_id in await beat(w, only=d)
+    return (d.stream, d.msg_id) in await beat(w, only=d)
 
 
 async def claim_loop(w: Worker) -> None:

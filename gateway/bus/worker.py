@@ -63,7 +63,8 @@ class Worker:
         self.concurrency = concurrency
         self.ctx_factory, self.bus, self.block_ms = ctx_factory, bus, block_ms
         self.consumer = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
-        self.inflight: dict[str, Running] = {}
+        # Keyed by (stream, entry id): ids come from one server clock, so two streams share them.
+        self.inflight: dict[tuple[str, str], Running] = {}
         self.free = concurrency
         self.slot_freed = asyncio.Event()
         self.stopping = asyncio.Event()
@@ -154,10 +155,10 @@ class Worker:
                     self.spawn(Delivery.from_fields(stream, msg_id, fields, 1))
 
     def spawn(self, d: Delivery) -> None:
-        if d.msg_id in self.inflight:
+        if (d.stream, d.msg_id) in self.inflight:
             return  # our own delivery came back through XAUTOCLAIM (e.g. after a server restart)
         running = Running(d)
-        self.inflight[d.msg_id] = running
+        self.inflight[(d.stream, d.msg_id)] = running
         self.free -= 1
         running.task = asyncio.create_task(self._run(running), name=f"job:{d.name}:{d.job_id}")
 
@@ -220,13 +221,13 @@ class Worker:
 
     def _settle(self, running: Running, outcome: Outcome) -> None:
         if running.lost:
-            self.inflight.pop(running.delivery.msg_id, None)
+            self.inflight.pop((running.delivery.stream, running.delivery.msg_id), None)
             return
         running.settling = True
         self.settler.put(outcome)
 
     def _settled(self, outcome: Outcome, ok: bool) -> None:
-        self.inflight.pop(outcome.delivery.msg_id, None)
+        self.inflight.pop((outcome.delivery.stream, outcome.delivery.msg_id), None)
         if ok and outcome.kind == "retry":
             self.promote_wake.set()  # the backoff may be shorter than the promoter's current sleep
 

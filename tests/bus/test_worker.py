@@ -1,0 +1,332 @@
+"""Enqueue, run, retry, dead-letter, heartbeats and shutdown, against a real server."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from gateway.bus import JobContext, PayloadError, UnknownJob
+from gateway.bus.keys import GROUP
+from gateway.config import Config
+
+from .conftest import bus_config, eventually, new_bus, running, spec
+
+
+async def test_handler_gets_payload_and_context(config: Config) -> None:
+    seen: list[tuple[JobContext, dict[str, Any]]] = []
+
+    async def handler(ctx: JobContext, payload: dict[str, Any]) -> None:
+        seen.append((ctx, payload))
+
+    gateway = object()
+    bus = await new_bus(config, [spec("index_turn", handler)], ctx_factory=lambda: gateway)
+    try:
+        async with running(bus):
+            job_id = await bus.enqueue("index_turn", {"turn_id": 7}, job_id="index:7")
+            await eventually(lambda: seen)
+        ctx, payload = seen[0]
+        assert payload == {"turn_id": 7}
+        assert (ctx.job_id, ctx.name, ctx.attempt, ctx.gateway, ctx.bus) == (job_id, "index_turn", 1, gateway, bus)
+        assert ctx.max_tries == config.bus.max_tries
+        # Done jobs leave nothing behind: no stream entry, no pending delivery, no job record.
+        assert await bus.redis.xlen(bus.keys.stream("index_turn")) == 0
+        assert (await bus.redis.xpending(bus.keys.stream("index_turn"), GROUP))["pending"] == 0
+        assert not await bus.redis.exists(bus.keys.job(job_id))
+    finally:
+        await bus.close()
+
+
+async def test_sync_handlers_run_in_a_thread(config: Config) -> None:
+    seen: list[int] = []
+
+    def handler(ctx: JobContext, payload: dict[str, Any]) -> None:
+        time.sleep(0.05)  # would block the loop if it ran there
+        seen.append(payload["n"])
+
+    bus = await new_bus(config, [spec("sync", handler)])
+    try:
+        async with running(bus, 4):
+            for n in range(4):
+                await bus.enqueue("sync", {"n": n})
+            await eventually(lambda: len(seen) == 4)
+        assert sorted(seen) == [0, 1, 2, 3]
+    finally:
+        await bus.close()
+
+
+async def test_job_id_is_idempotent_while_pending(config: Config) -> None:
+    runs: list[str] = []
+
+    async def handler(ctx: JobContext, payload: dict[str, Any]) -> None:
+        runs.append(ctx.job_id)
+
+    bus = await new_bus(config, [spec("compact", handler)])
+    try:
+        for _ in range(3):
+            assert await bus.enqueue("compact", {"session": "s1"}, job_id="compact:s1") == "compact:s1"
+        assert await bus.redis.xlen(bus.keys.stream("compact")) == 1
+        await bus.enqueue("compact", {"session": "s2"}, job_id="compact:s2", delay=30)
+        await bus.enqueue("compact", {"session": "s2"}, job_id="compact:s2")  # delayed counts as pending
+        async with running(bus):
+            await eventually(lambda: runs == ["compact:s1"])
+            # Once done, the same id may be queued again.
+            await bus.enqueue("compact", {"session": "s1"}, job_id="compact:s1")
+            await eventually(lambda: runs == ["compact:s1", "compact:s1"])
+        assert [s.delayed for s in await bus.status() if s.name == "compact"] == [1]
+    finally:
+        await bus.close()
+
+
+async def test_delay(config: Config) -> None:
+    started: list[float] = []
+
+    async def handler(ctx: JobContext, payload: dict[str, Any]) -> None:
+        started.append(time.monotonic())
+
+    bus = await new_bus(config, [spec("later", handler)])
+    try:
+        async with running(bus):
+            t0 = time.monotonic()
+            await bus.enqueue("later", {}, delay=0.4)
+            await eventually(lambda: started, timeout=5)
+        assert 0.38 <= started[0] - t0 < 1.5
+    finally:
+        await bus.close()
+
+
+async def test_payload_rules(config: Config) -> None:
+    bus = await new_bus(config, [spec("known", lambda ctx, p: None)])
+    try:
+        with pytest.raises(UnknownJob):
+            await bus.enqueue("typo", {})
+        with pytest.raises(PayloadError, match="JSON object"):
+            await bus.enqueue("known", ["not", "a", "mapping"])  # type: ignore[arg-type]
+        with pytest.raises(PayloadError, match="ids"):
+            await bus.enqueue("known", {"text": "x" * 10_000})
+        with pytest.raises(PayloadError, match="JSON"):
+            await bus.enqueue("known", {"nan": float("nan")})
+        with pytest.raises(PayloadError, match="job_id"):
+            await bus.enqueue("known", {}, job_id="has space")
+        assert await bus.redis.xlen(bus.keys.stream("known")) == 0
+    finally:
+        await bus.close()
+
+
+async def test_retries_with_backoff_then_success(config: Config) -> None:
+    attempts: list[tuple[int, float]] = []
+
+    async def flaky(ctx: JobContext, payload: dict[str, Any]) -> None:
+        attempts.append((ctx.attempt, time.monotonic()))
+        if ctx.attempt < 3:
+            raise RuntimeError("transient")
+
+    config = bus_config(Path(str(config.data_dir)).parent, retry_backoff_s=0.2, retry_backoff_max_s=5)
+    bus = await new_bus(config, [spec("flaky", flaky, max_tries=5)])
+    try:
+        async with running(bus):
+            await bus.enqueue("flaky", {})
+            await eventually(lambda: len(attempts) == 3, timeout=10)
+            await eventually(lambda: _settled(bus, "flaky"))
+        assert [a for a, _ in attempts] == [1, 2, 3]
+        gap1, gap2 = attempts[1][1] - attempts[0][1], attempts[2][1] - attempts[1][1]
+        assert gap1 >= 0.09 and gap2 >= 0.19  # 0.2 * 2**(n-1), jittered down to half at most
+        assert await bus.dead() == []
+    finally:
+        await bus.close()
+
+
+async def _settled(bus: Any, name: str) -> bool:
+    return await bus.redis.xlen(bus.keys.stream(name)) == 0 and await bus.redis.zcard(bus.keys.delayed) == 0
+
+
+async def test_raising_poison_is_dead_lettered_after_exactly_n_deliveries(config: Config) -> None:
+    poison_runs: list[int] = []
+    healthy: set[int] = set()
+
+    async def poison(ctx: JobContext, payload: dict[str, Any]) -> None:
+        poison_runs.append(ctx.attempt)
+        raise ValueError(f"bad record {payload['id']}")
+
+    async def ok(ctx: JobContext, payload: dict[str, Any]) -> None:
+        healthy.add(payload["n"])
+
+    bus = await new_bus(config, [spec("poison", poison, max_tries=4), spec("ok", ok)])
+    try:
+        async with running(bus, 4):
+            await bus.enqueue("poison", {"id": 42}, job_id="p42")
+            for n in range(100):
+                await bus.enqueue("ok", {"n": n})
+            await eventually(lambda: len(healthy) == 100)
+            dead = await eventually(bus.dead)
+            await eventually(lambda: _settled(bus, "poison"))
+        assert poison_runs == [1, 2, 3, 4]
+        assert len(dead) == 1 and dead[0].job_id == "p42" and dead[0].tries == 4
+        assert "ValueError: bad record 42" in dead[0].error
+        assert not await bus.redis.exists(bus.keys.job("p42"))
+        [st] = [s for s in await bus.status() if s.name == "poison"]
+        assert (st.pending, st.in_flight, st.dead) == (0, 0, 1)
+    finally:
+        await bus.close()
+
+
+async def test_timeout_counts_as_a_failure(config: Config) -> None:
+    async def slow(ctx: JobContext, payload: dict[str, Any]) -> None:
+        await asyncio.sleep(10)
+
+    bus = await new_bus(config, [spec("slow", slow, timeout=0.05, max_tries=2)])
+    try:
+        async with running(bus):
+            await bus.enqueue("slow", {})
+            dead = await eventually(bus.dead)
+        assert dead[0].tries == 2 and "TimeoutError" in dead[0].error
+    finally:
+        await bus.close()
+
+
+async def test_dead_letter_retry(config: Config) -> None:
+    fail = True
+    done: list[str] = []
+
+    async def handler(ctx: JobContext, payload: dict[str, Any]) -> None:
+        if fail:
+            raise RuntimeError("down")
+        done.append(ctx.job_id)
+
+    bus = await new_bus(config, [spec("sync_contacts", handler, max_tries=1)])
+    try:
+        async with running(bus):
+            await bus.enqueue("sync_contacts", {"user": "ann"}, job_id="sync:ann")
+            await eventually(bus.dead)
+            fail = False
+            assert await bus.retry("nope") == "not-found"
+            assert await bus.retry("sync:ann") == "queued"
+            await eventually(lambda: done == ["sync:ann"])
+        assert await bus.dead() == []
+    finally:
+        await bus.close()
+
+
+async def test_long_job_runs_exactly_once(tmp_path: Path) -> None:
+    """A job 10x longer than the claim idle time, with an idle second worker waiting to claim."""
+    config = bus_config(tmp_path, claim_idle_ms=200)
+    runs: list[str] = []
+
+    async def long(ctx: JobContext, payload: dict[str, Any]) -> None:
+        runs.append(ctx.job_id)
+        await asyncio.sleep(2.0)  # 10x claim_idle_ms
+
+    a = await new_bus(config, [spec("long", long)])
+    b = await new_bus(config.model_copy(), [spec("long", long)], own_server=False)
+    try:
+        async with running(a, 1), running(b, 1):
+            t0 = time.monotonic()
+            await a.enqueue("long", {}, job_id="the-long-one")
+            await eventually(lambda: _settled(a, "long"), timeout=10)
+            assert time.monotonic() - t0 >= 2.0
+            await asyncio.sleep(0.5)  # two more claim rounds of the idle worker
+        assert runs == ["the-long-one"]
+    finally:
+        await b.close()
+        await a.close()
+
+
+async def test_a_stalled_worker_loses_its_job(tmp_path: Path) -> None:
+    """The control for the test above: a consumer that took a job and then sends no heartbeats (a
+    dead process, or a handler blocking its loop) loses it to a live worker after claim_idle_ms."""
+    config = bus_config(tmp_path, claim_idle_ms=200)
+    runs: list[tuple[str, int]] = []
+
+    async def handler(ctx: JobContext, payload: dict[str, Any]) -> None:
+        runs.append((ctx.job_id, ctx.attempt))
+
+    a = await new_bus(config, [spec("stall", handler)])
+    b = await new_bus(config.model_copy(), [spec("stall", handler)], own_server=False)
+    try:
+        await a.redis.xgroup_create(a.keys.stream("stall"), GROUP, id="0", mkstream=True)
+        await a.enqueue("stall", {}, job_id="j")
+        await a.redis.xreadgroup(GROUP, "stalled", {a.keys.stream("stall"): ">"}, count=1)
+        t0 = time.monotonic()
+        async with running(b, 1):
+            await eventually(lambda: runs, timeout=5)
+            waited = time.monotonic() - t0
+            await eventually(lambda: _settled(a, "stall"), timeout=5)
+        assert runs == [("j", 2)]  # the stalled delivery counted as the first
+        assert 0.2 <= waited < 2.0
+        consumers = {c["name"]: c["pending"] for c in await a.redis.xinfo_consumers(a.keys.stream("stall"), GROUP)}
+        assert consumers.get("stalled") == 0
+    finally:
+        await b.close()
+        await a.close()
+
+
+async def test_claim_follows_the_cursor(config: Config) -> None:
+    """60 deliveries abandoned by a dead consumer; a worker with 4 slots claims them in many
+    XAUTOCLAIM calls, following the cursor, and runs each exactly once."""
+    runs: list[int] = []
+
+    async def handler(ctx: JobContext, payload: dict[str, Any]) -> None:
+        runs.append(payload["n"])
+        assert ctx.attempt == 2
+
+    bus = await new_bus(config, [spec("orphans", handler)])
+    try:
+        stream = bus.keys.stream("orphans")
+        await bus.redis.xgroup_create(stream, GROUP, id="0", mkstream=True)
+        for n in range(60):
+            await bus.enqueue("orphans", {"n": n})
+        await bus.redis.xreadgroup(GROUP, "dead-worker", {stream: ">"}, count=100)
+        async with running(bus, 4):
+            await eventually(lambda: len(runs) == 60, timeout=15)
+            await eventually(lambda: _settled(bus, "orphans"))
+        assert sorted(runs) == list(range(60))
+    finally:
+        await bus.close()
+
+
+async def test_graceful_shutdown_finishes_running_jobs(config: Config) -> None:
+    finished: list[str] = []
+    started = asyncio.Event()
+
+    async def handler(ctx: JobContext, payload: dict[str, Any]) -> None:
+        started.set()
+        await asyncio.sleep(0.3)
+        finished.append(ctx.job_id)
+
+    bus = await new_bus(config, [spec("finish_me", handler)])
+    try:
+        async with running(bus):
+            await bus.enqueue("finish_me", {}, job_id="f1")
+            await started.wait()
+        # stop_workers returned: the job finished and was acked before it did.
+        assert finished == ["f1"]
+        assert await bus.redis.xlen(bus.keys.stream("finish_me")) == 0
+        consumers = await bus.redis.xinfo_consumers(bus.keys.stream("finish_me"), GROUP)
+        assert consumers == []  # a graceful worker removes its consumer
+    finally:
+        await bus.close()
+
+
+async def test_shutdown_past_grace_hands_the_job_back(tmp_path: Path) -> None:
+    config = bus_config(tmp_path, shutdown_grace_s=0.1)
+    attempts: list[int] = []
+    started = asyncio.Event()
+
+    async def handler(ctx: JobContext, payload: dict[str, Any]) -> None:
+        attempts.append(ctx.attempt)
+        started.set()
+        await asyncio.sleep(30)
+
+    bus = await new_bus(config, [spec("too_long", handler)])
+    try:
+        async with running(bus):
+            await bus.enqueue("too_long", {}, job_id="t")
+            await started.wait()
+        # Back in the queue at once (no claim_idle wait), and the interrupted delivery is not counted.
+        assert await bus.redis.hget(bus.keys.job("t"), "prior") == "0"
+        await eventually(lambda: bus.redis.xlen(bus.keys.stream("too_long")), timeout=3)
+    finally:
+        await bus.close()
