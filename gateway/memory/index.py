@@ -91,6 +91,9 @@ class VectorIndex(ABC):
     def flush(self) -> None:  # noqa: B027 - optional for backends that persist on their own
         pass
 
+    def optimize(self) -> None:  # noqa: B027 - servers optimise in the background on their own
+        """Build search structures (HNSW, payload indexes) for what was upserted so far."""
+
     @abstractmethod
     def close(self) -> None: ...
 

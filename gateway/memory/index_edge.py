@@ -12,6 +12,9 @@ import qdrant_edge as qe
 from gateway.memory.index import Candidate, IndexPoint, SparseVec, VectorIndex, require_scopes
 
 _SCROLL_PAGE = 2048
+# The embedded engine only optimises when asked: fresh points sit in a plain (brute-force) segment.
+# Re-optimise after this many upserts so HNSW keeps covering most points as memory grows.
+_OPTIMIZE_EVERY = 20_000
 
 
 def _scope_filter(scopes: Sequence[str], now: float | None = None, path: str | None = None) -> qe.Filter:
@@ -44,6 +47,7 @@ class EdgeIndex(VectorIndex):
             self._shard.update(qe.UpdateOperation.create_field_index("valid_until", qe.PayloadSchemaType.Float))
         self._write = threading.Lock()
         self._closed = False
+        self._since_optimize = 0
 
     def upsert(self, points: Sequence[IndexPoint]) -> None:
         if not points:
@@ -58,6 +62,10 @@ class EdgeIndex(VectorIndex):
         ]
         with self._write:
             self._shard.update(qe.UpdateOperation.upsert_points(batch))
+            self._since_optimize += len(batch)
+            if self._since_optimize >= _OPTIMIZE_EVERY:
+                self._since_optimize = 0
+                self._shard.optimize()
 
     def delete_ids(self, ids: Sequence[str]) -> None:
         if ids:
@@ -113,6 +121,7 @@ class EdgeIndex(VectorIndex):
 
     def optimize(self) -> None:
         with self._write:
+            self._since_optimize = 0
             self._shard.optimize()
 
     def close(self) -> None:

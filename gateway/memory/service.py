@@ -13,6 +13,7 @@ import asyncio
 import logging
 import re
 from collections.abc import Sequence
+from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -174,14 +175,22 @@ class MemoryService:
         timestamp: datetime,
     ) -> None:
         """Index one transcript turn now, as its own unit (the session log remains its source)."""
-        self.root_for(scope)
-        ts = timestamp.replace(tzinfo=UTC) if timestamp.tzinfo is None else timestamp.astimezone(UTC)
         rec = TurnRecord(
-            turn_id=turn_id, session_id=session_id, channel=channel, speaker=speaker, text=text, timestamp=ts
+            turn_id=turn_id, session_id=session_id, channel=channel, speaker=speaker, text=text, timestamp=timestamp
         )
-        chunk = turn_chunk(rec, self._last_turn.get((scope, session_id)))
-        self._last_turn[(scope, session_id)] = rec
-        await self.index_chunks(scope, [chunk])
+        await self.index_turns(scope, [rec])
+
+    async def index_turns(self, scope: str, records: Sequence[TurnRecord]) -> IndexReport:
+        """Batch form of ``index_turn`` (imports, benchmarks): one embedding call for all of them."""
+        self.root_for(scope)
+        chunks = []
+        for rec in records:
+            ts = rec.timestamp
+            rec = replace(rec, timestamp=ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC))
+            # The previous turn of the session gives the dense vector its conversational context.
+            chunks.append(turn_chunk(rec, self._last_turn.get((scope, rec.session_id))))
+            self._last_turn[(scope, rec.session_id)] = rec
+        return await self.index_chunks(scope, chunks)
 
     async def index_chunks(self, scope: str, chunks: Sequence[Chunk]) -> IndexReport:
         report = await asyncio.to_thread(self._require_indexer().index_chunks, scope, chunks)

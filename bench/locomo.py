@@ -1,0 +1,196 @@
+"""``kith bench locomo --data FILE``: retrieval quality of memory recall on LoCoMo conversations.
+
+Each conversation is ingested through ``MemoryService.index_turns`` (the live turn path) into its
+own user scope, every turn stamped with its session's date-time. Every question except category 5
+(adversarial, no evidence) is then asked through ``MemoryService.recall``; no LLM is involved.
+
+frac@k: share of a question's gold evidence turns among the first k retrieved turns (a hit that
+spans several turns uses up that many of the k); all@k / any@k: all / at least one gold turn in the
+first k; MRR@k: reciprocal rank of the first gold turn. Reported per category and overall, with
+recall latency (query embedding included) and ingest throughput. The last line is one JSON object.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import re
+import statistics
+import sys
+import tempfile
+import time
+from datetime import datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+KS = (1, 5, 10, 25)
+CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
+_EVIDENCE = re.compile(r"D:?\s*(\d+)\s*:\s*0*(\d+)")
+
+
+def configure(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--data", required=True, help="LoCoMo-format JSON (e.g. ../shared/data/locomo-dev.json)")
+    parser.add_argument("--json", action="store_true", help="print only the JSON summary line")
+    parser.add_argument("--backend", choices=["edge", "memory"], default="edge", help="memory = qdrant-client")
+    parser.add_argument("--model", default=None, help="embedding model (default: config default)")
+    parser.add_argument("--half-life", type=float, default=None, help="recency half-life in days (0 = off)")
+    parser.add_argument("--dense-weight", type=float, default=None)
+    parser.add_argument("--sparse-weight", type=float, default=None)
+    parser.add_argument("--limit", type=int, default=0, help="only the first N conversations")
+    parser.add_argument("--threads", type=int, default=1, help="embedding threads (query path uses these too)")
+
+
+def normalise_evidence(items: list[Any]) -> list[str]:
+    """``D8:6; D9:17`` -> two ids, ``D:11:26`` -> ``D11:26``, ``D30:05`` -> ``D30:5``."""
+    out: list[str] = []
+    for item in items:
+        for m in _EVIDENCE.finditer(str(item)):
+            ev = f"D{int(m.group(1))}:{int(m.group(2))}"
+            if ev not in out:
+                out.append(ev)
+    return out
+
+
+def parse_session_time(text: str) -> datetime:
+    # "1:56 pm on 8 May, 2023"
+    return datetime.strptime(text.strip(), "%I:%M %p on %d %B, %Y")
+
+
+def turns_of(conv: dict[str, Any]) -> list[dict[str, Any]]:
+    from gateway.memory.transcript import TurnRecord
+
+    c = conv["conversation"]
+    out = []
+    n = 1
+    while f"session_{n}" in c:
+        start = parse_session_time(c[f"session_{n}_date_time"])
+        for i, turn in enumerate(c[f"session_{n}"]):
+            text = turn["text"]
+            if turn.get("blip_caption"):
+                # What an adapter would pass on for a shared photo: its caption.
+                text += f" [shares a photo: {turn['blip_caption']}]"
+            rec = TurnRecord(
+                turn_id=turn["dia_id"],
+                session_id=f"{conv.get('sample_id', 'conv')}-s{n}",
+                channel="locomo",
+                speaker=turn["speaker"],
+                text=text,
+                timestamp=start + timedelta(seconds=30 * i),
+            )
+            out.append({"session": n, "record": rec})
+        n += 1
+    return out
+
+
+def score(ranked_turns: list[str], gold: list[str]) -> dict[str, float]:
+    out: dict[str, float] = {}
+    gold_set = set(gold)
+    first = next((i + 1 for i, t in enumerate(ranked_turns) if t in gold_set), None)
+    for k in KS:
+        top = set(ranked_turns[:k])
+        found = len(gold_set & top)
+        out[f"frac@{k}"] = found / len(gold_set)
+        out[f"all@{k}"] = float(found == len(gold_set))
+        out[f"any@{k}"] = float(found > 0)
+        out[f"mrr@{k}"] = 1.0 / first if first is not None and first <= k else 0.0
+    return out
+
+
+async def run(args: argparse.Namespace) -> dict[str, Any]:
+    from gateway.config import parse_config
+    from gateway.memory.service import MemoryService
+
+    data = json.loads(await asyncio.to_thread(Path(args.data).read_text, encoding="utf-8"))
+    if args.limit:
+        data = data[: args.limit]
+    mem: dict[str, Any] = {"embedding_threads": args.threads}
+    if args.backend == "memory":
+        mem["qdrant_url"] = ":memory:"
+    for key, val in (
+        ("embedding_model", args.model),
+        ("recency_half_life_days", args.half_life),
+        ("dense_weight", args.dense_weight),
+        ("sparse_weight", args.sparse_weight),
+    ):
+        if val is not None:
+            mem[key] = val
+    rows: list[tuple[int, dict[str, float]]] = []
+    latencies: list[float] = []
+    n_turns = 0
+    ingest_s = 0.0
+    with tempfile.TemporaryDirectory(prefix="kith-locomo-") as tmp:
+        svc = MemoryService(parse_config({"data_dir": tmp, "memory": mem}, env={}))
+        await svc.start()
+        try:
+            for conv in data:
+                scope = f"user:locomo-{conv.get('sample_id', len(rows))}"
+                turns = turns_of(conv)
+                t0 = time.perf_counter()
+                for n in sorted({t["session"] for t in turns}):
+                    await svc.index_turns(scope, [t["record"] for t in turns if t["session"] == n])
+                ingest_s += time.perf_counter() - t0
+                n_turns += len(turns)
+                # Questions are asked after the conversation: "now" is a day after its last turn.
+                now = max(t["record"].timestamp for t in turns) + timedelta(days=1)
+                for qa in conv["qa"]:
+                    gold = normalise_evidence(qa.get("evidence", []))
+                    if qa.get("category") == 5 or not gold:
+                        continue
+                    t1 = time.perf_counter()
+                    hits = await svc.recall(scope=scope, query=str(qa["question"]), k=max(KS), now=now)
+                    latencies.append((time.perf_counter() - t1) * 1000)
+                    ranked = [tid for h in hits for tid in h.turn_ids]
+                    rows.append((int(qa["category"]), score(ranked, gold)))
+        finally:
+            await svc.close()
+    return summarise(rows, latencies, n_turns, ingest_s, args)
+
+
+def summarise(
+    rows: list[tuple[int, dict[str, float]]], lat: list[float], n_turns: int, ingest_s: float, args: Any
+) -> dict[str, Any]:
+    def mean(cat: int | None) -> dict[str, float]:
+        sel = [r for c, r in rows if cat is None or c == cat]
+        return {k: round(100 * statistics.fmean(r[k] for r in sel), 1) for k in sel[0]} if sel else {}
+
+    q = statistics.quantiles(lat, n=100) if len(lat) > 1 else [lat[0] if lat else 0.0] * 99
+    overall = mean(None)
+    return {
+        "bench": "locomo",
+        "backend": args.backend,
+        "model": args.model or "default",
+        "n": len(rows),
+        "frac@5": overall.get("frac@5", 0.0),
+        "frac@10": overall.get("frac@10", 0.0),
+        "p50_ms": round(q[49], 2),
+        "p95_ms": round(q[94], 2),
+        "p99_ms": round(q[98], 2),
+        "ingest_turns_per_s": round(n_turns / ingest_s, 1) if ingest_s else 0.0,
+        "turns": n_turns,
+        "overall": overall,
+        "per_category": {CATEGORIES.get(c, str(c)): mean(c) for c in sorted({c for c, _ in rows})},
+    }
+
+
+def main(args: argparse.Namespace) -> int:
+    if not Path(args.data).is_file():
+        print(f"no such data file: {args.data}", file=sys.stderr)
+        return 2
+    result = asyncio.run(run(args))
+    if not args.json:
+        o = result["overall"]
+        print(f"LoCoMo recall over {result['n']} questions, {result['turns']} turns ({result['backend']})")
+        for k in KS:
+            print(
+                f"  k={k:<3} frac {o[f'frac@{k}']:5.1f}  all {o[f'all@{k}']:5.1f}  "
+                f"any {o[f'any@{k}']:5.1f}  mrr {o[f'mrr@{k}']:5.1f}"
+            )
+        for cat, m in result["per_category"].items():
+            print(f"  {cat:<12} frac@5 {m['frac@5']:5.1f}  frac@10 {m['frac@10']:5.1f}")
+        print(
+            f"  latency p50 {result['p50_ms']} ms  p95 {result['p95_ms']} ms  p99 {result['p99_ms']} ms;"
+            f" ingest {result['ingest_turns_per_s']} turns/s"
+        )
+    print(json.dumps(result, sort_keys=True))
+    return 0
