@@ -65,7 +65,7 @@ class KnowledgeGraph:
             self._conn.execute("BEGIN IMMEDIATE")
             try:
                 yield
-            except BaseException:
+            except BaseException:  # also on cancellation: never leave a transaction open; re-raised
                 self._conn.execute("ROLLBACK")
                 raise
             self._conn.execute("COMMIT")
