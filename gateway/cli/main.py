@@ -16,6 +16,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gateway.cli.bench",
     "gateway.cli.pairing",
     "gateway.cli.facts",
+    "gateway.cli.memory",
+    "gateway.cli.sessions",
 )
 
 

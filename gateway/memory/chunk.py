@@ -93,9 +93,11 @@ def turn_chunks(records: list[TurnRecord]) -> list[Chunk]:
 
 def chunk_file(path: str, text: str) -> list[Chunk]:
     """Chunks of one store file (``path`` relative to its root)."""
-    if path.startswith("sessions/") and "<!-- kith:turn" in text:
-        # A turn block moved to another file keeps its id but belongs to the file it is in now.
-        return [replace(c, path=path) for c in turn_chunks(parse_session_log(text))]
+    if path.startswith("sessions/"):
+        turns = parse_session_log(text, _path_day(path))
+        if turns:
+            # A turn block moved to another file keeps its id but belongs to the file it is in now.
+            return [replace(c, path=path) for c in turn_chunks(turns)]
     ts = _file_ts(path)
     valid_until = _expiry(text)
     pieces = _split(text)
@@ -135,16 +137,19 @@ def _windows(body: str) -> list[str]:
     return [" ".join(words[i : i + WINDOW_WORDS]) for i in range(0, max(len(words) - OVERLAP_WORDS, 1), step)]
 
 
+def _path_day(path: str) -> date | None:
+    m = _DATE_IN_PATH.search(path)
+    try:
+        return date.fromisoformat(m.group(1)) if m else None
+    except ValueError:
+        return None
+
+
 def _file_ts(path: str) -> float:
     """Dated files (``memories/2024-05-01.md``) decay with age; undated ones (USER.md, people/,
     topics/) are durable and do not. Not the mtime: rewriting a file must not make it "new"."""
-    m = _DATE_IN_PATH.search(path)
-    if m:
-        try:
-            return datetime.combine(date.fromisoformat(m.group(1)), time(), UTC).timestamp()
-        except ValueError:
-            pass
-    return 0.0
+    day = _path_day(path)
+    return datetime.combine(day, time(), UTC).timestamp() if day else 0.0
 
 
 def _expiry(text: str) -> float:

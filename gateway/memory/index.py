@@ -23,6 +23,10 @@ _NS = uuid.UUID("6f1f3c1e-8d0a-4c55-9a43-7c1f0f9f2b11")
 PAYLOAD_INDEXES = {"scope": "keyword", "path": "keyword", "valid_until": "float"}
 
 
+class IndexBusyError(RuntimeError):
+    """The embedded index is open in another process (a running gateway holds its write-ahead log)."""
+
+
 class ScopeRequiredError(ValueError):
     """A read without a scope: there is no way to query across users."""
 
@@ -82,9 +86,16 @@ class VectorIndex(ABC):
 
     @abstractmethod
     def _search(
-        self, *, scopes: Sequence[str], dense: list[float], sparse: SparseVec, limit: int, now: float
+        self,
+        *,
+        scopes: Sequence[str],
+        dense: list[float],
+        sparse: SparseVec,
+        limit: int,
+        now: float,
+        kinds: Sequence[str] = (),
     ) -> tuple[list[Candidate], list[Candidate]]:
-        """Dense and sparse candidates inside ``scopes`` and not expired at ``now``.
+        """Dense and sparse candidates inside ``scopes`` (of ``kinds``, if given), not expired at ``now``.
 
         Private to ``gateway.memory.recall``, which is the one place that reads vectors."""
 

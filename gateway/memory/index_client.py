@@ -11,12 +11,16 @@ from gateway.memory.index import Candidate, IndexPoint, SparseVec, VectorIndex, 
 _SCROLL_PAGE = 2048
 
 
-def _scope_filter(scopes: Sequence[str], now: float | None = None, path: str | None = None) -> models.Filter:
+def _scope_filter(
+    scopes: Sequence[str], now: float | None = None, path: str | None = None, kinds: Sequence[str] = ()
+) -> models.Filter:
     must: list[models.Condition] = [models.FieldCondition(key="scope", match=models.MatchAny(any=list(scopes)))]
     if now is not None:
         must.append(models.FieldCondition(key="valid_until", range=models.Range(gte=now)))
     if path is not None:
         must.append(models.FieldCondition(key="path", match=models.MatchValue(value=path)))
+    if kinds:
+        must.append(models.FieldCondition(key="kind", match=models.MatchAny(any=list(kinds))))
     return models.Filter(must=must)
 
 
@@ -87,9 +91,16 @@ class ClientIndex(VectorIndex):
         return int(self._client.count(self._name, count_filter=flt, exact=True).count)
 
     def _search(
-        self, *, scopes: Sequence[str], dense: list[float], sparse: SparseVec, limit: int, now: float
+        self,
+        *,
+        scopes: Sequence[str],
+        dense: list[float],
+        sparse: SparseVec,
+        limit: int,
+        now: float,
+        kinds: Sequence[str] = (),
     ) -> tuple[list[Candidate], list[Candidate]]:
-        flt = _scope_filter(require_scopes(scopes), now)
+        flt = _scope_filter(require_scopes(scopes), now, kinds=kinds)
         reqs = [models.QueryRequest(query=dense, using="dense", filter=flt, limit=limit, with_payload=True)]
         if sparse.indices:
             reqs.append(

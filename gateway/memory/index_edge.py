@@ -9,7 +9,14 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from gateway.memory.index import Candidate, IndexPoint, SparseVec, VectorIndex, require_scopes
+from gateway.memory.index import (
+    Candidate,
+    IndexBusyError,
+    IndexPoint,
+    SparseVec,
+    VectorIndex,
+    require_scopes,
+)
 
 _SCROLL_PAGE = 2048
 # The embedded engine only optimises when asked: fresh points sit in a plain (brute-force) segment.
@@ -17,12 +24,16 @@ _SCROLL_PAGE = 2048
 _OPTIMIZE_EVERY = 20_000
 
 
-def _scope_filter(scopes: Sequence[str], now: float | None = None, path: str | None = None) -> qe.Filter:
+def _scope_filter(
+    scopes: Sequence[str], now: float | None = None, path: str | None = None, kinds: Sequence[str] = ()
+) -> qe.Filter:
     must: list[Any] = [qe.FieldCondition(key="scope", match=qe.MatchAny(any=list(scopes)))]
     if now is not None:
         must.append(qe.FieldCondition(key="valid_until", range=qe.RangeFloat(gte=now)))
     if path is not None:
         must.append(qe.FieldCondition(key="path", match=qe.MatchValue(value=path)))
+    if kinds:
+        must.append(qe.FieldCondition(key="kind", match=qe.MatchAny(any=list(kinds))))
     return qe.Filter(must=must)
 
 
@@ -37,7 +48,12 @@ class EdgeIndex(VectorIndex):
             max_search_threads=search_threads,
         )
         if path.exists() and any(path.iterdir()):
-            self._shard = qe.EdgeShard.load(str(path), config)
+            try:
+                self._shard = qe.EdgeShard.load(str(path), config)
+            except Exception as exc:
+                if "WouldBlock" in str(exc):  # the WAL is locked by the process that has it open
+                    raise IndexBusyError(f"the memory index {path} is in use by another process") from exc
+                raise
         else:
             path.mkdir(parents=True, exist_ok=True)
             self._shard = qe.EdgeShard.create(str(path), config)
@@ -94,9 +110,16 @@ class EdgeIndex(VectorIndex):
         return int(self._shard.count(qe.CountRequest(filter=flt)))
 
     def _search(
-        self, *, scopes: Sequence[str], dense: list[float], sparse: SparseVec, limit: int, now: float
+        self,
+        *,
+        scopes: Sequence[str],
+        dense: list[float],
+        sparse: SparseVec,
+        limit: int,
+        now: float,
+        kinds: Sequence[str] = (),
     ) -> tuple[list[Candidate], list[Candidate]]:
-        flt = _scope_filter(require_scopes(scopes), now)
+        flt = _scope_filter(require_scopes(scopes), now, kinds=kinds)
         # IDF over the caller's own scopes: one user's vocabulary never shapes another's ranking.
         idf = qe.SearchParams(idf=qe.IdfParams(corpus=_scope_filter(scopes)))
         reqs = [

@@ -58,8 +58,11 @@ def recall(
     k: int,
     now: float | datetime | None = None,
     settings: RecallSettings = RecallSettings(),
+    kinds: Sequence[str] = (),
 ) -> list[Hit]:
-    """Top ``k`` chunks for ``query`` inside ``scopes``. Blocking: run it in a worker thread."""
+    """Top ``k`` chunks for ``query`` inside ``scopes`` (only ``kinds``, e.g. ``("turn",)``, if given).
+
+    Blocking: run it in a worker thread."""
     scope_list = require_scopes([scopes] if isinstance(scopes, str) else list(scopes))
     if k <= 0 or not query.strip():
         return []
@@ -67,7 +70,7 @@ def recall(
     dense_q = embedder.embed_query(query).tolist()
     sparse_q = sparse.query(query)
     limit = max(settings.candidates, k)
-    dense, bm25 = index._search(scopes=scope_list, dense=dense_q, sparse=sparse_q, limit=limit, now=at)
+    dense, bm25 = index._search(scopes=scope_list, dense=dense_q, sparse=sparse_q, limit=limit, now=at, kinds=kinds)
     fused = fuse(dense, bm25, settings.dense_weight, settings.sparse_weight)
     scored = []
     for cid, (score, payload) in fused.items():

@@ -210,6 +210,7 @@ class MemoryService:
         for scope in scopes:
             out[scope] = await asyncio.to_thread(self._require_indexer().rebuild, scope, self.store_for(scope))
             self._count(out[scope])
+        await asyncio.to_thread(self._require_index().optimize)
         return out
 
     def known_scopes(self) -> list[str]:
@@ -223,15 +224,31 @@ class MemoryService:
     # ----------------------------------------------------------------------------------- recall
 
     async def recall(
-        self, *, scope: str | Sequence[str], query: str, k: int, now: datetime | float | None = None
+        self,
+        *,
+        scope: str | Sequence[str],
+        query: str,
+        k: int,
+        now: datetime | float | None = None,
+        kinds: Sequence[str] = (),
     ) -> list[Hit]:
+        """Top ``k`` memories for ``query`` inside ``scope`` (a scope or a list of scopes)."""
         scopes = [scope] if isinstance(scope, str) else list(scope)
         for s in scopes:
             self.root_for(s)
         index, embedder, indexer = self._require_index(), self._require_embedder(), self._require_indexer()
         self.counters["recalls"] += 1
         return await asyncio.to_thread(
-            recall, index, embedder, indexer.sparse, scopes=scopes, query=query, k=k, now=now, settings=self.settings
+            recall,
+            index,
+            embedder,
+            indexer.sparse,
+            scopes=scopes,
+            query=query,
+            k=k,
+            now=now,
+            settings=self.settings,
+            kinds=kinds,
         )
 
     def stats(self) -> dict[str, Any]:

@@ -8,17 +8,30 @@ the index needs in an HTML comment (invisible when the Markdown is rendered)::
     I went hiking with Sam yesterday.
 
 Field values are percent-encoded (``quote``) so spaces in names survive the round trip.
+
+The gateway's session-log plugin writes a simpler block per exchange, which is parsed as well (the
+day comes from the file name, the time from the heading)::
+
+    ## 14:03:22 · telegram · session 1a2b3c4d · turn t-123
+
+    **Alice:** I went hiking with Sam yesterday.
+
+    **assistant:** That sounds lovely!
 """
 
 from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from datetime import UTC, datetime
+from datetime import UTC, date, datetime, time
 from urllib.parse import quote, unquote
 
 _MARK = re.compile(r"^<!-- kith:turn ((?:\w+=\S*\s*)+)-->$", re.MULTILINE)
 _FIELDS = ("id", "session", "channel", "speaker", "ts")
+_PLUGIN_HEAD = re.compile(
+    r"^## (\d{1,2}):(\d{2})(?::(\d{2}))? · (\S+) · session (\S+) · turn (\S+)[ \t]*$", re.MULTILINE
+)
+_SPEAKER_LINE = re.compile(r"^\*\*(.+?):\*\*\s?(.*)$")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -45,8 +58,13 @@ def format_turn(*, turn_id: str, session_id: str, channel: str, speaker: str, te
     return f"\n### {speaker} · {ts:%H:%M} · {channel}\n<!-- kith:turn {meta} -->\n{body}\n"
 
 
-def parse_session_log(text: str) -> list[TurnRecord]:
-    """Every turn block in a session log; text outside blocks (hand-written notes) is ignored."""
+def parse_session_log(text: str, day: date | None = None) -> list[TurnRecord]:
+    """Every turn block in a session log; text outside blocks (hand-written notes) is ignored.
+
+    ``day`` (from the file name) dates blocks of the plugin format, whose headings carry only a time.
+    """
+    if "<!-- kith:turn" not in text:
+        return _parse_plugin_log(text, day) if day is not None else []
     marks = list(_MARK.finditer(text))
     out: list[TurnRecord] = []
     for i, m in enumerate(marks):
@@ -70,6 +88,36 @@ def parse_session_log(text: str) -> list[TurnRecord]:
             )
         )
     return [t for t in out if t.turn_id]
+
+
+def _parse_plugin_log(text: str, day: date) -> list[TurnRecord]:
+    heads = list(_PLUGIN_HEAD.finditer(text))
+    out = []
+    for i, m in enumerate(heads):
+        end = heads[i + 1].start() if i + 1 < len(heads) else len(text)
+        speakers: list[str] = []
+        lines: list[str] = []
+        for line in text[m.end() : end].strip().splitlines():
+            sm = _SPEAKER_LINE.match(line)
+            if sm:
+                speakers.append(sm.group(1))
+                lines.append(f"{sm.group(1)}: {sm.group(2)}" if lines else sm.group(2))
+            elif lines:
+                lines[-1] += "\n" + line
+        hour, minute, second = int(m.group(1)), int(m.group(2)), int(m.group(3) or 0)
+        if not lines or hour > 23 or minute > 59 or second > 59:
+            continue
+        out.append(
+            TurnRecord(
+                turn_id=m.group(6),
+                session_id=m.group(5),
+                channel=m.group(4),
+                speaker=speakers[0],
+                text="\n".join(line.rstrip() for line in lines).strip(),
+                timestamp=datetime.combine(day, time(hour, minute, second), UTC),
+            )
+        )
+    return out
 
 
 def _utc(ts: datetime) -> datetime:

@@ -1,0 +1,110 @@
+"""``kith memory search | stats | reindex``: the memory index from the shell.
+
+These open the index themselves; the embedded index is single-process, so while a gateway runs on
+the same data directory they report that it is busy (a Qdrant server via ``memory.qdrant_url`` has
+no such limit).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from collections.abc import Awaitable, Callable
+from dataclasses import asdict
+from typing import Any
+
+from gateway.cli.common import load_or_exit
+from gateway.memory.index import IndexBusyError
+from gateway.memory.service import MemoryService, ScopeError, user_scope
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    parser = sub.add_parser("memory", help="search, inspect and rebuild the memory index")
+    msub = parser.add_subparsers(dest="memory_command", metavar="ACTION")
+
+    p = msub.add_parser("search", help="hybrid recall over one user's memory")
+    p.add_argument("--user", required=True, help="user id (users/<id>/)")
+    p.add_argument("--k", type=int, default=8, help="number of results (default 8)")
+    p.add_argument("--json", action="store_true", help="print hits as JSON")
+    p.add_argument("query", nargs="+", help="what to look for")
+    p.set_defaults(func=lambda a: _run(a, _search))
+
+    p = msub.add_parser("stats", help="points per scope, model and backend")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=lambda a: _run(a, _stats))
+
+    p = msub.add_parser("reindex", help="rebuild the index from the Markdown files")
+    p.add_argument("--user", default=None, help="only this user (default: every root)")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=lambda a: _run(a, _reindex))
+    parser.set_defaults(func=lambda a: (parser.print_help(), 2)[1])
+
+
+def _run(args: argparse.Namespace, action: Callable[[MemoryService, argparse.Namespace], Awaitable[int]]) -> int:
+    config = load_or_exit(args)
+
+    async def go() -> int:
+        svc = MemoryService(config)
+        try:
+            await svc.start()
+        except IndexBusyError as exc:
+            print(f"error: {exc}; stop the gateway or configure memory.qdrant_url", file=sys.stderr)
+            return 3
+        try:
+            return await action(svc, args)
+        except ScopeError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        finally:
+            await svc.close()
+
+    return asyncio.run(go())
+
+
+async def _search(svc: MemoryService, args: argparse.Namespace) -> int:
+    hits = await svc.recall(scope=user_scope(args.user), query=" ".join(args.query), k=args.k)
+    if args.json:
+        print(json.dumps([asdict(h) for h in hits], ensure_ascii=False, indent=2))
+        return 0
+    if not hits:
+        print("no memories found")
+    for i, h in enumerate(hits, 1):
+        when = f" {h.date[:10]}" if h.date else ""
+        print(f"{i:>2}. [{h.score:.3f}] {h.source}{when} ({h.chunk_id})")
+        for line in h.text.strip().splitlines()[:6]:
+            print(f"      {line}")
+    return 0
+
+
+async def _stats(svc: MemoryService, args: argparse.Namespace) -> int:
+    scopes: dict[str, Any] = {}
+    for scope in svc.known_scopes():
+        store = svc.store_for(scope)
+        files = await asyncio.to_thread(store.files)
+        scopes[scope] = {
+            "files": len(files),
+            "bytes": sum(f.size for f in files),
+            "points": await asyncio.to_thread(svc.scope_count, scope),
+        }
+    out = {**await asyncio.to_thread(svc.stats), "scopes": scopes}
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    print(f"backend {out['backend']}, model {out['embedding_model']}, {out['points']} points")
+    for scope, s in scopes.items():
+        print(f"  {scope:<32} {s['files']:>6} files {s['bytes']:>10} bytes {s['points']:>8} points")
+    return 0
+
+
+async def _reindex(svc: MemoryService, args: argparse.Namespace) -> int:
+    reports = await svc.reindex(args.user)
+    if args.json:
+        print(json.dumps({scope: asdict(r) for scope, r in reports.items()}, indent=2))
+        return 0
+    if not reports:
+        print("no memory roots found")
+    for scope, r in reports.items():
+        print(f"{scope}: {r.files} files, {r.embedded} chunks embedded")
+    return 0
