@@ -131,6 +131,8 @@ class JobBus:
             raise BusError(f"enqueue of {job} ({job_id}) failed: {exc}") from exc
         if not int(created):
             log.debug("job %s (%s) already %s; not queued again", job_id, job, state)
+        elif delay_ms and self.worker is not None:
+            self.worker.promote_wake.set()  # it may be due before the promoter's next poll
         return job_id
 
     # ---------------------------------------------------------------------------------- workers

@@ -263,9 +263,10 @@ async def test_a_stalled_worker_loses_its_job(tmp_path: Path) -> None:
         await a.close()
 
 
-async def test_claim_follows_the_cursor(config: Config) -> None:
+async def test_claim_follows_the_cursor(tmp_path: Path) -> None:
     """60 deliveries abandoned by a dead consumer; a worker with 4 slots claims them in many
     XAUTOCLAIM calls, following the cursor, and runs each exactly once."""
+    config = bus_config(tmp_path, claim_idle_ms=100)
     runs: list[int] = []
 
     async def handler(ctx: JobContext, payload: dict[str, Any]) -> None:
