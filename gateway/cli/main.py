@@ -18,6 +18,8 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gateway.cli.facts",
     "gateway.cli.memory",
     "gateway.cli.sessions",
+    "gateway.cli.jobs",
+    "gateway.cli.worker",
 )
 
 
