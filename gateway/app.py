@@ -23,6 +23,7 @@ from gateway.dedupe import Dedupe
 from gateway.hookcall import HookCaller
 from gateway.identity import Identities
 from gateway.llm.base import NO_MODEL_HELP, Provider
+from gateway.logs import collect_secrets, install_redaction
 from gateway.llm.provider import NoModelProvider, make_provider
 from gateway.memory.store import MemoryStore
 from gateway.plugins import PluginHost, build_plugin_host
@@ -81,6 +82,7 @@ class Gateway:
         await self.close()
 
     async def start(self) -> None:
+        install_redaction(collect_secrets(self.config))
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self.plugin_host.pm.hook.gateway_configure.call_historic(kwargs={"config": self.config})
         self.state = State(self.data_dir / "state.sqlite")

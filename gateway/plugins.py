@@ -29,7 +29,9 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "gateway.llm.provider",
     "plugins.system_block",
     "plugins.session_log",
+    "plugins.access",
     "adapters.websocket",
+    "adapters.builtin",
 )
 
 
