@@ -23,8 +23,8 @@ from gateway.dedupe import Dedupe
 from gateway.hookcall import HookCaller
 from gateway.identity import Identities
 from gateway.llm.base import NO_MODEL_HELP, Provider
-from gateway.logs import collect_secrets, install_redaction
 from gateway.llm.provider import NoModelProvider, make_provider
+from gateway.logs import collect_secrets, install_redaction
 from gateway.memory.store import MemoryStore
 from gateway.plugins import PluginHost, build_plugin_host
 from gateway.sessions import Sessions
