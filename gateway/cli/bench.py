@@ -12,6 +12,7 @@ BENCHMARKS: dict[str, str] = {
     "turn": "bench.turn",
     "locomo": "bench.locomo",
     "recall-scale": "bench.recall_scale",
+    "bus": "bench.bus",
 }
 
 
