@@ -34,7 +34,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 async def _drained(bus: JobBus, name: str) -> None:
     stream = bus.keys.stream(name)
-    while await bus.redis.xlen(stream):  # acked entries are deleted: empty = all acked
+    for _ in range(100_000):
+        if not await bus.redis.xlen(stream):  # acked entries are deleted: empty = all acked
+            return
         await asyncio.sleep(0.001)
 
 
@@ -42,6 +44,7 @@ async def run(jobs: int, producers: int, concurrency: int, latency_jobs: int, ra
     done = 0
     all_done = asyncio.Event()
     latencies: list[float] = []
+    timed_done = asyncio.Event()
 
     async def noop(ctx: JobContext, payload: dict[str, Any]) -> None:
         nonlocal done
@@ -51,6 +54,8 @@ async def run(jobs: int, producers: int, concurrency: int, latency_jobs: int, ra
 
     async def timed(ctx: JobContext, payload: dict[str, Any]) -> None:
         latencies.append((time.time_ns() - payload["t"]) / 1e6)
+        if len(latencies) == latency_jobs:
+            timed_done.set()
 
     specs = [JobSpec(name="noop", handler=noop), JobSpec(name="timed", handler=timed)]
     with tempfile.TemporaryDirectory(prefix="kith-bench-bus-") as tmp:
@@ -77,8 +82,7 @@ async def run(jobs: int, producers: int, concurrency: int, latency_jobs: int, ra
                 if delay > 0:
                     await asyncio.sleep(delay)
                 await bus.enqueue("timed", {"t": time.time_ns()})
-            while len(latencies) < latency_jobs:
-                await asyncio.sleep(0.005)
+            await timed_done.wait()
             await bus.stop_workers()
             await workers
             server = bus.server_version
