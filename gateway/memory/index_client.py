@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
 
 from qdrant_client import QdrantClient, models
 
@@ -28,8 +30,12 @@ class ClientIndex(VectorIndex):
     backend = "qdrant-client"
 
     def __init__(self, *, url: str, dim: int, collection: str, api_key: str | None = None) -> None:
+        # The local mode is plain Python over numpy arrays, not safe against a scroll running while
+        # another thread upserts; a server client is, and keeps its concurrency.
+        self._lock: threading.Lock | None = None
         if url == ":memory:":
             self._client = QdrantClient(location=":memory:")
+            self._lock = threading.Lock()
         else:
             self._client = QdrantClient(url=url, api_key=api_key)
         self._name = collection
@@ -47,9 +53,21 @@ class ClientIndex(VectorIndex):
             self._client.create_payload_index(collection, "path", models.PayloadSchemaType.KEYWORD)
             self._client.create_payload_index(collection, "valid_until", models.PayloadSchemaType.FLOAT)
 
+    @contextlib.contextmanager
+    def _guard(self) -> Iterator[None]:
+        if self._lock is None:
+            yield
+            return
+        with self._lock:
+            yield
+
     def upsert(self, points: Sequence[IndexPoint]) -> None:
         if not points:
             return
+        with self._guard():
+            self._upsert(points)
+
+    def _upsert(self, points: Sequence[IndexPoint]) -> None:
         self._client.upsert(
             self._name,
             [
@@ -67,19 +85,22 @@ class ClientIndex(VectorIndex):
 
     def delete_ids(self, ids: Sequence[str]) -> None:
         if ids:
-            self._client.delete(self._name, models.PointIdsList(points=list(ids)))
+            with self._guard():
+                self._client.delete(self._name, models.PointIdsList(points=list(ids)))
 
     def delete_scope(self, scope: str) -> None:
-        self._client.delete(self._name, models.FilterSelector(filter=_scope_filter(require_scopes([scope]))))
+        with self._guard():
+            self._client.delete(self._name, models.FilterSelector(filter=_scope_filter(require_scopes([scope]))))
 
     def manifest(self, scope: str, path: str | None = None) -> dict[str, tuple[str, str]]:
         out: dict[str, tuple[str, str]] = {}
         offset = None
         flt = _scope_filter(require_scopes([scope]), path=path)
         while True:
-            records, offset = self._client.scroll(
-                self._name, scroll_filter=flt, limit=_SCROLL_PAGE, offset=offset, with_payload=["path", "hash"]
-            )
+            with self._guard():
+                records, offset = self._client.scroll(
+                    self._name, scroll_filter=flt, limit=_SCROLL_PAGE, offset=offset, with_payload=["path", "hash"]
+                )
             for r in records:
                 payload = r.payload or {}
                 out[str(r.id)] = (payload.get("path", ""), payload.get("hash", ""))
@@ -88,7 +109,8 @@ class ClientIndex(VectorIndex):
 
     def count(self, scope: str | None = None) -> int:
         flt = _scope_filter(require_scopes([scope])) if scope is not None else None
-        return int(self._client.count(self._name, count_filter=flt, exact=True).count)
+        with self._guard():
+            return int(self._client.count(self._name, count_filter=flt, exact=True).count)
 
     def _search(
         self,
@@ -113,7 +135,8 @@ class ClientIndex(VectorIndex):
                     params=models.SearchParams(idf=models.IdfCorpusParams(corpus=_scope_filter(scopes))),
                 )
             )
-        results = self._client.query_batch_points(self._name, reqs)
+        with self._guard():
+            results = self._client.query_batch_points(self._name, reqs)
         conv = [[Candidate(str(p.id), float(p.score), dict(p.payload or {})) for p in r.points] for r in results]
         return conv[0], (conv[1] if len(conv) > 1 else [])
 

@@ -104,9 +104,7 @@ def test_nothing_escapes_the_root(world: tuple[MemoryStore, Path, list[str]], re
 
 
 @pytest.mark.parametrize("rel", ["dirlink/secret.md", "ok/nested/secret.md", "filelink.md", "dangling.md"])
-def test_symlinks_are_refused_with_a_clear_error(
-    world: tuple[MemoryStore, Path, list[str]], rel: str
-) -> None:
+def test_symlinks_are_refused_with_a_clear_error(world: tuple[MemoryStore, Path, list[str]], rel: str) -> None:
     store, outside, seen = world
     for op in (
         lambda: store.read(rel),
