@@ -109,6 +109,7 @@ class MemoryService:
 
     async def drain(self) -> None:
         """Wait until every queued re-index has run (tests, shutdown, benchmarks)."""
+        await asyncio.sleep(0)  # let enqueues scheduled from worker threads land first
         await self._queue.join()
 
     # ----------------------------------------------------------------------------------- stores
@@ -141,7 +142,15 @@ class MemoryService:
 
     def _enqueue(self, scope: str, rel: str) -> None:
         # on_write may fire in any thread (writes often run in asyncio.to_thread).
-        if self._loop is not None and not self._loop.is_closed():
+        if self._loop is None or self._loop.is_closed():
+            return
+        try:
+            on_loop = asyncio.get_running_loop() is self._loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            self._queue.put_nowait((scope, rel))
+        else:
             self._loop.call_soon_threadsafe(self._queue.put_nowait, (scope, rel))
 
     async def _drain(self) -> None:

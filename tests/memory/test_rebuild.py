@@ -1,0 +1,114 @@
+"""Rebuild equivalence and incremental re-indexing after edits, deletes and renames (acceptance 4)."""
+
+from __future__ import annotations
+
+import shutil
+from datetime import UTC, datetime
+from pathlib import Path
+
+import pytest
+
+from gateway.memory.service import MemoryService
+from gateway.memory.store import MemoryStore
+from gateway.memory.transcript import format_turn
+from tests.memory.conftest import ServiceFactory
+
+QUERIES = ["where does Alice like to hike", "what is the cat called", "dentist appointment", "Sam's dog",
+           "quarterly report deadline", "what did we talk about in May"]  # fmt: skip
+
+
+def _seed(store: MemoryStore) -> None:
+    store.write("USER.md", "# Alice\n\nLoves hiking in the Dolomites. Her cat is called Miso.\n", source="t")
+    store.write("people/sam.md", "# Sam\n\nSam has a beagle named Rex and works at the bakery.\n", source="t")
+    long = "\n".join(f"## Week {w}\n\n" + " ".join(f"Worked on the quarterly report part {w}-{i}." for i in range(60))
+                     for w in range(4))  # fmt: skip
+    store.write("topics/work.md", f"# Work\n\nAlice's job notes.\n\n{long}\n", source="t")
+    store.write("memories/2024-05-02.md", "- Booked a dentist appointment for 9 May.\n", source="t")
+    ts = datetime(2024, 5, 1, 14, 3, tzinfo=UTC)
+    log = format_turn(turn_id="t1", session_id="s1", channel="telegram", speaker="Alice",
+                      text="We went to the lake with Sam and Rex today", timestamp=ts)  # fmt: skip
+    store.append("sessions/2024-05-01.md", log, source="t")
+    store.append(
+        "sessions/2024-05-03.md",
+        "# Sessions 2024-05-03\n\n## 10:00:00 · web · session abcd · turn t2\n\n**Alice:** Remind me about the"
+        " dentist.\n\n**assistant:** Noted: dentist on 9 May.\n",
+        source="t",
+    )
+
+
+async def _answers(svc: MemoryService) -> list[list[tuple[str, float]]]:
+    out = []
+    for q in QUERIES:
+        hits = await svc.recall(scope="user:alice", query=q, k=6, now=datetime(2024, 6, 1, tzinfo=UTC))
+        out.append([(h.chunk_id, round(h.score, 4)) for h in hits])
+    return out
+
+
+async def test_deleting_the_index_and_rebuilding_gives_the_same_results(
+    make_service: ServiceFactory, tmp_path: Path
+) -> None:
+    data = tmp_path / "data"
+    svc = await make_service("edge", data)
+    _seed(svc.store_for_user("alice"))
+    await svc.drain()
+    before = await _answers(svc)
+    points = svc.scope_count("user:alice")
+    assert points >= 9  # sections of the long file, turns, small files
+    await svc.close()
+    shutil.rmtree(data / "qdrant")
+    svc2 = await make_service("edge", data)
+    assert svc2.scope_count("user:alice") == 0
+    report = await svc2.reindex("alice")
+    assert report["user:alice"].embedded == points == svc2.scope_count("user:alice")
+    assert await _answers(svc2) == before
+    # A second, incremental pass finds nothing to re-embed.
+    again = await svc2.sync("user:alice")
+    assert again.embedded == 0 and again.deleted == 0 and again.unchanged > 0
+
+
+@pytest.mark.parametrize("backend", ["edge", "memory"])
+async def test_incremental_after_edit_delete_and_rename(make_service: ServiceFactory, backend: str) -> None:
+    svc = await make_service(backend)
+    store = svc.store_for_user("alice")
+    _seed(store)
+    await svc.drain()
+    count = svc.scope_count("user:alice")
+
+    async def top(query: str) -> str:
+        hits = await svc.recall(scope="user:alice", query=query, k=1)
+        return hits[0].text if hits else ""
+
+    # Edit: the new fact is found, the old one is gone, and only the edited file is re-embedded.
+    embedded = svc.counters["embedded_chunks"]
+    store.write("people/sam.md", "# Sam\n\nSam adopted a parrot called Kiwi.\n", source="t")
+    await svc.drain()
+    assert svc.counters["embedded_chunks"] == embedded + 1
+    assert "Kiwi" in await top("Sam's parrot")
+    assert not any("beagle" in h.text for h in await svc.recall(scope="user:alice", query="beagle Rex", k=20))
+
+    # Append to a session log: only the new turn is embedded.
+    embedded = svc.counters["embedded_chunks"]
+    store.append("sessions/2024-05-01.md", format_turn(turn_id="t9", session_id="s1", channel="telegram",
+                 speaker="Alice", text="Kiwi learned to whistle", timestamp=datetime(2024, 5, 1, 15, 0, tzinfo=UTC)),
+                 source="t")  # fmt: skip
+    await svc.drain()
+    assert svc.counters["embedded_chunks"] == embedded + 1
+
+    # Rename: the chunk follows the file.
+    store.move("memories/2024-05-02.md", "memories/2024-05-04.md", source="t")
+    await svc.drain()
+    hits = await svc.recall(scope="user:alice", query="dentist appointment booked", k=10)
+    sources = {h.source for h in hits}
+    assert "memories/2024-05-04.md" in sources and "memories/2024-05-02.md" not in sources
+
+    # Delete: its chunks are purged.
+    store.delete("topics/work.md", source="t")
+    await svc.drain()
+    assert not any(h.source == "topics/work.md" for h in await svc.recall(scope="user:alice", query="quarterly", k=20))
+    assert svc.scope_count("user:alice") < count + 1
+
+    # Edits made behind the store's back (service stopped, a text editor) are caught by a sync.
+    (store.root / "notes.md").write_text("Remember: the spare key is under the blue pot.\n")
+    report = await svc.sync("user:alice")
+    assert report.embedded == 1
+    assert "spare key" in await top("where is the spare key")
