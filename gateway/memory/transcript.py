@@ -55,7 +55,9 @@ def format_turn(*, turn_id: str, session_id: str, channel: str, speaker: str, te
     meta = " ".join(f"{k}={quote(v, safe='')}" for k, v in values.items())
     # A line starting with the marker inside the text would split the turn: indent it.
     body = re.sub(r"^<!-- kith:turn", " <!-- kith:turn", text.strip(), flags=re.MULTILINE)
-    return f"\n### {speaker} · {ts:%H:%M} · {channel}\n<!-- kith:turn {meta} -->\n{body}\n"
+    # The heading is for human readers (exact values live in the marker): keep it on one line.
+    head = " ".join(f"{' '.join(speaker.split())} · {ts:%H:%M} · {' '.join(channel.split())}".split())
+    return f"\n### {head}\n<!-- kith:turn {meta} -->\n{body}\n"
 
 
 def parse_session_log(text: str, day: date | None = None) -> list[TurnRecord]:
