@@ -98,7 +98,10 @@ class DiscordAdapter(Adapter):
         )
 
         async def on_socket_raw_receive(_: str) -> None:
-            self.touch()
+            # Only a session that reached READY counts as alive: a socket that heartbeats but never
+            # gets READY (or RESUMED) is as useless as a silent one, and the watchdog should see it.
+            if client.is_ready():
+                self.touch()
 
         async def on_ready() -> None:
             self.stats["connects"] += 1

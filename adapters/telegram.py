@@ -32,6 +32,7 @@ from telegram.error import BadRequest, InvalidToken, RetryAfter, TelegramError
 from telegram.ext import Application, ContextTypes, TypeHandler
 from telegram.request import HTTPXRequest
 
+from adapters._redact import redact_everywhere
 from adapters._split import markdown_to_telegram_html, split_text
 from adapters.base import Adapter, AdapterAuthError
 from adapters.ratelimit import RateLimiter, with_retry
@@ -146,6 +147,7 @@ class TelegramAdapter(Adapter):
             builder = builder.updater(None)
         app = builder.build()
         app.add_handler(TypeHandler(Update, self._on_update))
+        redact_everywhere(token)  # after build: PTB's loggers exist now, and they print URLs with the token
         return app
 
     async def run(self) -> None:
@@ -206,7 +208,7 @@ class TelegramAdapter(Adapter):
         steps.append(("shutdown", app.shutdown))
         for label, step in steps:
             try:
-                await asyncio.wait_for(asyncio.shield(step()), timeout=5)
+                await asyncio.wait_for(asyncio.shield(step()), timeout=3)
             except asyncio.CancelledError:
                 raise
             except Exception as exc:

@@ -116,6 +116,11 @@ class Supervisor:
                     self._restart(name, item, AdapterStalled(f"no activity for {limit:.0f}s"))
 
     def _restart(self, name: str, item: Supervised, reason: Exception) -> None:
+        # (channels, issue 7) Leave RUNNING at once: the old run may take seconds to shut down (a
+        # stalled HTTP poll), and a second watchdog pass must not start another restart meanwhile,
+        # or two pollers end up sharing one bot token.
+        item.state = AdapterState.BACKOFF
+        item.adapter.touch()
         if item.task is not None:
             item.task.cancel()
         item.last_error = str(reason)
@@ -141,6 +146,10 @@ class Supervisor:
     async def stop(self) -> None:
         if self._watchdog is not None:
             self._watchdog.cancel()
+        # (channels, issue 7) A restart in flight would start a fresh run after shutdown: cancel it.
+        for pending in list(self._pending):
+            pending.cancel()
+        await asyncio.gather(*self._pending, return_exceptions=True)
         tasks = [i.task for i in self.items.values() if i.task is not None]
         for t in tasks:
             t.cancel()

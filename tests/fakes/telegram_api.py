@@ -46,6 +46,7 @@ class FakeTelegram:
     _update_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _message_ids: dict[int, itertools.count[int]] = field(default_factory=dict)
     _changed: asyncio.Condition | None = None
+    _closing: asyncio.Event = field(default_factory=asyncio.Event)
     _runner: web.AppRunner | None = None
 
     async def start(self) -> str:
@@ -61,6 +62,7 @@ class FakeTelegram:
         return self.base_url
 
     async def close(self) -> None:
+        self._closing.set()
         if self._runner is not None:
             await self._runner.cleanup()
 
@@ -135,8 +137,7 @@ class FakeTelegram:
         assert self._changed is not None
         offset = int(params.get("offset") or 0)
         timeout = float(params.get("timeout") or 0)
-        if self.stalled:
-            await asyncio.sleep(3600)  # the client gives up first; the connection just hangs
+        await self._hang_while_stalled()  # the client gives up first; the connection just hangs
         self._updates = [u for u in self._updates if u["update_id"] >= offset]
         deadline = time.monotonic() + timeout
         async with self._changed:
@@ -148,10 +149,15 @@ class FakeTelegram:
                     await asyncio.wait_for(self._changed.wait(), left)
                 except TimeoutError:
                     break
-        if self.stalled:
-            await asyncio.sleep(3600)
+        await self._hang_while_stalled()
         self.get_updates_answered += 1
         return self._ok(list(self._updates[:100]))
+
+    async def _hang_while_stalled(self) -> None:
+        # A request that arrived while stalled never gets an answer, even after un-stalling, like a
+        # dead TCP connection; only close() releases it (so the server shuts down promptly).
+        if self.stalled:
+            await self._closing.wait()
 
     async def _m_sendChatAction(self, params: dict[str, Any]) -> web.Response:
         self.actions.append((int(params["chat_id"]), str(params.get("action"))))
