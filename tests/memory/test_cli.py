@@ -1,0 +1,117 @@
+"""``kith memory``, ``kith sessions`` and ``kith bench locomo|recall-scale`` through the real CLI."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from gateway.cli.main import main
+from gateway.memory.store import MemoryStore
+
+LOCOMO_DEV = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo-dev.json"
+
+
+@pytest.fixture
+def config(tmp_path: Path) -> str:
+    data = tmp_path / "data"
+    store = MemoryStore(data / "users" / "alice")
+    store.write("USER.md", "# Alice\n\nAlice's cat is called Miso.\n", source="test")
+    store.append(
+        "sessions/2024-05-03.md",
+        "# Sessions 2024-05-03\n\n## 10:00:05 · web · session abcd · turn t2\n\n**Alice:** We hiked up Ben Nevis"
+        " today.\n\n**assistant:** What a climb!\n",
+        source="test",
+    )
+    MemoryStore(data / "users" / "bob").write("USER.md", "# Bob\n\nBob's cat is Felix.\n", source="test")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"data_dir: {data}\n")
+    return str(cfg)
+
+
+def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
+    code = main(list(argv))
+    return code, capsys.readouterr().out
+
+
+def test_reindex_stats_search(config: str, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run(capsys, "-c", config, "memory", "reindex", "--json")
+    assert code == 0 and json.loads(out)["user:alice"]["embedded"] == 2
+    code, out = run(capsys, "-c", config, "memory", "stats", "--json")
+    stats = json.loads(out)
+    assert stats["points"] == 3 and stats["scopes"]["user:bob"]["points"] == 1
+    code, out = run(capsys, "-c", config, "memory", "search", "--user", "alice", "--json", "what", "is", "the", "cat")
+    hits = json.loads(out)
+    assert code == 0 and hits[0]["source"] == "USER.md" and "Felix" not in out
+    code, out = run(capsys, "-c", config, "memory", "search", "--user", "alice", "--k", "1", "cat")
+    assert code == 0 and "Miso" in out
+
+
+def test_sessions_search_groups_by_date_and_highlights(config: str, capsys: pytest.CaptureFixture[str]) -> None:
+    run(capsys, "-c", config, "memory", "reindex")
+    code, out = run(capsys, "-c", config, "sessions", "search", "--user", "alice", "--color", "never", "hiking")
+    assert code == 0
+    assert out.splitlines()[0] == "2024-05-03"
+    assert "10:00 Alice (web): We **hiked** up Ben Nevis" in out
+    code, out = run(capsys, "-c", config, "sessions", "search", "--user", "alice", "--exact", "Ben N[a-z]+")
+    assert code == 0 and "**Ben Nevis**" in out
+
+
+def test_bad_user_is_a_clear_error(config: str, capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["-c", config, "memory", "search", "--user", "../bob", "cat"]) == 2
+    assert "invalid memory scope" in capsys.readouterr().err
+
+
+def _tiny_locomo(path: Path) -> None:
+    conv = {
+        "sample_id": "tiny",
+        "conversation": {
+            "speaker_a": "Ann", "speaker_b": "Ben",
+            "session_1_date_time": "1:56 pm on 8 May, 2023",
+            "session_1": [
+                {"speaker": "Ann", "dia_id": "D1:1", "text": "I adopted a greyhound called Pixel."},
+                {"speaker": "Ben", "dia_id": "D1:2", "text": "Lovely! I started learning the cello."},
+                {"speaker": "Ann", "dia_id": "D1:3", "text": "Work is busy.", "blip_caption": "a photo of a desk"},
+            ],
+            "session_2_date_time": "10:00 am on 9 June, 2023",
+            "session_2": [{"speaker": "Ben", "dia_id": "D2:1", "text": "My cello teacher moved to Leeds."}],
+        },
+        "qa": [
+            {"question": "What is the name of Ann's dog?", "answer": "Pixel", "evidence": ["D1:1"], "category": 4},
+            {"question": "Which instrument does Ben play?", "answer": "cello", "evidence": ["D1:2; D2:01"],
+             "category": 1},
+            {"question": "Adversarial", "answer": "", "evidence": ["D1:3"], "category": 5},
+        ],
+    }  # fmt: skip
+    path.write_text(json.dumps([conv]))
+
+
+def test_bench_locomo_prints_the_json_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tmp_path / "tiny.json"
+    _tiny_locomo(data)
+    code, out = run(capsys, "bench", "locomo", "--data", str(data))
+    last = json.loads(out.strip().splitlines()[-1])
+    assert code == 0 and last["n"] == 2
+    assert {"frac@5", "frac@10", "p95_ms", "n", "per_category", "ingest_turns_per_s"} <= set(last)
+    assert last["frac@5"] == 100.0 and last["overall"]["mrr@1"] == 100.0
+
+
+def test_evidence_normalisation() -> None:
+    from bench.locomo import normalise_evidence
+
+    assert normalise_evidence(["D8:6; D9:17", "D:11:26", "D30:05", "D8:6"]) == ["D8:6", "D9:17", "D11:26", "D30:5"]
+
+
+def test_bench_recall_scale_small(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run(capsys, "bench", "recall-scale", "--memories", "2000", "--queries", "20", "--json")
+    result = json.loads(out.strip().splitlines()[-1])
+    assert code == 0 and result["points_total"] == 2400 and result["p95_ms"] > 0
+
+
+@pytest.mark.soak
+@pytest.mark.skipif(not LOCOMO_DEV.exists(), reason="LoCoMo dev data not present")
+def test_bench_locomo_dev_beats_bm25(capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = run(capsys, "bench", "locomo", "--data", str(LOCOMO_DEV), "--json")
+    result = json.loads(out.strip().splitlines()[-1])
+    assert code == 0 and result["frac@5"] >= 54.3 and result["frac@10"] >= 60.2
