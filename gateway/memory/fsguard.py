@@ -198,3 +198,30 @@ def _walk(fd: int, prefix: str, depth: int) -> Iterator[tuple[str, os.stat_resul
                 yield from _walk(sub, path, depth + 1)
             finally:
                 os.close(sub)
+
+
+def remove_stale_temps(root_fd: int, older_than: float) -> int:
+    """Delete temp files a killed writer left behind (``.<name>.tmp-<pid>-<hex>``) older than a cutoff."""
+    removed = 0
+    stack = [os.dup(root_fd)]
+    while stack:
+        fd = stack.pop()
+        try:
+            with os.scandir(fd) as it:
+                entries = list(it)
+            for e in entries:
+                st = e.stat(follow_symlinks=False)
+                if stat.S_ISDIR(st.st_mode) and e.name not in (".index", ".locks"):
+                    with contextlib.suppress(OSError):
+                        stack.append(os.open(e.name, _DIR_FLAGS, dir_fd=fd))
+                elif _is_temp(e.name, st) and st.st_mtime < older_than:
+                    with contextlib.suppress(OSError):
+                        os.unlink(e.name, dir_fd=fd)
+                        removed += 1
+        finally:
+            os.close(fd)
+    return removed
+
+
+def _is_temp(name: str, st: os.stat_result) -> bool:
+    return stat.S_ISREG(st.st_mode) and name.startswith(".") and ".tmp-" in name

@@ -33,6 +33,7 @@ log = logging.getLogger(__name__)
 
 _ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+=-]{0,127}$")
 _KINDS = {"user": "users", "channel": "channels", "persona": "personas"}
+_LAST_TURNS = 4096  # sessions whose previous turn is remembered for dense context
 
 
 class ScopeError(ValueError):
@@ -197,8 +198,10 @@ class MemoryService:
             ts = rec.timestamp
             rec = replace(rec, timestamp=ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC))
             # The previous turn of the session gives the dense vector its conversational context.
-            chunks.append(turn_chunk(rec, self._last_turn.get((scope, rec.session_id))))
-            self._last_turn[(scope, rec.session_id)] = rec
+            chunks.append(turn_chunk(rec, self._last_turn.pop((scope, rec.session_id), None)))
+            self._last_turn[(scope, rec.session_id)] = rec  # re-inserted: dict order = recency
+            if len(self._last_turn) > _LAST_TURNS:
+                del self._last_turn[next(iter(self._last_turn))]
         return await self.index_chunks(scope, chunks)
 
     async def index_chunks(self, scope: str, chunks: Sequence[Chunk]) -> IndexReport:
@@ -208,6 +211,7 @@ class MemoryService:
 
     async def sync(self, scope: str) -> IndexReport:
         """Incremental pass over a root (startup catch-up after edits made while stopped)."""
+        await asyncio.to_thread(self.store_for(scope).remove_stale_temp_files)
         report = await asyncio.to_thread(self._require_indexer().sync, scope, self.store_for(scope))
         self._count(report)
         return report

@@ -18,6 +18,7 @@ import logging
 import os
 import re
 import stat
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
@@ -225,6 +226,11 @@ class MemoryStore:
         # Through write + delete rather than rename(2): both ends get containment, locks and audit.
         self.write(dst, text, source=source, message_id=message_id, trust=trust)
         self.delete(src, source=source, message_id=message_id, trust=trust)
+
+    def remove_stale_temp_files(self, older_than_s: float = 3600.0) -> int:
+        """Remove temp files of writers that died mid-write (they are hidden, but take space)."""
+        with self._root_fd() as rfd:
+            return fsguard.remove_stale_temps(rfd, time.time() - older_than_s)
 
     # ---------------------------------------------------------------------------------- internals
 

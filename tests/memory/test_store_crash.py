@@ -55,3 +55,7 @@ def test_sigkill_never_tears_a_file(tmp_path: Path) -> None:
     store.write("f0.md", "9" * size, source="t")
     assert {e.path for e in store.files()} <= {"f0.md", "f1.md", "f2.md", "log.md"}
     _assert_whole(tmp_path, size)
+    leftovers = list(tmp_path.glob(".*.tmp-*"))
+    assert store.remove_stale_temp_files(older_than_s=3600) == 0  # fresh ones may belong to live writers
+    assert store.remove_stale_temp_files(older_than_s=-1) == len(leftovers)
+    assert not list(tmp_path.glob(".*.tmp-*"))
