@@ -112,7 +112,8 @@ class EmbeddedRedis:
             return
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._prepare_socket_dir()
-        self._take_lock()
+        if self._lock is None:  # still held after kill(): a crash-and-restart within one owner
+            self._take_lock()
         started = False
         try:
             await self._stop_orphan(timeout)

@@ -331,3 +331,41 @@ async def test_shutdown_past_grace_hands_the_job_back(tmp_path: Path) -> None:
         await eventually(lambda: bus.redis.xlen(bus.keys.stream("too_long")), timeout=3)
     finally:
         await bus.close()
+
+
+async def test_poison_that_kills_its_worker_is_dead_lettered_after_n_deliveries(tmp_path: Path) -> None:
+    """A job that kills the worker process on receipt (max_tries=3) is delivered exactly 3 times, then
+    dead-lettered by the next claimer; healthy jobs keep flowing through the restarts."""
+    import sqlite3
+
+    from .chaos_worker import SCHEMA
+    from .procs import Workers
+
+    db = tmp_path / "effects.sqlite"
+    with sqlite3.connect(db) as con:
+        con.executescript(SCHEMA)
+    config = bus_config(tmp_path, claim_idle_ms=500)
+    bus = await new_bus(config)
+    workers = Workers(config.data_dir, db, tmp_path, claim_idle_ms=500)
+    try:
+        await asyncio.gather(workers.start(0), workers.start(1))
+        supervisor = asyncio.create_task(workers.supervise())
+        await bus.enqueue("poison_exit", {}, job_id="poison")
+        for n in range(60):
+            await bus.enqueue("effect", {"n": n}, job_id=f"ok{n}")
+        dead = await eventually(bus.dead, timeout=60)
+
+        def count(sql: str) -> int:
+            with sqlite3.connect(db, timeout=30) as con:
+                return int(con.execute(sql).fetchone()[0])
+
+        await eventually(lambda: count("SELECT COUNT(DISTINCT job_id) FROM effects") == 60, timeout=60)
+        assert count("SELECT COUNT(*) FROM executions WHERE job_id = 'poison'") == 3
+        assert [(d.job_id, d.tries) for d in dead] == [("poison", 3)]
+        assert "worker lost: delivered 3 times" in dead[0].error
+        assert count("SELECT COUNT(*) FROM effects") == 60  # redelivered healthy jobs: no second effect
+        workers.stopping = True
+        await supervisor
+    finally:
+        await workers.stop()
+        await bus.close()
