@@ -1,16 +1,18 @@
 """Built-in plugin registering the platform adapters (Telegram, Discord, Nextcloud Talk).
 
-The host instantiates only channels whose config says ``enabled: true``. Each adapter module is
-imported lazily, so a platform library that fails to import breaks only that channel, and only when
-an operator enabled it.
+The host instantiates only channels whose config says ``enabled: true``. A platform library that fails
+to import costs that channel only: it is logged and not registered, and the other channels still start.
 """
 
 from __future__ import annotations
 
 import importlib
+import logging
 from collections.abc import Callable
 
 from gateway.hookspecs import hookimpl
+
+log = logging.getLogger("kith.adapters")
 
 ADAPTERS: tuple[tuple[str, str], ...] = (
     ("adapters.telegram", "TelegramAdapter"),
@@ -22,4 +24,9 @@ ADAPTERS: tuple[tuple[str, str], ...] = (
 @hookimpl
 def gateway_register_adapters(register: Callable[..., None]) -> None:
     for module, cls in ADAPTERS:
-        register(getattr(importlib.import_module(module), cls))
+        try:
+            adapter = getattr(importlib.import_module(module), cls)
+        except ImportError as exc:
+            log.error("channel adapter %s is unavailable (%s); reinstall kith with its dependencies", module, exc)
+            continue
+        register(adapter)

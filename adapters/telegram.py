@@ -26,7 +26,7 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from aiohttp import web
-from telegram import Message, ReplyParameters, Update
+from telegram import BotCommand, Message, ReplyParameters, Update
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, InvalidToken, RetryAfter, TelegramError
 from telegram.ext import Application, ContextTypes, TypeHandler
@@ -48,6 +48,14 @@ SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 _MAX_UPDATE_BYTES = 256 * 1024  # real updates are a few KB; a 4096-char text is ~16 KB of JSON
 _TYPING_DELAY_S = 0.8  # dropped messages (strangers) finish before this and never show typing
 _TYPING_EVERY_S = 4.5  # Telegram shows "typing" for ~5 s per sendChatAction
+# Answered by the core (gateway/commands.py); listed here only for Telegram's command menu.
+BOT_COMMANDS = (
+    ("start", "introduction and help"),
+    ("help", "what I can do"),
+    ("new", "start a fresh session"),
+    ("otr", "Off-The-Record on|off"),
+    ("link", "connect another account of yours"),
+)
 
 
 def retry_after_seconds(exc: BaseException) -> float | None:
@@ -162,6 +170,7 @@ class TelegramAdapter(Adapter):
             except InvalidToken:
                 raise AdapterAuthError("telegram rejected the bot token (getMe answered 401)") from None
             self._bot_id, self._bot_username = app.bot.id, (app.bot.username or "").lower()
+            await self._publish_commands(app)
             await app.start()
             self._app = app
             if self.cfg.mode == "polling":
@@ -193,6 +202,14 @@ class TelegramAdapter(Adapter):
             self.ready.clear()
             self._app = None
             await self._shutdown(app)
+
+    @staticmethod
+    async def _publish_commands(app: Application[Any, Any, Any, Any, Any, Any]) -> None:
+        """Show the core's commands in Telegram's menu; cosmetic, so a failure is only logged."""
+        try:
+            await app.bot.set_my_commands([BotCommand(name, text) for name, text in BOT_COMMANDS])
+        except TelegramError as exc:
+            log.info("telegram: setMyCommands failed (%s); commands still work when typed", exc.__class__.__name__)
 
     @staticmethod
     def _poll_error(exc: TelegramError) -> None:

@@ -53,6 +53,7 @@ async def test_telegram_private_round_trip_with_html(telegram) -> None:  # type:
     (sent,) = await fake.wait_sent(1)
     assert sent.chat_id == 42 and sent.parse_mode == "HTML"
     assert sent.text == "echo: hi <b>there</b> &lt;you&gt;"
+    assert [c["command"] for c in fake.commands] == ["start", "help", "new", "otr", "link"]
 
 
 async def test_telegram_group_mentions_replies_and_attachments(telegram) -> None:  # type: ignore[no-untyped-def]

@@ -40,6 +40,7 @@ class FakeTelegram:
     actions: list[tuple[int, str]] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)
     webhook: dict[str, Any] = field(default_factory=dict)
+    commands: list[dict[str, Any]] = field(default_factory=list)
     get_updates_answered: int = 0
     base_url: str = ""
     _updates: list[dict[str, Any]] = field(default_factory=list)
@@ -127,6 +128,10 @@ class FakeTelegram:
 
     async def _m_setWebhook(self, params: dict[str, Any]) -> web.Response:
         self.webhook = params
+        return self._ok(True)
+
+    async def _m_setMyCommands(self, params: dict[str, Any]) -> web.Response:
+        self.commands = list(params.get("commands") or [])
         return self._ok(True)
 
     async def _m_getWebhookInfo(self, _: dict[str, Any]) -> web.Response:
