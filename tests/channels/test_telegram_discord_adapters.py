@@ -243,3 +243,16 @@ async def test_discord_rejected_token_is_an_auth_error(tmp_path) -> None:  # typ
         await asyncio.wait_for(DiscordAdapter(gw2).run(), 10)  # type: ignore[arg-type]
     await fake.close()
     await fake_ok.close()
+
+
+async def test_discord_typing_is_shown_while_a_slow_turn_runs(discord_rig) -> None:  # type: ignore[no-untyped-def]
+    fake, gw, _adapter, _ = discord_rig
+
+    async def slow(message):  # type: ignore[no-untyped-def]
+        await asyncio.sleep(1.2)
+        return "done"
+
+    gw.handle_inbound = lambda m, on_delta=None: _answer(slow, m)  # type: ignore[method-assign]
+    await fake.say(user_id=333, content="think hard")
+    await fake.wait_created(1)
+    assert 334 in fake.typing and fake.created[0].content == "done"
