@@ -53,7 +53,7 @@ class Indexer:
             IndexPoint(
                 id=point_id(scope, c.chunk_id),
                 dense=dense[i].tolist(),
-                sparse=self.sparse.document(c.text),
+                sparse=self.sparse.document(c.text, c.context),
                 payload={
                     "scope": scope,
                     "path": c.path,

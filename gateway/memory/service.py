@@ -105,6 +105,7 @@ class MemoryService:
             except asyncio.CancelledError:
                 pass
             self._worker = None
+        self._loop = None  # writes after close are still guarded, just no longer indexed live
         if self._index is not None:
             await asyncio.to_thread(self._index.close)
 

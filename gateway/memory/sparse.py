@@ -16,6 +16,9 @@ from gateway.memory.index import SparseVec
 # Memory chunks are short (a chat turn is ~20-40 tokens, a file section a few hundred): an average
 # length near a turn's keeps long sections from drowning out the turn that actually answers.
 DEFAULT_AVG_LEN = 64.0
+# A turn's terms also carry the previous turn's at this weight: the answer "yes, on Sunday" should
+# match a query with the words of the question it answers, but less than a turn that says them.
+CONTEXT_WEIGHT = 0.3
 
 
 class SparseEncoder:
@@ -26,10 +29,16 @@ class SparseEncoder:
         self._bm25 = qe.Bm25(qe.Bm25Config(avg_len=avg_len, language="english"))
         self._lock = threading.Lock()
 
-    def document(self, text: str) -> SparseVec:
+    def document(self, text: str, context: str = "", context_weight: float = CONTEXT_WEIGHT) -> SparseVec:
+        """Term weights of ``text``, plus those of ``context`` scaled down by ``context_weight``."""
         with self._lock:
             v = self._bm25.embed_document(text)
-        return SparseVec(list(v.indices), [float(x) for x in v.values])
+            c = self._bm25.embed_document(context) if context and context_weight else None
+        weights = dict(zip(v.indices, (float(x) for x in v.values), strict=True))
+        if c is not None:
+            for i, x in zip(c.indices, c.values, strict=True):
+                weights[i] = weights.get(i, 0.0) + context_weight * float(x)
+        return SparseVec(list(weights), list(weights.values()))
 
     def query(self, text: str) -> SparseVec:
         with self._lock:
