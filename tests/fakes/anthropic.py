@@ -101,7 +101,8 @@ class FakeAnthropic:
         if scripted.status != 200:
             return self._error(scripted.status, scripted.error_type)
         text = scripted.text or self._default_text(body)
-        usage = {"input_tokens": sum(len(json.dumps(m)) // 4 for m in body["messages"]), "output_tokens": len(text) // 4,
+        prompt_tokens = sum(len(json.dumps(m)) // 4 for m in body["messages"])
+        usage = {"input_tokens": prompt_tokens, "output_tokens": len(text) // 4,
                  "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
         message = {"id": f"msg_fake_{len(self.requests)}", "type": "message", "role": "assistant",
                    "model": body["model"], "stop_reason": "end_turn", "stop_sequence": None, "usage": usage,

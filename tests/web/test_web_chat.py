@@ -19,7 +19,7 @@ pytestmark = pytest.mark.browser
 
 @pytest.fixture
 async def browser() -> Any:
-    if not os.path.exists(CHROMIUM):
+    if shutil.which(CHROMIUM) is None:
         if os.environ.get("KITH_REQUIRE_BROWSER"):
             pytest.fail("Debian chromium is required for the web chat test (apt-get install chromium)")
         pytest.skip("Debian chromium not installed")
