@@ -19,7 +19,6 @@ from gateway.hookspecs import hookimpl
 from gateway.llm.base import LLMError
 from gateway.types import (
     AccessDecision,
-    ContextSection,
     Drop,
     InboundMessage,
     LLMRequest,
