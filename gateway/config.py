@@ -134,6 +134,8 @@ class MemoryConfig(Section):
     dense_weight: float = Field(0.5, ge=0)
     sparse_weight: float = Field(0.5, ge=0)
     recall_candidates: int = Field(50, ge=1, le=1000)  # per retriever, before fusion
+    neighbor_weight: float = Field(0.3, ge=0, le=1)  # a turn inherits this share of a nearby turn's score
+    neighbor_window_s: float = Field(300, ge=0)  # nearby = same session, at most this many seconds apart
     bm25_avg_len: float = Field(64, gt=0)
     recall_k: int = Field(8, ge=0, le=100)
 

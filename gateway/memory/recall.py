@@ -6,7 +6,8 @@ them into a payload filter, so there is no code path that returns another person
 Ranking: dense (semantic) and BM25 (exact words, names, dates) candidates are fused by a weighted sum
 of per-list min-max normalised scores. Score-based fusion keeps how *much* better the best match is,
 which rank-based RRF throws away; measured on LoCoMo dev it ranks gold turns markedly higher.
-Recency then scales part of the score by an exponential half-life, and expired episodes
+Turns next to other strong candidates of the same conversation get a share of their score
+(``smooth_neighbours``). Recency then scales part of the score by an exponential half-life, and expired episodes
 (``valid_until`` in the past) are filtered out inside the index.
 """
 
@@ -31,6 +32,8 @@ class RecallSettings:
     half_life_days: float = 180.0  # 0 disables recency decay
     recency_weight: float = 0.25  # share of the score that decays; old-but-exact memories still surface
     candidates: int = 50  # per list, before fusion
+    neighbor_weight: float = 0.3  # share of the best nearby turn's score a turn inherits (0 = off)
+    neighbor_window_s: float = 300.0  # "nearby": same session, at most this far apart in time
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -72,6 +75,8 @@ def recall(
     limit = max(settings.candidates, k)
     dense, bm25 = index._search(scopes=scope_list, dense=dense_q, sparse=sparse_q, limit=limit, now=at, kinds=kinds)
     fused = fuse(dense, bm25, settings.dense_weight, settings.sparse_weight)
+    if settings.neighbor_weight > 0:
+        fused = smooth_neighbours(fused, settings.neighbor_weight, settings.neighbor_window_s)
     scored = []
     for cid, (score, payload) in fused.items():
         scored.append((score * _recency(payload.get("ts", 0.0), at, settings), cid, payload))
@@ -94,6 +99,41 @@ def fuse(
             norm = (c.score - lo) / span if span > 1e-9 else 1.0
             prev = out.get(c.id)
             out[c.id] = ((prev[0] if prev else 0.0) + weight * norm, c.payload)
+    return out
+
+
+def smooth_neighbours(
+    fused: dict[str, tuple[float, dict]],  # type: ignore[type-arg]
+    weight: float,
+    window_s: float,
+) -> dict[str, tuple[float, dict]]:  # type: ignore[type-arg]
+    """Each turn gains ``weight`` x the best score among turns of its session within ``window_s``.
+
+    Conversation is local: the turn that answers is usually next to turns that match the query's
+    words (the question, the follow-up), and relevant exchanges come in bursts. Only candidates
+    already retrieved take part, so this reorders, it never adds unrelated turns.
+    """
+    sessions: dict[str, list[tuple[float, str, float]]] = {}
+    for cid, (score, payload) in fused.items():
+        if payload.get("session"):
+            sessions.setdefault(payload["session"], []).append((float(payload.get("ts", 0.0)), cid, score))
+    out = dict(fused)
+    for items in sessions.values():
+        if len(items) < 2:
+            continue
+        items.sort()
+        for i, (ts, cid, score) in enumerate(items):
+            best = 0.0
+            j = i - 1
+            while j >= 0 and ts - items[j][0] <= window_s:
+                best = max(best, items[j][2])
+                j -= 1
+            j = i + 1
+            while j < len(items) and items[j][0] - ts <= window_s:
+                best = max(best, items[j][2])
+                j += 1
+            if best:
+                out[cid] = (score + weight * best, fused[cid][1])
     return out
 
 
@@ -120,4 +160,4 @@ def _hit(score: float, p: dict) -> Hit:  # type: ignore[type-arg]
     )
 
 
-__all__ = ["Hit", "RecallSettings", "SparseVec", "fuse", "recall"]
+__all__ = ["Hit", "RecallSettings", "SparseVec", "fuse", "recall", "smooth_neighbours"]

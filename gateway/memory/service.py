@@ -62,6 +62,8 @@ class MemoryService:
             half_life_days=self.mem.recency_half_life_days,
             recency_weight=self.mem.recency_weight,
             candidates=self.mem.recall_candidates,
+            neighbor_weight=self.mem.neighbor_weight,
+            neighbor_window_s=self.mem.neighbor_window_s,
         )
         self._index = index
         self._embedder: Embedder | None = None

@@ -7,7 +7,7 @@ import time
 from datetime import UTC, datetime, timedelta
 
 from gateway.memory.index import Candidate
-from gateway.memory.recall import RecallSettings, _recency, fuse
+from gateway.memory.recall import RecallSettings, _recency, fuse, smooth_neighbours
 from gateway.memory.service import MemoryService
 from tests.memory.conftest import ServiceFactory
 
@@ -21,6 +21,16 @@ def test_fusion_weights_and_normalisation() -> None:
     assert fused == {"a": 0.5, "b": 0.25, "c": 0.5}
     only_sparse = fuse(dense, sparse, 0.0, 1.0)
     assert set(only_sparse) == {"a", "c"}
+
+
+def test_neighbour_smoothing_stays_inside_session_and_window() -> None:
+    def turn(session: str, ts: float, score: float) -> tuple[float, dict[str, object]]:
+        return score, {"session": session, "ts": ts}
+
+    fused = {"q": turn("s1", 0, 1.0), "a": turn("s1", 60, 0.2), "far": turn("s1", 1000, 0.2),
+             "other": turn("s2", 30, 0.2), "file": (0.2, {"ts": 30})}  # fmt: skip
+    out = {k: round(v[0], 3) for k, v in smooth_neighbours(fused, 0.3, 300).items()}
+    assert out == {"q": 1.06, "a": 0.5, "far": 0.2, "other": 0.2, "file": 0.2}
 
 
 def test_recency_half_life_and_off_switch() -> None:
