@@ -50,7 +50,10 @@ async def test_jobs_status_dead_retry(tmp_path: Path, capsys: pytest.CaptureFixt
         if fail:
             raise RuntimeError("backend unavailable")
 
-    bus = await new_bus(config, [spec("reindex", handler, max_tries=2), spec("idle", handler)])
+    async def fine(ctx: JobContext, payload: dict[str, Any]) -> None:
+        return None
+
+    bus = await new_bus(config, [spec("reindex", handler, max_tries=2), spec("idle", fine)])
     try:
         for n in range(3):
             await bus.enqueue("idle", {"n": n})
