@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis.asyncio as aredis
 from redis.asyncio.connection import parse_url
@@ -29,7 +29,17 @@ def _common() -> dict[str, object]:
         "retry": Retry(ExponentialWithJitterBackoff(base=0.05, cap=0.5), 2),
         "retry_on_error": [RedisConnectionError, RedisTimeoutError],
         "health_check_interval": 30,
+        # Reply shapes differ between RESP2 and RESP3 (XREADGROUP is a list in one, a map in the
+        # other); the bus pins RESP2 so a redis-py default or a URL option cannot change them.
+        "protocol": 2,
     }
+
+
+def _without_protocol(url: str) -> str:
+    """URL options override keywords in redis-py: drop a ``protocol=`` so RESP2 stays pinned."""
+    parts = urlsplit(url)
+    query = [(k, v) for k, v in parse_qsl(parts.query, keep_blank_values=True) if k != "protocol"]
+    return urlunsplit(parts._replace(query=urlencode(query)))
 
 
 def describe(cfg: BusConfig, data_dir: Path) -> str:
@@ -58,7 +68,7 @@ def make_client(cfg: BusConfig, data_dir: Path) -> aredis.Redis:
         sentinel = Sentinel(hosts, sentinel_kwargs=sentinel_kwargs, **conn)
         return sentinel.master_for(cfg.sentinel_master, **_common())  # type: ignore[arg-type]
     if cfg.url is not None:
-        return aredis.Redis.from_url(cfg.url.get_secret_value(), **_common())  # type: ignore[arg-type]
+        return aredis.Redis.from_url(_without_protocol(cfg.url.get_secret_value()), **_common())  # type: ignore[arg-type]
     sock = socket_path(data_dir)
     if not sock.exists():
         raise ServerError(

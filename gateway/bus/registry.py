@@ -72,7 +72,7 @@ class JobRegistry:
         per_user: bool = True,
     ) -> JobSpec:
         spec = JobSpec(
-            name=name or getattr(handler, "__name__", ""),
+            name=name or str(getattr(handler, "__name__", "")),
             handler=handler,
             timeout=timeout,
             max_tries=max_tries,

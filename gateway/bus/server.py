@@ -126,7 +126,7 @@ class EmbeddedRedis:
             if not started:  # also on cancellation: never leave a half-started server behind
                 self.kill()
                 self._release_lock()
-        log.info("embedded redis-server pid %s on %s", self._proc.pid, self.socket)
+        log.info("embedded redis-server pid %s on %s", self.pid, self.socket)
 
     async def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM makes the server flush and fsync its AOF before exiting."""

@@ -39,19 +39,23 @@ class DeadLetter:
     version: int = ENVELOPE_VERSION
 
 
+def _str(value: object) -> str:
+    return value.decode() if isinstance(value, bytes) else str(value)
+
+
 def _int(value: object) -> int:
     return 0 if isinstance(value, Exception) or value is None else int(value)  # type: ignore[call-overload]
 
 
 async def queue_status(redis: Redis, keys: Keys, names: Iterable[str]) -> list[QueueStatus]:
-    known = set(names) | set(await redis.smembers(keys.queues))
-    delayed_ids = await redis.zrange(keys.delayed, 0, _SCAN_LIMIT - 1)
+    known = set(names) | {_str(n) for n in await redis.smembers(keys.queues)}
+    delayed_ids = [_str(i) for i in await redis.zrange(keys.delayed, 0, _SCAN_LIMIT - 1)]
     delayed: Counter[str] = Counter()
     if delayed_ids:
         async with redis.pipeline(transaction=False) as pipe:
             for job_id in delayed_ids:
                 pipe.hget(keys.job(job_id), "name")
-            delayed.update(n for n in await pipe.execute() if n)
+            delayed.update(_str(n) for n in await pipe.execute() if n)
     sec, usec = await redis.time()
     now_ms = sec * 1000 + usec // 1000
     out = []
@@ -80,21 +84,22 @@ async def queue_status(redis: Redis, keys: Keys, names: Iterable[str]) -> list[Q
 
 async def dead_letters(redis: Redis, keys: Keys, names: Iterable[str], limit: int = 100) -> list[DeadLetter]:
     """Newest first, across every queue."""
-    known = set(names) | set(await redis.smembers(keys.queues))
+    known = set(names) | {_str(n) for n in await redis.smembers(keys.queues)}
     out: list[DeadLetter] = []
     for name in known:
-        for entry_id, f in await redis.xrevrange(keys.dead(name), "+", "-", count=limit):
+        for entry_id, f in await redis.xrevrange(keys.dead(name), "+", "-", count=limit) or []:
+            fields = {_str(k): _str(v) for k, v in (f or {}).items()}
             out.append(
                 DeadLetter(
-                    entry_id=entry_id,
-                    job_id=f.get("id", ""),
-                    name=f.get("name", name),
-                    payload=f.get("payload", "{}"),
-                    tries=int(f.get("tries", 0)),
-                    error=f.get("error", ""),
-                    at_ms=int(f.get("at", 0)),
-                    enqueued_ms=int(f.get("enq", 0)),
-                    version=int(f.get("v", ENVELOPE_VERSION) or ENVELOPE_VERSION),
+                    entry_id=_str(entry_id),
+                    job_id=fields.get("id", ""),
+                    name=fields.get("name", name),
+                    payload=fields.get("payload", "{}"),
+                    tries=int(fields.get("tries", 0)),
+                    error=fields.get("error", ""),
+                    at_ms=int(fields.get("at", 0)),
+                    enqueued_ms=int(fields.get("enq", 0)),
+                    version=int(fields.get("v", ENVELOPE_VERSION) or ENVELOPE_VERSION),
                 )
             )
     out.sort(key=lambda d: d.at_ms, reverse=True)

@@ -53,13 +53,13 @@ async def beat(w: Worker, only: Delivery | None = None) -> set[tuple[str, str]]:
         mine = set(await w.scripts.heartbeat(keys=[stream], args=[GROUP, w.consumer, *ids]))
         owned |= {(stream, m) for m in mine}
         for msg_id in ids:
-            running = w.inflight.get((stream, msg_id))
-            if msg_id not in mine and running is not None and not running.settling:
-                running.lost = True
+            gone = w.inflight.get((stream, msg_id))
+            if msg_id not in mine and gone is not None and not gone.settling:
+                gone.lost = True
                 log.warning(
                     "job %s (%s) was claimed by another worker while running here",
-                    running.delivery.job_id,
-                    running.delivery.name,
+                    gone.delivery.job_id,
+                    gone.delivery.name,
                 )
     return owned
 

@@ -19,7 +19,7 @@ import socket
 import traceback
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, cast
 
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
@@ -34,6 +34,7 @@ from gateway.bus.settle import Outcome, Settler
 from gateway.config import BusConfig
 
 log = logging.getLogger("kith.bus.worker")
+_ReadReply = list[tuple[str, list[tuple[str, dict[str, str]]]]]  # XREADGROUP over RESP2, decoded
 
 
 @dataclass(slots=True)
@@ -100,9 +101,16 @@ class Worker:
         ]
         beat = asyncio.create_task(upkeep.heartbeat_loop(self), name="bus:heartbeat")
         log.info("worker %s: %d queues, concurrency %d", self.consumer, len(self.specs), self.concurrency)
+        stop_waiter = asyncio.create_task(self.stopping.wait())
         try:
-            await self.stopping.wait()
+            # A loop that ends by itself has failed (a bug, an unexpected server reply): stop the
+            # whole worker and raise, rather than keep heartbeating while no longer reading.
+            done, _ = await asyncio.wait([stop_waiter, *loops], return_when=asyncio.FIRST_COMPLETED)
+            for task in done:
+                if task is not stop_waiter and not task.cancelled() and task.exception() is not None:
+                    log.error("worker loop %s failed; stopping", task.get_name(), exc_info=task.exception())
         finally:
+            stop_waiter.cancel()
             self.stopping.set()
             await asyncio.gather(*loops, return_exceptions=True)
             await self._drain()
@@ -111,6 +119,10 @@ class Worker:
             beat.cancel()
             await asyncio.gather(beat, return_exceptions=True)
             await upkeep.leave(self)
+        for task in loops:
+            failure = None if task.cancelled() else task.exception()
+            if failure is not None:
+                raise failure
 
     def stop(self) -> None:
         self.stopping.set()
@@ -150,7 +162,7 @@ class Worker:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
                 continue
-            for stream, entries in resp or []:
+            for stream, entries in cast(_ReadReply, resp or []):
                 for msg_id, fields in entries:
                     self.spawn(Delivery.from_fields(stream, msg_id, fields, 1))
 

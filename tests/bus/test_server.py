@@ -10,16 +10,17 @@ import subprocess
 import sys
 import textwrap
 from pathlib import Path
+from typing import Any
 
 import pytest
 import redis.asyncio as aredis
 
-from gateway.bus import JobBus, ServerError
+from gateway.bus import JobBus, JobSpec, ServerError
 from gateway.bus.connect import require_version
 from gateway.bus.server import EmbeddedRedis, socket_path
 from gateway.config import Config
 
-from .conftest import bus_config, new_bus
+from .conftest import bus_config, eventually, new_bus, running
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -144,8 +145,20 @@ async def test_url_with_password(tmp_path: Path) -> None:
                 await asyncio.sleep(0.02)
         async with JobBus(good) as bus:
             assert bus.server is None  # a URL never starts the embedded server
-            await bus.enqueue("x", {})
+            await bus.enqueue("x", {"n": 1})
             assert await bus.redis.xlen(bus.keys.stream("x")) == 1
+        # RESP3 asked for in the URL would change reply shapes; the bus pins RESP2 and still works.
+        resp3 = bus_config(tmp_path, url=f"redis://:s3cret@127.0.0.1:{port}/0?protocol=3")
+        ran: list[int] = []
+
+        async def handler(ctx: Any, payload: dict[str, Any]) -> None:
+            ran.append(payload["n"])
+
+        async with JobBus(resp3, [JobSpec(name="x", handler=handler)]) as bus:
+            async with running(bus):
+                await bus.enqueue("x", {"n": 2})
+                await eventually(lambda: ran == [1, 2] or ran == [2, 1])
+            assert [q.name for q in await bus.status()] == ["x"]
         bad = bus_config(tmp_path, url=f"redis://:wrong@127.0.0.1:{port}/0")
         with pytest.raises(ServerError, match=f"redis://127.0.0.1:{port}/0"):  # no secret in the error
             await JobBus(bad).start()

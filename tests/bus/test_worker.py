@@ -369,3 +369,22 @@ async def test_poison_that_kills_its_worker_is_dead_lettered_after_n_deliveries(
     finally:
         await workers.stop()
         await bus.close()
+
+
+async def test_a_failing_worker_loop_stops_the_worker_loudly(config: Config) -> None:
+    """An unexpected server reply in the read loop must not leave a worker that heartbeats but no
+    longer reads: run_workers raises, so the host's supervision sees it."""
+    from redis.exceptions import ResponseError
+
+    bus = await new_bus(config, [spec("fragile", lambda ctx, p: None)])
+    try:
+        task = asyncio.create_task(bus.run_workers(block_ms=50))
+        await eventually(lambda: bus.worker is not None)
+        await eventually(lambda: bus.redis.exists(bus.keys.stream("fragile")))
+        await bus.redis.delete(bus.keys.stream("fragile"))
+        await bus.redis.set(bus.keys.stream("fragile"), "not a stream")  # WRONGTYPE on the next read
+        with pytest.raises(ResponseError, match="WRONGTYPE"):
+            await asyncio.wait_for(task, 10)
+        assert bus.worker is None
+    finally:
+        await bus.close()
