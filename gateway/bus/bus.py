@@ -59,6 +59,7 @@ class JobBus:
         self.worker: Worker | None = None
         self.scheduler: Scheduler | None = None
         self._worker_done = asyncio.Event()
+        self._scheduler_done = asyncio.Event()
 
     # -------------------------------------------------------------------------------- lifecycle
 
@@ -85,6 +86,7 @@ class JobBus:
         """Stop the scheduler and workers (draining running jobs), then the embedded server."""
         if self.scheduler is not None:
             self.scheduler.stop()
+            await self._scheduler_done.wait()
         await self.stop_workers()
         if self._redis is not None:
             await self._redis.aclose()
@@ -168,7 +170,12 @@ class JobBus:
     async def run_scheduler(self) -> None:
         """Fire cron jobs until ``close()``. Safe to run in every daemon sharing one Redis."""
         self.scheduler = self.make_scheduler()
-        await self.scheduler.run()
+        self._scheduler_done.clear()
+        try:
+            await self.scheduler.run()
+        finally:
+            self.scheduler = None
+            self._scheduler_done.set()
 
     def make_scheduler(self) -> Scheduler:
         return Scheduler(

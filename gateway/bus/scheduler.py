@@ -124,6 +124,8 @@ class Scheduler:
                 await self.tick()
             except (RedisError, OSError) as exc:
                 log.warning("scheduler tick failed (%s); retrying next minute", exc)
+            except Exception:  # e.g. the users provider's database: keep the scheduler alive
+                log.exception("scheduler tick failed; retrying next minute")
             now = self.clock.now()
             delay = 60.0 - (now.second + now.microsecond / 1e6) + 0.05
             sleeper = asyncio.ensure_future(self.clock.sleep(delay))

@@ -156,8 +156,8 @@ async def test_run_scheduler_fires_and_workers_run_the_job(config: Config) -> No
         async with running(bus):
             sched = asyncio.create_task(bus.run_scheduler())  # ManualClock.sleep jumps to 09:00
             await eventually(lambda: ran, timeout=5)
-            bus.scheduler.stop()  # type: ignore[union-attr]
-            await sched
+            await bus.close()  # stops the scheduler too, and waits for it
+            assert sched.done() and bus.scheduler is None
         assert ran[0]["user_id"] == "ann" and ran[0]["slot"] == "2024-01-01T09:00"
     finally:
         await bus.close()
