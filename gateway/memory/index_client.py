@@ -5,10 +5,18 @@ from __future__ import annotations
 import contextlib
 import threading
 from collections.abc import Iterator, Sequence
+from typing import Any
 
 from qdrant_client import QdrantClient, models
 
-from gateway.memory.index import Candidate, IndexPoint, SparseVec, VectorIndex, require_scopes
+from gateway.memory.index import (
+    CANDIDATE_FIELDS,
+    Candidate,
+    IndexPoint,
+    SparseVec,
+    VectorIndex,
+    require_scopes,
+)
 
 _SCROLL_PAGE = 2048
 
@@ -123,7 +131,7 @@ class ClientIndex(VectorIndex):
         kinds: Sequence[str] = (),
     ) -> tuple[list[Candidate], list[Candidate]]:
         flt = _scope_filter(require_scopes(scopes), now, kinds=kinds)
-        reqs = [models.QueryRequest(query=dense, using="dense", filter=flt, limit=limit, with_payload=True)]
+        reqs = [models.QueryRequest(query=dense, using="dense", filter=flt, limit=limit, with_payload=CANDIDATE_FIELDS)]
         if sparse.indices:
             reqs.append(
                 models.QueryRequest(
@@ -131,7 +139,7 @@ class ClientIndex(VectorIndex):
                     using="bm25",
                     filter=flt,
                     limit=limit,
-                    with_payload=True,
+                    with_payload=CANDIDATE_FIELDS,
                     params=models.SearchParams(idf=models.IdfCorpusParams(corpus=_scope_filter(scopes))),
                 )
             )
@@ -139,6 +147,15 @@ class ClientIndex(VectorIndex):
             results = self._client.query_batch_points(self._name, reqs)
         conv = [[Candidate(str(p.id), float(p.score), dict(p.payload or {})) for p in r.points] for r in results]
         return conv[0], (conv[1] if len(conv) > 1 else [])
+
+    def _payloads(self, *, scopes: Sequence[str], ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        allowed = set(require_scopes(scopes))
+        if not ids:
+            return {}
+        with self._guard():
+            records = self._client.retrieve(self._name, list(ids), with_payload=True)
+        out = {str(r.id): dict(r.payload or {}) for r in records}
+        return {k: v for k, v in out.items() if v.get("scope") in allowed}
 
     def close(self) -> None:
         self._client.close()

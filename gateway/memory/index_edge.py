@@ -10,6 +10,7 @@ from typing import Any
 import qdrant_edge as qe
 
 from gateway.memory.index import (
+    CANDIDATE_FIELDS,
     Candidate,
     IndexBusyError,
     IndexPoint,
@@ -123,12 +124,17 @@ class EdgeIndex(VectorIndex):
         # IDF over the caller's own scopes: one user's vocabulary never shapes another's ranking.
         idf = qe.SearchParams(idf=qe.IdfParams(corpus=_scope_filter(scopes)))
         reqs = [
-            qe.QueryRequest(limit=limit, query=qe.Query.Nearest(dense, using="dense"), filter=flt, with_payload=True),
+            qe.QueryRequest(
+                limit=limit,
+                query=qe.Query.Nearest(dense, using="dense"),
+                filter=flt,
+                with_payload=CANDIDATE_FIELDS,
+            ),
             qe.QueryRequest(
                 limit=limit,
                 query=qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using="bm25"),
                 filter=flt,
-                with_payload=True,
+                with_payload=CANDIDATE_FIELDS,
                 params=idf,
             ),
         ]
@@ -137,6 +143,12 @@ class EdgeIndex(VectorIndex):
         results = self._shard.query_batch(qe.QueryBatchRequest(reqs))
         conv = [[Candidate(str(p.id), float(p.score), dict(p.payload or {})) for p in res] for res in results]
         return conv[0], (conv[1] if len(conv) > 1 else [])
+
+    def _payloads(self, *, scopes: Sequence[str], ids: Sequence[str]) -> dict[str, dict[str, Any]]:
+        allowed = set(require_scopes(scopes))
+        records = self._shard.retrieve(list(ids), with_payload=True, with_vector=False) if ids else []
+        out = {str(r.id): dict(r.payload or {}) for r in records}
+        return {k: v for k, v in out.items() if v.get("scope") in allowed}
 
     def flush(self) -> None:
         with self._write:

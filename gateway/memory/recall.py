@@ -81,7 +81,10 @@ def recall(
     for cid, (score, payload) in fused.items():
         scored.append((score * _recency(payload.get("ts", 0.0), at, settings), cid, payload))
     scored.sort(key=lambda t: (-t[0], t[1]))  # id as tie-break: identical results across rebuilds
-    return [_hit(score, payload) for score, _cid, payload in scored[:k]]
+    top = scored[:k]
+    full = index._payloads(scopes=scope_list, ids=[cid for _s, cid, _p in top])
+    # A point deleted between the two calls is simply left out.
+    return [_hit(score, full[cid]) for score, cid, _p in top if cid in full]
 
 
 def fuse(
