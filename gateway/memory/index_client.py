@@ -53,13 +53,17 @@ class ClientIndex(VectorIndex):
                 vectors_config={"dense": models.VectorParams(size=dim, distance=models.Distance.COSINE)},
                 sparse_vectors_config={"bm25": models.SparseVectorParams(modifier=models.Modifier.IDF)},
             )
-            self._client.create_payload_index(
-                collection,
-                "scope",
-                models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True),
-            )
-            self._client.create_payload_index(collection, "path", models.PayloadSchemaType.KEYWORD)
-            self._client.create_payload_index(collection, "valid_until", models.PayloadSchemaType.FLOAT)
+            if self._lock is None:  # the local mode ignores payload indexes (and warns about them)
+                self._create_payload_indexes(collection)
+
+    def _create_payload_indexes(self, collection: str) -> None:
+        self._client.create_payload_index(
+            collection,
+            "scope",
+            models.KeywordIndexParams(type=models.KeywordIndexType.KEYWORD, is_tenant=True),
+        )
+        self._client.create_payload_index(collection, "path", models.PayloadSchemaType.KEYWORD)
+        self._client.create_payload_index(collection, "valid_until", models.PayloadSchemaType.FLOAT)
 
     @contextlib.contextmanager
     def _guard(self) -> Iterator[None]:
