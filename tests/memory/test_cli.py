@@ -115,3 +115,14 @@ def test_bench_locomo_dev_beats_bm25(capsys: pytest.CaptureFixture[str]) -> None
     code, out = run(capsys, "bench", "locomo", "--data", str(LOCOMO_DEV), "--json")
     result = json.loads(out.strip().splitlines()[-1])
     assert code == 0 and result["frac@5"] >= 54.3 and result["frac@10"] >= 60.2
+
+
+def test_busy_index_is_reported(config: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    from gateway.memory.index_edge import EdgeIndex
+
+    holder = EdgeIndex(tmp_path / "data" / "qdrant" / "edge-minilm-l6-int8", dim=384)
+    try:
+        assert main(["-c", config, "memory", "search", "--user", "alice", "cat"]) == 3
+        assert "in use by another process" in capsys.readouterr().err
+    finally:
+        holder.close()

@@ -108,3 +108,15 @@ async def test_event_loop_stays_responsive_while_indexing(make_service: ServiceF
     await task
     # Embedding and Qdrant run in worker threads: the loop keeps ticking (GIL hand-offs aside).
     assert max(lags) < 0.25, max(lags)
+
+
+async def test_channel_and_persona_roots(make_service: ServiceFactory) -> None:
+    svc = await make_service("edge")
+    store = svc.store_for_channel("telegram:-100123")
+    assert store.root == (svc.data_dir / "channels" / "telegram--100123").resolve()
+    store.write("CHANNEL.md", "# Book club\n\nWe read Dune in March.\n", source="t")
+    svc.store_for_persona("default").write("SOUL.md", "Warm and curious.\n", source="t")
+    await svc.drain()
+    hits = await svc.recall(scope=["user:nobody", "channel:telegram--100123"], query="which book", k=3)
+    assert [h.source for h in hits] == ["CHANNEL.md"]
+    assert svc.known_scopes() == ["channel:telegram--100123", "persona:default"]
