@@ -1,7 +1,7 @@
 """MemoryService: what the gateway holds. Stores per root, live indexing, scoped recall.
 
-Scopes name roots: ``user:<id>`` -> ``<data_dir>/users/<id>/``, ``channel:<key>`` ->
-``<data_dir>/channels/<channel>-<conversation>/``, ``persona:<name>`` -> ``<data_dir>/personas/<name>/``.
+Scopes name roots (see ``scopes``): ``user:<id>``, ``channel:<channel>-<conversation>``,
+``persona:<name>``.
 Every guarded write reports its file through the store's ``on_write``; a worker task drains those
 into ``index_path`` off the event loop. Embedding and Qdrant calls always run in worker threads,
 so a recall never stalls the loop that serves other conversations.
@@ -11,13 +11,11 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from collections.abc import Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
-from urllib.parse import quote
 
 from gateway.config import Config
 from gateway.memory.chunk import Chunk, turn_chunk
@@ -25,30 +23,16 @@ from gateway.memory.embed import Embedder, load_embedder
 from gateway.memory.index import VectorIndex, open_index
 from gateway.memory.indexer import Indexer, IndexReport
 from gateway.memory.recall import Hit, RecallSettings, recall
+from gateway.memory.scopes import ScopeError, channel_scope, known_scopes, root_for, user_scope
 from gateway.memory.sparse import SparseEncoder
 from gateway.memory.store import MemoryStore
 from gateway.memory.transcript import TurnRecord
 
 log = logging.getLogger(__name__)
 
-_ID = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.@+=-]{0,127}$")
-_KINDS = {"user": "users", "channel": "channels", "persona": "personas"}
+__all__ = ["MemoryService", "ScopeError", "channel_scope", "user_scope"]
+
 _LAST_TURNS = 4096  # sessions whose previous turn is remembered for dense context
-
-
-class ScopeError(ValueError):
-    """A scope string that names no valid root."""
-
-
-def user_scope(user_id: str) -> str:
-    return f"user:{user_id}"
-
-
-def channel_dir_name(key: str) -> str:
-    """``telegram:-1001`` -> ``telegram--1001``; other unsafe characters are percent-encoded."""
-    channel, _, conversation = key.partition(":")
-    name = f"{channel}-{conversation}" if conversation else channel
-    return quote(name, safe="-_.@+=").replace("%", "=")
 
 
 class MemoryService:
@@ -119,10 +103,7 @@ class MemoryService:
     # ----------------------------------------------------------------------------------- stores
 
     def root_for(self, scope: str) -> Path:
-        kind, _, name = scope.partition(":")
-        if kind not in _KINDS or not _ID.match(name) or ".." in name:
-            raise ScopeError(f"invalid memory scope {scope!r} (want user:<id>, channel:<key>, persona:<name>)")
-        return self.data_dir / _KINDS[kind] / name
+        return root_for(self.data_dir, scope)
 
     def store_for(self, scope: str) -> MemoryStore:
         if scope not in self._stores:
@@ -137,7 +118,8 @@ class MemoryService:
         return self.store_for(user_scope(user_id))
 
     def store_for_channel(self, key: str) -> MemoryStore:
-        return self.store_for(f"channel:{channel_dir_name(key)}")
+        """``key`` is a conversation key like ``telegram:-100123``."""
+        return self.store_for(channel_scope(key))
 
     def store_for_persona(self, name: str) -> MemoryStore:
         return self.store_for(f"persona:{name}")
@@ -230,12 +212,7 @@ class MemoryService:
         return out
 
     def known_scopes(self) -> list[str]:
-        out = []
-        for kind, folder in _KINDS.items():
-            base = self.data_dir / folder
-            if base.is_dir():
-                out += [f"{kind}:{p.name}" for p in sorted(base.iterdir()) if p.is_dir() and not p.is_symlink()]
-        return out
+        return known_scopes(self.data_dir)
 
     # ----------------------------------------------------------------------------------- recall
 

@@ -13,7 +13,6 @@ import builtins
 import contextlib
 import fcntl
 import hashlib
-import json
 import logging
 import os
 import re
@@ -21,10 +20,10 @@ import stat
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from gateway.memory import fsguard
+from gateway.memory.audit import append_audit, audit_record, glob_regex
 from gateway.memory.errors import (
     FileTooLargeError,
     InvalidPatternError,
@@ -144,7 +143,7 @@ class MemoryStore:
 
     def glob(self, pattern: str) -> builtins.list[str]:
         """Relative paths matching ``pattern``: ``*`` and ``?`` stay within a component, ``**`` spans."""
-        rx = _glob_regex(pattern)
+        rx = glob_regex(pattern)
         return [m.path for m in self.files() if rx.fullmatch(m.path)][: self.max_results]
 
     def grep(self, pattern: str, rel: str = "", *, case_insensitive: bool = True) -> builtins.list[GrepHit]:
@@ -296,24 +295,8 @@ class MemoryStore:
         added: int | None = None,
     ) -> int:
         rel = "/".join(parts)
-        record = {
-            "ts": datetime.now(UTC).isoformat(timespec="milliseconds"),
-            "op": op,
-            "file": rel,
-            "bytes": len(data) if added is None else added,  # bytes this operation wrote
-            "size": len(data),  # file size afterwards
-            "sha256": hashlib.sha256(data).hexdigest() if op != "delete" else "",
-            "source": source,
-            "message_id": message_id,
-            "trust": trust,
-        }
-        line = (json.dumps(record, ensure_ascii=False) + "\n").encode("utf-8")
-        fd = os.open(self.audit_path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC, 0o600)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)  # one whole line per writer, across processes
-            os.write(fd, line)
-        finally:
-            os.close(fd)
+        record = audit_record(op=op, rel=rel, data=data, source=source, message_id=message_id, trust=trust, added=added)
+        append_audit(self.audit_path, record)
         if self.on_write is not None:
             try:
                 self.on_write(rel)
@@ -330,24 +313,3 @@ def _encode(rel: str, text: str) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         raise MemoryStoreError(f"{rel}: content is not valid UTF-8 text") from None
-
-
-def _glob_regex(pattern: str) -> re.Pattern[str]:
-    out, i = [], 0
-    while i < len(pattern):
-        if pattern.startswith("**/", i):
-            out.append("(?:.*/)?")
-            i += 3
-        elif pattern.startswith("**", i):
-            out.append(".*")
-            i += 2
-        elif pattern[i] == "*":
-            out.append("[^/]*")
-            i += 1
-        elif pattern[i] == "?":
-            out.append("[^/]")
-            i += 1
-        else:
-            out.append(re.escape(pattern[i]))
-            i += 1
-    return re.compile("".join(out), re.DOTALL)
