@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import shutil
+import uuid
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from gateway.memory.service import MemoryService
-from gateway.memory.store import MemoryStore
+from gateway.memory.store import MemoryStore, MemoryStoreError
 from gateway.memory.transcript import format_turn
 from tests.memory.conftest import ServiceFactory
 
@@ -112,3 +116,41 @@ async def test_incremental_after_edit_delete_and_rename(make_service: ServiceFac
     report = await svc.sync("user:alice")
     assert report.embedded == 1
     assert "spare key" in await top("where is the spare key")
+
+
+_NAMES = ["a.md", "people/b.md", "memories/2024-01-02.md", "topics/c.md"]
+_op = st.one_of(
+    st.tuples(st.just("write"), st.sampled_from(_NAMES), st.lists(st.sampled_from(["cat", "Oslo", "jazz", "tea"]),
+                                                                   min_size=1, max_size=6)),
+    st.tuples(st.just("delete"), st.sampled_from(_NAMES), st.just([])),
+    st.tuples(st.just("move"), st.sampled_from(_NAMES), st.sampled_from(_NAMES)),
+    st.tuples(st.just("turn"), st.integers(0, 5), st.sampled_from(["cat", "Oslo", "jazz"])),
+)  # fmt: skip
+
+
+@settings(max_examples=12, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(ops=st.lists(_op, min_size=1, max_size=10))
+async def test_incremental_state_equals_a_rebuild(
+    make_service: ServiceFactory, tmp_path: Path, ops: list[tuple[str, Any, Any]]
+) -> None:
+    svc = await make_service("edge", tmp_path / f"d{uuid.uuid4().hex}")
+    store = svc.store_for_user("p")
+    for kind, x, y in ops:
+        try:
+            if kind == "write":
+                store.write(x, "# note\n\n" + " ".join(y) + "\n", source="t")
+            elif kind == "delete":
+                store.delete(x, source="t")
+            elif kind == "move":
+                store.move(x, y, source="t")
+            else:
+                ts = datetime(2024, 1, 2, 10, x, tzinfo=UTC)
+                log = format_turn(turn_id=f"t{x}", session_id="s", channel="web", speaker="P", text=y, timestamp=ts)
+                store.append("sessions/2024-01-02.md", log, source="t")
+        except MemoryStoreError:
+            continue  # deleting or moving a missing file, moving onto an existing one
+    await svc.drain()
+    index = svc._require_index()
+    incremental = index.manifest("user:p")
+    await svc.reindex("p")
+    assert index.manifest("user:p") == incremental
