@@ -97,7 +97,11 @@ def chunk_file(path: str, text: str) -> list[Chunk]:
         turns = parse_session_log(text, _path_day(path))
         if turns:
             # A turn block moved to another file keeps its id but belongs to the file it is in now.
-            return [replace(c, path=path) for c in turn_chunks(turns)]
+            # A turn logged twice is indexed once, as its first occurrence (every code path agrees).
+            unique: dict[str, Chunk] = {}
+            for c in turn_chunks(turns):
+                unique.setdefault(c.chunk_id, replace(c, path=path))
+            return list(unique.values())
     ts = _file_ts(path)
     valid_until = _expiry(text)
     pieces = _split(text)
