@@ -7,8 +7,8 @@ Ranking: dense (semantic) and BM25 (exact words, names, dates) candidates are fu
 of per-list min-max normalised scores. Score-based fusion keeps how *much* better the best match is,
 which rank-based RRF throws away; measured on LoCoMo dev it ranks gold turns markedly higher.
 Turns next to other strong candidates of the same conversation get a share of their score
-(``smooth_neighbours``). Recency then scales part of the score by an exponential half-life, and expired episodes
-(``valid_until`` in the past) are filtered out inside the index.
+(``smooth_neighbours``). Recency then scales part of the score by an exponential half-life, and
+expired episodes (``valid_until`` in the past) are filtered out inside the index.
 """
 
 from __future__ import annotations
