@@ -47,6 +47,11 @@ class Indexer:
         self.embedder = embedder
         self.sparse = sparse
 
+    def hash(self, chunk: Chunk) -> str:
+        """What decides "unchanged": the chunk's content and how sparse vectors are encoded (the
+        embedding model needs no entry: each model has its own index)."""
+        return f"{chunk.content_hash}/{self.sparse.signature}"
+
     def points(self, scope: str, chunks: Sequence[Chunk]) -> list[IndexPoint]:
         dense = self.embedder.embed_documents([c.dense_text for c in chunks])
         return [
@@ -58,7 +63,7 @@ class Indexer:
                     "scope": scope,
                     "path": c.path,
                     "cid": c.chunk_id,
-                    "hash": c.content_hash,
+                    "hash": self.hash(c),
                     "kind": c.kind,
                     "text": c.text,
                     "ts": c.ts,
@@ -79,7 +84,7 @@ class Indexer:
         """Upsert ``chunks`` that are new or changed; with ``purge``, delete manifest points not in them."""
         report = IndexReport()
         wanted = {point_id(scope, c.chunk_id): c for c in chunks}
-        todo = [c for pid, c in wanted.items() if manifest.get(pid, ("", ""))[1] != c.content_hash]
+        todo = [c for pid, c in wanted.items() if manifest.get(pid, ("", ""))[1] != self.hash(c)]
         report.unchanged = len(wanted) - len(todo)
         for start in range(0, len(todo), 256):
             self.index.upsert(self.points(scope, todo[start : start + 256]))

@@ -27,6 +27,8 @@ class SparseEncoder:
     def __init__(self, *, avg_len: float = DEFAULT_AVG_LEN) -> None:
         # English stemming and stop words (Qdrant's defaults): "ran" / "running" match "run".
         self._bm25 = qe.Bm25(qe.Bm25Config(avg_len=avg_len, language="english"))
+        # Part of every stored chunk hash: changing these settings re-encodes chunks on the next sync.
+        self.signature = f"{self.name}:{avg_len:g}:{CONTEXT_WEIGHT:g}"
         self._lock = threading.Lock()
 
     def document(self, text: str, context: str = "", context_weight: float = CONTEXT_WEIGHT) -> SparseVec:
