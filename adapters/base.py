@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from aiohttp import web
 
+from gateway.text import split_text
 from gateway.types import ConversationAddress, Reply
 
 if TYPE_CHECKING:
@@ -54,6 +55,18 @@ class Adapter(abc.ABC):
     @abc.abstractmethod
     async def send(self, address: ConversationAddress, reply: Reply) -> None:
         """Deliver a reply (or a proactive message) to a conversation, in order, chunked."""
+
+    def reply_chunks(self, reply: Reply) -> list[str]:
+        """The reply's chunks, each within ``max_message_chars``.
+
+        The host already split the reply for this adapter; a reply rendered for another limit (a
+        proactive message, a plugin's own renderer) is re-split here, never truncated.
+        """
+        chunks = list(reply.chunks) or split_text(reply.text, self.max_message_chars)
+        out: list[str] = []
+        for chunk in chunks:
+            out.extend(split_text(chunk, self.max_message_chars) if len(chunk) > self.max_message_chars else [chunk])
+        return out
 
     def routes(self) -> list[web.RouteDef]:
         """HTTP routes (webhooks) mounted on the host's aiohttp application before it starts."""

@@ -28,7 +28,6 @@ import discord
 import yarl
 from discord.gateway import DiscordWebSocket
 
-from adapters._split import split_text
 from adapters.base import Adapter, AdapterAuthError
 from adapters.ratelimit import RateLimiter, with_retry
 from gateway.config import DiscordChannel
@@ -231,7 +230,7 @@ class DiscordAdapter(Adapter):
             return
         reference = message if inbound.kind is ConversationKind.GROUP else None
         try:
-            await self._deliver(message.channel, self._chunks(reply), reference=reference)
+            await self._deliver(message.channel, self.reply_chunks(reply), reference=reference)
         except Exception:
             log.exception("discord: delivering the reply to message %s failed", message.id)
 
@@ -242,18 +241,12 @@ class DiscordAdapter(Adapter):
             await asyncio.Event().wait()
 
     # ------------------------------------------------------------------------------------ outbound
-    def _chunks(self, reply: Reply) -> list[str]:
-        chunks = list(reply.chunks) or split_text(reply.text, self.max_message_chars)
-        out: list[str] = []
-        for chunk in chunks:
-            out.extend(split_text(chunk, self.max_message_chars) if len(chunk) > self.max_message_chars else [chunk])
-        return out
 
     async def send(self, address: ConversationAddress, reply: Reply) -> None:
         client = self._client
         if client is None or client.is_closed():
             raise RuntimeError("discord adapter is not connected")
-        await self._deliver(client.get_partial_messageable(int(address.conversation_id)), self._chunks(reply))
+        await self._deliver(client.get_partial_messageable(int(address.conversation_id)), self.reply_chunks(reply))
 
     async def _deliver(self, channel: Any, chunks: list[str], *, reference: discord.Message | None = None) -> None:
         for i, chunk in enumerate(chunks):

@@ -33,7 +33,6 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import aiohttp
 from aiohttp import web
 
-from adapters._split import split_text
 from adapters.base import Adapter
 from adapters.ratelimit import RateLimiter, with_retry
 from gateway.config import NextcloudChannel
@@ -312,7 +311,7 @@ class NextcloudTalkAdapter(Adapter):
                 reply = await self.gateway.handle_inbound(message)
                 if reply is not None:
                     reply_to = str(message.raw["object_id"]) if message.kind is ConversationKind.GROUP else ""
-                    await self._deliver(room, self._chunks(reply), reply_to=reply_to)
+                    await self._deliver(room, self.reply_chunks(reply), reply_to=reply_to)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -325,15 +324,9 @@ class NextcloudTalkAdapter(Adapter):
             self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
         return self._session
 
-    def _chunks(self, reply: Reply) -> list[str]:
-        chunks = list(reply.chunks) or split_text(reply.text, self.max_message_chars)
-        out: list[str] = []
-        for chunk in chunks:  # a core split for a different limit is re-split, never truncated
-            out.extend(split_text(chunk, self.max_message_chars) if len(chunk) > self.max_message_chars else [chunk])
-        return out
 
     async def send(self, address: ConversationAddress, reply: Reply) -> None:
-        await self._deliver(address.conversation_id, self._chunks(reply))
+        await self._deliver(address.conversation_id, self.reply_chunks(reply))
 
     async def _deliver(self, room: str, chunks: list[str], *, reply_to: str = "") -> None:
         for i, chunk in enumerate(chunks):

@@ -32,11 +32,11 @@ from telegram.error import BadRequest, InvalidToken, RetryAfter, TelegramError
 from telegram.ext import Application, ContextTypes, TypeHandler
 from telegram.request import HTTPXRequest
 
-from adapters._redact import redact_everywhere
-from adapters._split import markdown_to_telegram_html, split_text
+from adapters._split import markdown_to_telegram_html
 from adapters.base import Adapter, AdapterAuthError
 from adapters.ratelimit import RateLimiter, with_retry
 from gateway.config import TelegramChannel
+from gateway.logs import install_redaction
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ class TelegramAdapter(Adapter):
             builder = builder.updater(None)
         app = builder.build()
         app.add_handler(TypeHandler(Update, self._on_update))
-        redact_everywhere(token)  # after build: PTB's loggers exist now, and they print URLs with the token
+        install_redaction([token])  # PTB and httpx print Bot API URLs, which carry the token
         return app
 
     async def run(self) -> None:
@@ -373,7 +373,7 @@ class TelegramAdapter(Adapter):
         if reply is None:
             return
         reply_to = native.message_id if message.kind is ConversationKind.GROUP else None
-        await self._deliver(int(message.conversation_id), self._chunks(reply), reply_to=reply_to)
+        await self._deliver(int(message.conversation_id), self.reply_chunks(reply), reply_to=reply_to)
 
     async def _typing(self, chat_id: int) -> None:
         await asyncio.sleep(_TYPING_DELAY_S)
@@ -383,15 +383,9 @@ class TelegramAdapter(Adapter):
             await asyncio.sleep(_TYPING_EVERY_S)
 
     # ------------------------------------------------------------------------------------ outbound
-    def _chunks(self, reply: Reply) -> list[str]:
-        chunks = list(reply.chunks) or split_text(reply.text, self.max_message_chars)
-        out: list[str] = []
-        for chunk in chunks:
-            out.extend(split_text(chunk, self.max_message_chars) if len(chunk) > self.max_message_chars else [chunk])
-        return out
 
     async def send(self, address: ConversationAddress, reply: Reply) -> None:
-        await self._deliver(int(address.conversation_id), self._chunks(reply))
+        await self._deliver(int(address.conversation_id), self.reply_chunks(reply))
 
     async def _deliver(self, chat_id: int, chunks: list[str], *, reply_to: int | None = None) -> None:
         app = self._app

@@ -1,6 +1,6 @@
 """Logging setup with secret redaction.
 
-kith never logs secrets on purpose; the redacting filter is the safety net for third-party
+kith never logs secrets on purpose; redaction at record creation is the safety net for third-party
 libraries that echo URLs or headers (a Telegram bot token is part of every Bot API URL).
 """
 
@@ -12,23 +12,6 @@ from collections.abc import Iterable
 from pydantic import SecretStr
 
 from gateway.config import Config
-
-
-class RedactSecrets(logging.Filter):
-    def __init__(self, secrets: Iterable[str]) -> None:
-        super().__init__()
-        self.secrets = sorted({s for s in secrets if s and len(s) >= 6}, key=len, reverse=True)
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        if not self.secrets:
-            return True
-        message = record.getMessage()
-        redacted = message
-        for secret in self.secrets:
-            redacted = redacted.replace(secret, "***")
-        if redacted != message:
-            record.msg, record.args = redacted, ()
-        return True
 
 
 def collect_secrets(node: object) -> list[str]:
@@ -75,7 +58,7 @@ def install_redaction(secrets: Iterable[str]) -> None:
             for secret in sorted(_SECRETS, key=len, reverse=True):
                 if secret in redacted:
                     redacted = redacted.replace(secret, "***")
-            if redacted is not message and redacted != message:
+            if redacted != message:
                 record.msg, record.args = redacted, ()
         return record
 
@@ -88,7 +71,7 @@ def install_redaction(secrets: Iterable[str]) -> None:
 def setup_logging(config: Config) -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
-    handler.addFilter(RedactSecrets(collect_secrets(config)))
+    install_redaction(collect_secrets(config))
     root = logging.getLogger()
     root.handlers[:] = [handler]
     root.setLevel(config.log_level)
