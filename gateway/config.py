@@ -112,6 +112,18 @@ class PluginsConfig(Section):
 class ContextConfig(Section):
     budget_tokens: int = Field(6000, ge=200)
     default_tier: int = Field(2, ge=1, le=4)
+    # Per channel ("telegram") and per conversation ("telegram:-100123"); a request's own tier wins
+    # over both (gateway/tiers.py).
+    channel_tier: dict[str, int] = Field(default_factory=dict)
+    conversation_tier: dict[str, int] = Field(default_factory=dict)
+
+    @field_validator("channel_tier", "conversation_tier")
+    @classmethod
+    def _tiers_in_range(cls, v: dict[str, int]) -> dict[str, int]:
+        bad = {k: t for k, t in v.items() if not 1 <= t <= 4}
+        if bad:
+            raise ValueError(f"tiers must be 1-4, got {bad}")
+        return v
 
 
 # ------------------------------------------------------------------------------------------- memory
