@@ -72,6 +72,7 @@ class LLMConfig(Section):
     max_retries: int = Field(2, ge=0, le=10)
     prompt_caching: bool = True
     local_model_path: str | None = None
+    max_tool_rounds: int = Field(4, ge=0, le=20)  # tool calls per answer are bounded (gateway/tools.py)
 
 
 class SessionsConfig(Section):

@@ -29,6 +29,7 @@ if TYPE_CHECKING:
         LLMResponse,
         Reply,
         Session,
+        ToolCall,
         Turn,
         UserRef,
     )
@@ -205,3 +206,22 @@ def gateway_register_jobs(register: Callable[..., None]) -> None:
     """
 
 
+# -------------------------------------------------------------------------------------------- tools
+
+
+@hookspec
+def gateway_register_tools(register: Callable[..., None]) -> None:
+    """``register(tool)`` for each model tool (``gateway.tools.Tool``) the plugin provides.
+
+    Rule: all, sync, collected once per gateway on first use. A tool is offered to the model only from
+    the context tier that loads its item (``gateway.tiers``), never in group conversations when it
+    touches a user's private memory, and never in Off-The-Record sessions when it writes.
+    """
+
+
+@hookspec(firstresult=True)
+def gateway_before_tool_call(gateway: Gateway, turn: Turn, call: ToolCall) -> str | None:
+    """Veto a tool call the model made: return the reason (a string the model reads); ``None`` allows it.
+
+    Rule: first. Runs before every call, after the host's own checks (tier, OTR, group).
+    """

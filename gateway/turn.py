@@ -25,6 +25,7 @@ from gateway.context import assemble
 from gateway.hookspecs import hookimpl
 from gateway.llm.base import LLMError
 from gateway.text import split_text
+from gateway.tools import toolset
 from gateway.types import (
     AccessDecision,
     ContextSection,
@@ -75,11 +76,15 @@ async def build_request(gateway: Gateway, turn: Turn) -> LLMRequest:
     turn.stash[ASSEMBLED] = assembled
     user_msg = HistoryMessage(role="user", content=turn.message.text, timestamp=turn.received_at,
                               turn_id=turn.turn_id)
+    tools = toolset(gateway, turn)  # offered by tier; none that write in OTR, none private in groups
     return LLMRequest(
         system=assembled.sections,
         messages=(*turn.history, user_msg),
         max_tokens=gateway.config.llm.max_tokens,
         metadata={"stable_count": assembled.stable_count},
+        tools=tools.specs,
+        run_tool=tools.run,
+        max_tool_rounds=gateway.config.llm.max_tool_rounds,
     )
 
 

@@ -7,7 +7,7 @@ mutating shared objects, so one plugin can never change what another one sees.
 from __future__ import annotations
 
 import enum
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from types import MappingProxyType
@@ -168,7 +168,42 @@ class Turn:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ToolSpec:
+    """A tool as the model sees it: name, what it does, and a JSON Schema for its input."""
+
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolCall:
+    """The model asked to run a tool (Anthropic ``tool_use`` block)."""
+
+    id: str
+    name: str
+    input: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolResult:
+    """What went back to the model for one ToolCall. ``is_error`` results explain a refusal or failure."""
+
+    call_id: str
+    name: str
+    content: str
+    is_error: bool = False
+
+
+ToolRunner = Callable[[ToolCall], Awaitable[ToolResult]]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LLMRequest:
+    """``tools`` are offered to the model; a provider that supports tools runs each call through
+    ``run_tool`` and asks again, for at most ``max_tool_rounds`` rounds. Providers without tool support
+    ignore both."""
+
     system: tuple[ContextSection, ...]
     messages: tuple[HistoryMessage, ...]
     model: str = ""
@@ -176,6 +211,9 @@ class LLMRequest:
     role: str = "main"  # model slot: main | cheap
     stream: bool = True
     metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
+    tools: tuple[ToolSpec, ...] = ()
+    run_tool: ToolRunner | None = None
+    max_tool_rounds: int = 4
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -188,6 +226,9 @@ class LLMResponse:
     cache_write_tokens: int = 0
     stop_reason: str = ""
     provider: str = ""
+    tool_calls: tuple[ToolCall, ...] = ()  # every call the model made during this response, in order
+    tool_results: tuple[ToolResult, ...] = ()  # their results, same order
+    rounds: int = 1  # model calls made (1 + tool rounds)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

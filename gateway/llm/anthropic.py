@@ -2,13 +2,18 @@
 
 The system prompt is sent as two blocks: the stable sections (persona, profile snapshot) with an
 ephemeral cache breakpoint, then the volatile ones (date/time, recall). Turn after turn the stable
-prefix is served from the prompt cache.
+prefix is served from the prompt cache (tools come before the system prompt in the cached prefix, so
+a turn's tool list is sorted and changes only with its tier).
+
+Tools: a ``tool_use`` answer is answered with ``tool_result`` blocks from ``request.run_tool`` and the
+model is asked again, streamed or not, for at most ``request.max_tool_rounds`` rounds.
 """
 
 from __future__ import annotations
 
 import inspect
 import logging
+from collections.abc import Awaitable
 from typing import Any
 
 import anthropic
@@ -16,7 +21,7 @@ import anthropic
 from gateway.config import LLMConfig
 from gateway.context import render_section
 from gateway.llm.base import DeltaCallback, LLMError
-from gateway.types import HistoryMessage, LLMRequest, LLMResponse
+from gateway.types import HistoryMessage, LLMRequest, LLMResponse, ToolCall, ToolResult
 
 log = logging.getLogger("kith.llm.anthropic")
 
@@ -52,6 +57,38 @@ def api_messages(history: tuple[HistoryMessage, ...]) -> list[dict[str, Any]]:
     return out
 
 
+def tool_params(request: LLMRequest) -> list[dict[str, Any]]:
+    return [{"name": t.name, "description": t.description, "input_schema": dict(t.input_schema)}
+            for t in request.tools]
+
+
+def assistant_blocks(content: list[Any]) -> list[dict[str, Any]]:
+    """The assistant turn sent back with the tool results, as the API wants it: text and tool_use
+    blocks only (empty text blocks are rejected by the API)."""
+    out: list[dict[str, Any]] = []
+    for b in content:
+        kind = getattr(b, "type", "")
+        if kind == "text" and b.text:
+            out.append({"type": "text", "text": b.text})
+        elif kind == "tool_use":
+            out.append({"type": "tool_use", "id": b.id, "name": b.name, "input": b.input})
+    return out
+
+
+def _separated(on_delta: DeltaCallback | None, texts: list[str]) -> DeltaCallback | None:
+    """Text of a round after a tool round starts a new paragraph, in the stream as in the reply."""
+    if on_delta is None or not texts:
+        return on_delta
+    pending = ["\n\n"]
+
+    def relay(piece: str) -> Awaitable[None] | None:
+        if pending and piece:
+            piece = pending.pop() + piece
+        return on_delta(piece)
+
+    return relay
+
+
 class AnthropicProvider:
     name = "anthropic"
 
@@ -71,24 +108,57 @@ class AnthropicProvider:
         return self.config.cheap_model if request.role == "cheap" else self.config.model
 
     async def complete(self, request: LLMRequest, on_delta: DeltaCallback | None = None) -> LLMResponse:
-        kwargs: dict[str, Any] = {
+        """One answer; with tools, a loop: each ``tool_use`` turn is answered with the tools' results and
+        the model asked again, for at most ``request.max_tool_rounds`` rounds. The last allowed call
+        forbids further tools (``tool_choice: none``), so the loop always ends in text."""
+        base: dict[str, Any] = {
             "model": self._model(request),
             "max_tokens": request.max_tokens or self.config.max_tokens,
-            "messages": api_messages(request.messages),
         }
         system = system_blocks(request, caching=self.config.prompt_caching)
         if system:
-            kwargs["system"] = system
+            base["system"] = system
+        tools = tool_params(request) if request.run_tool is not None else []
+        messages = api_messages(request.messages)
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        results: list[ToolResult] = []
+        usage = {"in": 0, "out": 0, "cache_read": 0, "cache_write": 0}
+        stream = on_delta is not None and request.stream
+        rounds = 0
         try:
-            if on_delta is not None and request.stream:
-                async with self.client.messages.stream(**kwargs) as stream:
-                    async for text in stream.text_stream:
-                        result = on_delta(text)
-                        if inspect.isawaitable(result):
-                            await result
-                    message = await stream.get_final_message()
-            else:
-                message = await self.client.messages.create(**kwargs)
+            while True:
+                rounds += 1
+                kwargs: dict[str, Any] = {**base, "messages": messages}
+                last_round = rounds > request.max_tool_rounds
+                if tools:
+                    kwargs["tools"] = tools
+                    if last_round:
+                        kwargs["tool_choice"] = {"type": "none"}
+                message = await self._call(kwargs, _separated(on_delta, texts) if stream else None)
+                u = message.usage
+                usage["in"] += u.input_tokens
+                usage["out"] += u.output_tokens
+                usage["cache_read"] += u.cache_read_input_tokens or 0
+                usage["cache_write"] += u.cache_creation_input_tokens or 0
+                text = "".join(getattr(b, "text", "") for b in message.content if getattr(b, "type", "") == "text")
+                if text:
+                    texts.append(text)
+                uses = [b for b in message.content if getattr(b, "type", "") == "tool_use"]
+                if not tools or not uses or message.stop_reason != "tool_use" or last_round:
+                    break
+                assert request.run_tool is not None
+                messages.append({"role": "assistant", "content": assistant_blocks(message.content)})
+                answers: list[dict[str, Any]] = []
+                for block in uses:
+                    call = ToolCall(id=block.id, name=block.name, input=block.input if isinstance(block.input, dict)
+                                    else {})
+                    result = await request.run_tool(call)
+                    calls.append(call)
+                    results.append(result)
+                    answers.append({"type": "tool_result", "tool_use_id": block.id, "content": result.content,
+                                    **({"is_error": True} if result.is_error else {})})
+                messages.append({"role": "user", "content": answers})
         except anthropic.AuthenticationError as exc:
             raise LLMError(f"anthropic rejected the API key: {exc}",
                            user_message="The model rejected kith's API key; the operator must fix it.") from exc
@@ -101,18 +171,29 @@ class AnthropicProvider:
             raise LLMError(f"anthropic error {exc.status_code}: {exc}", retryable=exc.status_code >= 500) from exc
         except anthropic.APIConnectionError as exc:
             raise LLMError(f"cannot reach anthropic: {exc}", retryable=True) from exc
-        text = "".join(getattr(b, "text", "") for b in message.content if getattr(b, "type", "") == "text")
-        usage = message.usage
         return LLMResponse(
-            text=text,
+            text="\n\n".join(texts),
             model=message.model,
-            input_tokens=usage.input_tokens,
-            output_tokens=usage.output_tokens,
-            cache_read_tokens=usage.cache_read_input_tokens or 0,
-            cache_write_tokens=usage.cache_creation_input_tokens or 0,
+            input_tokens=usage["in"],
+            output_tokens=usage["out"],
+            cache_read_tokens=usage["cache_read"],
+            cache_write_tokens=usage["cache_write"],
             stop_reason=message.stop_reason or "",
             provider=self.name,
+            tool_calls=tuple(calls),
+            tool_results=tuple(results),
+            rounds=rounds,
         )
+
+    async def _call(self, kwargs: dict[str, Any], on_delta: DeltaCallback | None) -> Any:
+        if on_delta is None:
+            return await self.client.messages.create(**kwargs)
+        async with self.client.messages.stream(**kwargs) as stream:
+            async for text in stream.text_stream:
+                result = on_delta(text)
+                if inspect.isawaitable(result):
+                    await result
+            return await stream.get_final_message()
 
     async def close(self) -> None:
         await self.client.close()

@@ -1,8 +1,11 @@
 """A local fake of the Anthropic Messages API (``POST /v1/messages``), JSON and SSE streaming.
 
 Driven through the real ``anthropic`` client (``base_url`` pointed here). Responses are scripted
-with ``enqueue``; with nothing queued it answers deterministically from the request, so tests can
-assert on what the model received (``requests`` keeps every request body).
+with ``enqueue`` (text) and ``enqueue_tool_use`` (a ``tool_use`` turn, optionally after some text); with
+nothing queued it answers deterministically from the request, so tests can assert on what the model
+received (``requests`` keeps every request body). Requests are checked the way the real API checks
+them where a client bug would show: ``tool_use`` blocks need ``tools``, and every ``tool_use`` must be
+answered by a ``tool_result`` with its id at the start of the next user message.
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ class Scripted:
     status: int = 200
     error_type: str = "api_error"
     delay_s: float = 0.0
+    tool_uses: list[dict[str, Any]] = field(default_factory=list)  # [{"id", "name", "input"}]
 
 
 @dataclass
@@ -39,6 +43,25 @@ class FakeAnthropic:
     def enqueue(self, text: str = "", *, status: int = 200, error_type: str = "api_error",
                 delay_s: float = 0.0) -> None:
         self.script.append(Scripted(text=text, status=status, error_type=error_type, delay_s=delay_s))
+
+    def enqueue_tool_use(self, name: str, input: dict[str, Any] | None = None, *, text: str = "",
+                         tool_id: str = "", more: tuple[tuple[str, dict[str, Any]], ...] = ()) -> list[str]:
+        """Script an assistant turn that calls ``name`` with ``input`` (after ``text``, if any), and
+        optionally more tools in the same turn. Returns the tool_use ids."""
+        calls = [(name, input or {}), *more]
+        uses = [{"id": (tool_id if i == 0 and tool_id else f"toolu_fake_{len(self.script)}_{i}"), "name": n,
+                 "input": args} for i, (n, args) in enumerate(calls)]
+        self.script.append(Scripted(text=text, tool_uses=uses))
+        return [u["id"] for u in uses]
+
+    def tool_results(self, index: int = -1) -> list[dict[str, Any]]:
+        """The ``tool_result`` blocks of request ``index``'s last user message."""
+        last = self.requests[index]["messages"][-1]
+        content = last["content"] if isinstance(last["content"], list) else []
+        return [b for b in content if isinstance(b, dict) and b.get("type") == "tool_result"]
+
+    def tool_names(self, index: int = -1) -> list[str]:
+        return [t["name"] for t in self.requests[index].get("tools", [])]
 
     @property
     def base_url(self) -> str:
@@ -78,6 +101,39 @@ class FakeAnthropic:
             {"type": "error", "error": {"type": error_type, "message": f"scripted {status}"}}, status=status
         )
 
+    @staticmethod
+    def _check_tools(body: dict[str, Any]) -> str:
+        """The real API's checks on tool blocks (the messages a client builds across tool rounds)."""
+        messages = body["messages"]
+        tools = body.get("tools") or []
+        for t in tools:
+            if not isinstance(t, dict) or not t.get("name") or not isinstance(t.get("input_schema"), dict):
+                return "tools: each tool needs a name and an input_schema object"
+        choice = body.get("tool_choice")
+        if choice is not None and (not tools or choice.get("type") not in ("auto", "any", "tool", "none")):
+            return "tool_choice: requires tools and a known type"
+        for i, m in enumerate(messages):
+            content = m.get("content")
+            if not isinstance(content, list):
+                continue
+            uses = [b for b in content if isinstance(b, dict) and b.get("type") == "tool_use"]
+            if uses and m.get("role") != "assistant":
+                return f"messages.{i}: tool_use blocks may only appear in assistant messages"
+            if uses and not tools:
+                return "Requests which include `tool_use` or `tool_result` blocks must define tools."
+            if not uses:
+                continue
+            nxt = messages[i + 1]["content"] if i + 1 < len(messages) else None
+            results = [b for b in nxt if isinstance(b, dict) and b.get("type") == "tool_result"] \
+                if isinstance(nxt, list) else []
+            if messages[i + 1:i + 2] and messages[i + 1].get("role") != "user":
+                return f"messages.{i + 1}: a tool_use must be followed by a user message"
+            if {r.get("tool_use_id") for r in results} != {u.get("id") for u in uses} or (
+                    isinstance(nxt, list) and nxt[: len(results)] != results):
+                return (f"messages.{i + 1}: `tool_use` ids were found without `tool_result` blocks immediately "
+                        "after")
+        return ""
+
     # ----------------------------------------------------------------------------- endpoint
     async def messages(self, request: web.Request) -> web.StreamResponse:
         key = request.headers.get("x-api-key") or request.headers.get("Authorization", "").removeprefix("Bearer ")
@@ -93,6 +149,10 @@ class FakeAnthropic:
         for required in ("model", "max_tokens", "messages"):
             if required not in body:
                 return self._error(400, "invalid_request_error")
+        problem = self._check_tools(body)
+        if problem:
+            return web.json_response(
+                {"type": "error", "error": {"type": "invalid_request_error", "message": problem}}, status=400)
         self.requests.append(body)
         scripted = self.script.popleft() if self.script else Scripted(text=self._default_text(body))
         delay = scripted.delay_s or self.default_delay_s
@@ -100,13 +160,16 @@ class FakeAnthropic:
             await asyncio.sleep(delay)
         if scripted.status != 200:
             return self._error(scripted.status, scripted.error_type)
-        text = scripted.text or self._default_text(body)
+        text = scripted.text if scripted.tool_uses else (scripted.text or self._default_text(body))
         prompt_tokens = sum(len(json.dumps(m)) // 4 for m in body["messages"])
-        usage = {"input_tokens": prompt_tokens, "output_tokens": len(text) // 4,
+        usage = {"input_tokens": prompt_tokens, "output_tokens": len(text) // 4 + 10 * len(scripted.tool_uses),
                  "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
+        content: list[dict[str, Any]] = [{"type": "text", "text": text}] if text else []
+        content += [{"type": "tool_use", **use} for use in scripted.tool_uses]
+        stop_reason = "tool_use" if scripted.tool_uses else "end_turn"
         message = {"id": f"msg_fake_{len(self.requests)}", "type": "message", "role": "assistant",
-                   "model": body["model"], "stop_reason": "end_turn", "stop_sequence": None, "usage": usage,
-                   "content": [{"type": "text", "text": text}]}
+                   "model": body["model"], "stop_reason": stop_reason, "stop_sequence": None, "usage": usage,
+                   "content": content}
         if not body.get("stream"):
             return web.json_response(message)
         resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
@@ -117,16 +180,27 @@ class FakeAnthropic:
 
         start = {**message, "content": [], "stop_reason": None, "usage": {**usage, "output_tokens": 1}}
         await event("message_start", {"type": "message_start", "message": start})
-        await event("content_block_start", {"type": "content_block_start", "index": 0,
-                                            "content_block": {"type": "text", "text": ""}})
-        pieces = [text[i : i + 8] for i in range(0, len(text), 8)] or [""]
-        for piece in pieces:
-            if self.chunk_delay_s:
-                await asyncio.sleep(self.chunk_delay_s)
-            await event("content_block_delta", {"type": "content_block_delta", "index": 0,
-                                                "delta": {"type": "text_delta", "text": piece}})
-        await event("content_block_stop", {"type": "content_block_stop", "index": 0})
-        await event("message_delta", {"type": "message_delta", "delta": {"stop_reason": "end_turn",
+        for index, block in enumerate(content):
+            if block["type"] == "text":
+                await event("content_block_start", {"type": "content_block_start", "index": index,
+                                                    "content_block": {"type": "text", "text": ""}})
+                pieces = [text[i : i + 8] for i in range(0, len(text), 8)] or [""]
+                for piece in pieces:
+                    if self.chunk_delay_s:
+                        await asyncio.sleep(self.chunk_delay_s)
+                    await event("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                        "delta": {"type": "text_delta", "text": piece}})
+            else:
+                # As the API streams it: an empty input object, then the JSON in partial pieces.
+                await event("content_block_start", {"type": "content_block_start", "index": index,
+                                                    "content_block": {**block, "input": {}}})
+                raw = json.dumps(block["input"])
+                for i in range(0, len(raw), 7):
+                    await event("content_block_delta", {"type": "content_block_delta", "index": index,
+                                                        "delta": {"type": "input_json_delta",
+                                                                  "partial_json": raw[i : i + 7]}})
+            await event("content_block_stop", {"type": "content_block_stop", "index": index})
+        await event("message_delta", {"type": "message_delta", "delta": {"stop_reason": stop_reason,
                                       "stop_sequence": None}, "usage": {"output_tokens": usage["output_tokens"]}})
         await event("message_stop", {"type": "message_stop"})
         await resp.write_eof()

@@ -1,0 +1,245 @@
+"""Model tools: the registry, which tools a turn offers, and the runner the LLM provider calls.
+
+Plugins register ``Tool`` objects through ``gateway_register_tools(register)``. For each turn the host
+offers only the tools that turn may use:
+
+* the turn's context tier loads the tool's item (``gateway.tiers.loads``): a tier-1 turn gets no
+  memory tools, scratchpad and tasks need tier 4;
+* a tool that touches the speaker's private memory (``private``) is never offered in a group
+  conversation, where other people read the answers;
+* a tool that writes (``writes``) is never offered in an Off-The-Record session: OTR reads memory but
+  writes nothing.
+
+The runner checks the same rules again when the model calls a tool (a model can name a tool it was
+not offered), asks ``gateway_before_tool_call`` for a veto, and turns every failure into an error
+result the model can read: a tool never fails the turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+import logging
+import weakref
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING, Any
+
+from gateway.memory.errors import MemoryStoreError
+from gateway.tiers import TIER_OF_ITEM, loads, tier_of
+from gateway.types import ConversationKind, ToolCall, ToolResult, ToolRunner, ToolSpec, Turn
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+    from gateway.memory.store import MemoryStore
+
+log = logging.getLogger("kith.tools")
+
+MAX_RESULT_CHARS = 16_000  # a tool result is prompt tokens in the next round; keep one bounded
+_NAME_OK = frozenset("abcdefghijklmnopqrstuvwxyz0123456789_-")
+
+
+class ToolError(Exception):
+    """Raised by a handler to answer the model with an error it can act on (the message is shown)."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ToolContext:
+    """What a handler gets besides the model's input: the gateway, the turn and the speaker."""
+
+    gateway: Gateway
+    turn: Turn
+    tier: int
+    user_id: str
+
+    @property
+    def store(self) -> MemoryStore:
+        """The speaker's memory root, through the guarded store (containment, caps, audit)."""
+        return self.gateway.memory_store(self.user_id)
+
+    @property
+    def message_id(self) -> str:
+        return self.turn.turn_id
+
+
+ToolHandler = Callable[[ToolContext, Mapping[str, Any]], Awaitable[str] | str]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Tool:
+    name: str
+    description: str
+    input_schema: Mapping[str, Any]
+    handler: ToolHandler
+    # The tier item that gates it (gateway.tiers.TIER_OF_ITEM); "" = the tool's own name when that is an
+    # item, else ``min_tier`` (third-party tools need no entry in kith's table).
+    item: str = ""
+    min_tier: int = 2
+    writes: bool = False  # changes memory: never in Off-The-Record sessions
+    private: bool = True  # reads or writes the speaker's own memory: never in group conversations
+    available: Callable[[Gateway], bool] | None = None  # e.g. needs the memory index or the job bus
+    timeout_s: float = 15.0
+    plugin: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.name or len(self.name) > 64 or not set(self.name) <= _NAME_OK:
+            raise ValueError(f"tool name {self.name!r} must be 1-64 of [a-z0-9_-]")
+        if self.input_schema.get("type") != "object":
+            raise ValueError(f"tool {self.name!r}: input_schema must be a JSON Schema of type 'object'")
+        if self.item:
+            loads(4, self.item)  # an unknown tier item fails at registration, not mid-turn
+
+    def loads_at(self, tier: int) -> bool:
+        if self.item:
+            return loads(tier, self.item)
+        if self.name in TIER_OF_ITEM:
+            return loads(tier, self.name)
+        return tier >= self.min_tier
+
+    def spec(self) -> ToolSpec:
+        return ToolSpec(name=self.name, description=self.description, input_schema=self.input_schema)
+
+
+@dataclass(slots=True)
+class ToolRegistry:
+    tools: dict[str, Tool] = field(default_factory=dict)
+    problems: list[str] = field(default_factory=list)
+
+
+_REGISTRIES: weakref.WeakKeyDictionary[Any, ToolRegistry] = weakref.WeakKeyDictionary()
+
+
+def collect_tools(pm: Any) -> ToolRegistry:
+    """Call ``gateway_register_tools`` on every plugin, attributing each tool to its plugin.
+
+    A duplicate name keeps the first registration and is reported: two plugins answering to one name
+    would make the model's calls ambiguous.
+    """
+    reg = ToolRegistry()
+    for impl in reversed(pm.hook.gateway_register_tools.get_hookimpls()):
+        plugin = impl.plugin_name
+
+        def register(tool: Tool, plugin: str = plugin) -> None:
+            if not isinstance(tool, Tool):
+                reg.problems.append(f"plugin {plugin} registered {tool!r}, not a gateway.tools.Tool")
+                return
+            if tool.name in reg.tools:
+                reg.problems.append(f"tool {tool.name!r} registered twice ({reg.tools[tool.name].plugin} and {plugin})")
+                return
+            reg.tools[tool.name] = replace(tool, plugin=plugin)
+
+        try:
+            impl.function(**({"register": register} if "register" in impl.argnames else {}))
+        except Exception as exc:  # one broken plugin must not take every tool away
+            reg.problems.append(f"plugin {plugin} failed in gateway_register_tools: {type(exc).__name__}: {exc}")
+    for problem in reg.problems:
+        log.error("tools: %s", problem)
+    return reg
+
+
+def registry(gateway: Gateway) -> ToolRegistry:
+    """The gateway's tools, collected on first use (plugins are fixed once a gateway is built)."""
+    reg = _REGISTRIES.get(gateway)
+    if reg is None:
+        reg = collect_tools(gateway.plugin_host.pm)
+        _REGISTRIES[gateway] = reg
+    return reg
+
+
+def refusal(gateway: Gateway, turn: Turn, tool: Tool, tier: int) -> str:
+    """Why ``tool`` may not run in ``turn`` ("" = it may)."""
+    if turn.user is None:
+        return "no user is known for this conversation"
+    if not tool.loads_at(tier):
+        return f"{tool.name} is not available at context tier {tier}"
+    if tool.private and turn.message.kind is ConversationKind.GROUP:
+        return f"{tool.name} works on the speaker's private memory and is not available in group conversations"
+    if tool.writes and turn.otr:
+        return f"{tool.name} writes memory, and this conversation is Off-The-Record: nothing is stored"
+    if tool.available is not None and not tool.available(gateway):
+        return f"{tool.name} is not available right now"
+    return ""
+
+
+def offered(gateway: Gateway, turn: Turn) -> list[Tool]:
+    """The tools this turn may use, sorted by name (a stable list keeps the prompt cache warm)."""
+    tools = registry(gateway).tools
+    if not tools:
+        return []
+    tier = tier_of(gateway, turn)
+    return [t for _, t in sorted(tools.items()) if not refusal(gateway, turn, t, tier)]
+
+
+@dataclass(frozen=True, slots=True)
+class Toolset:
+    specs: tuple[ToolSpec, ...]
+    run: ToolRunner | None
+
+
+def toolset(gateway: Gateway, turn: Turn) -> Toolset:
+    """What ``build_request`` puts into the LLMRequest for this turn."""
+    tools = offered(gateway, turn)
+    if not tools:
+        return Toolset((), None)
+    by_name = {t.name: t for t in tools}
+
+    async def run(call: ToolCall) -> ToolResult:
+        return await run_tool(gateway, turn, by_name, call)
+
+    return Toolset(tuple(t.spec() for t in tools), run)
+
+
+def _error(call: ToolCall, message: str) -> ToolResult:
+    return ToolResult(call_id=call.id, name=call.name, content=message, is_error=True)
+
+
+def _missing_required(schema: Mapping[str, Any], args: Mapping[str, Any]) -> list[str]:
+    return [k for k in schema.get("required", ()) if k not in args]
+
+
+async def run_tool(gateway: Gateway, turn: Turn, tools: Mapping[str, Tool], call: ToolCall) -> ToolResult:
+    """Run one call the model made. Never raises: every failure is an error result for the model."""
+    tool = tools.get(call.name)
+    if tool is None:
+        return _error(call, f"unknown tool {call.name!r}; available: {', '.join(sorted(tools)) or 'none'}")
+    tier = tier_of(gateway, turn)
+    why = refusal(gateway, turn, tool, tier)
+    if why:
+        return _error(call, why)
+    if not isinstance(call.input, Mapping):
+        return _error(call, "the tool input must be a JSON object")
+    missing = _missing_required(tool.input_schema, call.input)
+    if missing:
+        return _error(call, f"missing required input: {', '.join(missing)}")
+    try:
+        veto = await gateway.hooks.call_first("gateway_before_tool_call", isolate=False, gateway=gateway, turn=turn,
+                                              call=call)
+    except Exception:
+        # A policy plugin that crashes must not turn into "allowed".
+        log.exception("gateway_before_tool_call failed for %s; refusing the call", call.name)
+        return _error(call, "the call was refused: a policy check failed")
+    if isinstance(veto, str) and veto:
+        log.info("tool call %s vetoed: %s", call.name, veto)
+        return _error(call, f"the call was refused: {veto}")
+    assert turn.user is not None  # refusal() checked it
+    ctx = ToolContext(gateway=gateway, turn=turn, tier=tier, user_id=turn.user.user_id)
+    try:
+        async with asyncio.timeout(tool.timeout_s):
+            out = tool.handler(ctx, call.input)
+            if inspect.isawaitable(out):
+                out = await out
+    except ToolError as exc:
+        return _error(call, str(exc))
+    except MemoryStoreError as exc:
+        return _error(call, f"{type(exc).__name__}: {exc}")
+    except TimeoutError:
+        log.warning("tool %s timed out after %.1fs", call.name, tool.timeout_s)
+        return _error(call, f"{call.name} timed out")
+    except Exception:
+        log.exception("tool %s (plugin %s) failed", call.name, tool.plugin)
+        return _error(call, f"{call.name} failed; the error is logged")
+    text = str(out)
+    if len(text) > MAX_RESULT_CHARS:
+        text = text[:MAX_RESULT_CHARS] + f"\n[... cut at {MAX_RESULT_CHARS} characters]"
+    log.info("tool %s ran for turn %s (%d chars)", call.name, turn.turn_id, len(text))
+    return ToolResult(call_id=call.id, name=call.name, content=text)
