@@ -7,17 +7,19 @@ knows about channels or memory stages.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 import uuid
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from aiohttp import web
 
 from adapters.base import Adapter
+from gateway.bus import JobBus, specs_from_plugins
 from gateway.config import Config, ConfigError
 from gateway.dedupe import Dedupe
 from gateway.hookcall import HookCaller
@@ -25,6 +27,8 @@ from gateway.identity import Identities
 from gateway.llm.base import NO_MODEL_HELP, Provider
 from gateway.llm.provider import NoModelProvider, make_provider
 from gateway.logs import collect_secrets, install_redaction
+from gateway.memory.kg import KnowledgeGraph
+from gateway.memory.service import MemoryService
 from gateway.memory.store import MemoryStore
 from gateway.plugins import PluginHost, build_plugin_host
 from gateway.sessions import Sessions
@@ -47,8 +51,12 @@ class Gateway:
         entry_points: bool | None = None,
         serve_http: bool = True,
         supervise: bool = True,
+        mode: Literal["daemon", "worker"] = "daemon",
     ) -> None:
+        """``mode="worker"`` (``kith worker``): attach to the daemon's bus instead of owning it, run no
+        scheduler, and share the memory index through the bus when the daemon holds it."""
         self.config = config
+        self.mode = mode
         self.data_dir = Path(config.data_dir)
         self.plugin_host: PluginHost = build_plugin_host(config, extra_plugins=plugins, entry_points=entry_points)
         self.hooks = HookCaller(self.plugin_host.pm, timeout_s=config.plugins.hook_timeout_s)
@@ -62,8 +70,12 @@ class Gateway:
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
         self._providers: dict[str, Provider] = {}
-        self._stores: dict[str, MemoryStore] = {}
         self.started_at = time.time()
+        self._background: set[asyncio.Task[Any]] = set()
+        self._bus_tasks: list[asyncio.Task[None]] = []
+        self.memory: MemoryService | None = None
+        self.bus: JobBus | None = None
+        self.kg: KnowledgeGraph | None = None
         self.state: State
         self.identities: Identities
         self.sessions: Sessions
@@ -91,8 +103,20 @@ class Gateway:
         self.sessions = Sessions(self.state, self.config)
         self.dedupe = Dedupe(self.state)
         self._providers["main"] = make_provider(self.config.llm)
+        self.kg = KnowledgeGraph(self.data_dir / "state.sqlite")
+        self.memory = MemoryService(self.config, detach_if_busy=self.mode == "worker")
+        await self.memory.start()
         self._register_adapters()
+        self.bus = JobBus(
+            self.config, specs_from_plugins(self.plugin_host.pm), ctx_factory=lambda: self,
+            users_provider=self._cron_users, own_server=self.mode == "daemon",
+        )
+        await self.bus.start()
         await self.hooks.call_all("gateway_startup", timeout=None, gateway=self)
+        if self.mode == "daemon":
+            if self.config.bus.workers_in_process:
+                self._bus_tasks.append(asyncio.create_task(self.bus.run_workers(), name="bus:workers"))
+            self._bus_tasks.append(asyncio.create_task(self.bus.run_scheduler(), name="bus:scheduler"))
         if self.serve_http:
             await self._start_http()
         if self.supervise:
@@ -107,6 +131,23 @@ class Gateway:
             self._runner = None
         if hasattr(self, "state"):
             await self.hooks.call_all("gateway_shutdown", timeout=None, gateway=self)
+        if self._background:
+            await asyncio.gather(*self._background, return_exceptions=True)
+        if self.bus is not None:
+            await self.bus.close()  # stops the scheduler and drains running jobs first
+            self.bus = None
+        for task in self._bus_tasks:
+            try:
+                await task
+            except Exception:
+                log.exception("job bus task %s ended with an error", task.get_name())
+        self._bus_tasks.clear()
+        if self.memory is not None:
+            await self.memory.close()
+            self.memory = None
+        if self.kg is not None:
+            self.kg.close()
+            self.kg = None
         for provider in self._providers.values():
             try:
                 await provider.close()
@@ -188,7 +229,6 @@ class Gateway:
         """Merge user ``source`` into ``into`` (link flow): plugins flush, the host moves, plugins reindex."""
         await self.hooks.call_all("gateway_before_users_merge", timeout=None, gateway=self, into=into, source=source)
         self.identities.merge(into=into, source=source)
-        self._stores.pop(source, None)
         await self.hooks.call_all("gateway_users_merged", gateway=self, into=into, source=source)
 
     # ------------------------------------------------------------------------------- services
@@ -208,8 +248,43 @@ class Gateway:
         return adapter.max_message_chars if adapter else 4000
 
     def memory_store(self, user_id: str) -> MemoryStore:
-        store = self._stores.get(user_id)
-        if store is None:
-            store = MemoryStore(self.data_dir / "users" / user_id, max_file_bytes=self.config.memory.max_file_bytes)
-            self._stores[user_id] = store
-        return store
+        """The user's guarded store; every write through it is re-indexed (through the bus)."""
+        return self._memory().store_for_user(user_id)
+
+    def _memory(self) -> MemoryService:
+        if self.memory is None:
+            raise RuntimeError("the gateway is not started")
+        return self.memory
+
+    def spawn(self, coro: Coroutine[Any, Any, Any], name: str = "") -> asyncio.Task[Any]:
+        """Run a short background coroutine the gateway waits for on ``settle()`` and shutdown."""
+        task = asyncio.create_task(coro, name=name or None)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+        return task
+
+    async def settle(self, timeout: float = 30.0) -> None:
+        """Wait until buffered writes, queued re-indexes and every queued (not delayed) job are done.
+
+        Tests and benchmarks use it to observe the effects of background work deterministically.
+        """
+        deadline = time.monotonic() + timeout
+        quiet = 0
+        while quiet < 2:  # two quiet polls in a row: a finishing job may enqueue a follow-up
+            await self.hooks.call_all("gateway_flush", timeout=None, gateway=self)
+            if self._background:
+                await asyncio.gather(*list(self._background), return_exceptions=True)
+            if self.memory is not None and not self.memory.detached:
+                await self.memory.drain()
+            busy = False
+            if self.bus is not None:
+                busy = any(q.pending or q.in_flight for q in await self.bus.status())
+            quiet = 0 if busy or self._background else quiet + 1
+            if time.monotonic() > deadline:
+                raise TimeoutError("background work did not settle")
+            await asyncio.sleep(0.02 if busy else 0)
+
+    def _cron_users(self) -> list[tuple[str, str]]:
+        """(user id, timezone) of every known user, for cron jobs that fire per user."""
+        rows = self.state.db.execute("SELECT user_id, timezone FROM users").fetchall()
+        return [(r[0], r[1] or self.config.timezone) for r in rows]

@@ -151,6 +151,9 @@ class MemoryConfig(Section):
     neighbor_window_s: float = Field(300, ge=0)  # nearby = same session, at most this many seconds apart
     bm25_avg_len: float = Field(64, gt=0)
     recall_k: int = Field(8, ge=0, le=100)
+    recall_budget_tokens: int = Field(600, ge=0)
+    # Groups recall from the group's own memory only; True also searches the speaker's private memory.
+    group_private_recall: bool = False
 
 
 # ---------------------------------------------------------------------------------------------- bus

@@ -191,6 +191,15 @@ def gateway_after_turn(gateway: Gateway, turn: Turn, reply: Reply, response: LLM
 
 
 @hookspec
+def gateway_flush(gateway: Gateway) -> None:
+    """Write out anything buffered now (batched log appends, counters).
+
+    Rule: all, not bounded by the hook timeout. Called by ``Gateway.settle()`` (tests, benchmarks,
+    ``kith context``) so background effects can be observed deterministically.
+    """
+
+
+@hookspec
 def gateway_turn_error(gateway: Gateway, turn: Turn, error: BaseException) -> None:
     """The turn failed with ``error``; the user got an error notice. Rule: all."""
 

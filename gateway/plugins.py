@@ -29,6 +29,8 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "gateway.llm.provider",
     "plugins.system_block",
     "plugins.session_log",
+    "plugins.memory_index",
+    "plugins.recall",
     "plugins.access",
     "adapters.websocket",
     "adapters.builtin",

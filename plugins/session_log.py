@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from gateway.hookspecs import hookimpl
-from gateway.types import LLMResponse, Reply, Turn
+from gateway.memory.scopes import channel_scope, user_scope
+from gateway.memory.store import MemoryStore
+from gateway.types import ConversationKind, LLMResponse, Reply, Turn
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -27,7 +29,7 @@ FLUSH_INTERVAL_S = 0.5
 class SessionLog:
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
-        self.pending: dict[tuple[str, str], list[str]] = defaultdict(list)
+        self.pending: dict[tuple[str, str], list[str]] = defaultdict(list)  # (scope, file) -> entries
         self.wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
 
@@ -44,14 +46,23 @@ class SessionLog:
             f"\n## {local:%H:%M:%S} · {turn.message.channel} · session {turn.session.session_id[:8]}"
             f" · turn {turn.turn_id}\n\n**{speaker}:** {turn.message.text}\n\n**assistant:** {reply.text}\n"
         )
-        key = (turn.user.user_id, rel)
+        # A group's log belongs to the group (its channel root), not to whoever happened to speak.
+        if turn.message.kind == ConversationKind.GROUP:
+            key = (channel_scope(turn.message.conversation_key), rel)
+        else:
+            key = (user_scope(turn.user.user_id), rel)
         if not self.pending[key] and not self._exists(key):
             entry = f"# Sessions {local:%Y-%m-%d}\n" + entry
         self.pending[key].append(entry)
         self.wake.set()
 
+    def _store(self, scope: str) -> MemoryStore:
+        memory = self.gateway.memory
+        assert memory is not None
+        return memory.store_for(scope)
+
     def _exists(self, key: tuple[str, str]) -> bool:
-        return self.gateway.memory_store(key[0]).exists(key[1])
+        return self._store(key[0]).exists(key[1])
 
     async def run(self) -> None:
         while True:
@@ -62,12 +73,12 @@ class SessionLog:
     async def flush(self) -> None:
         self.wake.clear()
         batch, self.pending = self.pending, defaultdict(list)
-        for (user_id, rel), entries in batch.items():
-            store = self.gateway.memory_store(user_id)
+        for (scope, rel), entries in batch.items():
             try:
+                store = self._store(scope)
                 await asyncio.to_thread(store.append, rel, "".join(entries), source="session_log")
             except Exception:
-                log.exception("could not append the session log %s for %s", rel, user_id)
+                log.exception("could not append the session log %s for %s", rel, scope)
 
 
 _LOGS: dict[int, SessionLog] = {}
@@ -94,6 +105,13 @@ async def gateway_shutdown(gateway: Gateway) -> None:
 async def gateway_before_users_merge(gateway: Gateway, into: str, source: str) -> None:
     sl = _LOGS.get(id(gateway))
     if sl is not None:
+        await sl.flush()
+
+
+@hookimpl
+async def gateway_flush(gateway: Gateway) -> None:
+    sl = _LOGS.get(id(gateway))
+    if sl is not None and sl.pending:
         await sl.flush()
 
 

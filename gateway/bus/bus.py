@@ -139,8 +139,11 @@ class JobBus:
 
     # ---------------------------------------------------------------------------------- workers
 
-    async def run_workers(self, concurrency: int | None = None, *, block_ms: int = 1000) -> None:
-        """Run a worker pool until ``stop_workers()`` / ``close()``."""
+    async def run_workers(
+        self, concurrency: int | None = None, *, block_ms: int = 1000, exclude: Sequence[str] = ()
+    ) -> None:
+        """Run a worker pool until ``stop_workers()`` / ``close()``; ``exclude``: queues it must not
+        read (jobs that need something only another process has, like the embedded memory index)."""
         if self.worker is not None:
             raise BusError("workers are already running on this bus")
         self._worker_done.clear()
@@ -149,7 +152,7 @@ class JobBus:
             self.scripts,
             self.keys,
             self.cfg,
-            list(self.specs.values()),
+            [s for s in self.specs.values() if s.name not in exclude],
             concurrency=concurrency or self.cfg.concurrency,
             ctx_factory=self.ctx_factory,
             bus=self,

@@ -8,9 +8,10 @@ import asyncio
 import logging
 import signal
 
-from gateway.bus import BusError, JobBus, specs_from_plugins
+from gateway.bus import BusError
 from gateway.cli.common import load_or_exit
 from gateway.config import Config, ConfigError
+from plugins.memory_index import INDEX_JOBS
 
 log = logging.getLogger("kith.worker")
 
@@ -28,22 +29,24 @@ async def work(config: Config, concurrency: int | None) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    # A headless gateway (no HTTP, no adapters running) gives handlers the same services the daemon
-    # has: state, memory stores, model providers.
-    async with Gateway(config, serve_http=False, supervise=False) as gw:
-        specs = specs_from_plugins(gw.plugin_host.pm)
-        async with JobBus(config, specs, ctx_factory=lambda: gw, own_server=False) as bus:
-            workers = asyncio.create_task(bus.run_workers(concurrency), name="bus:workers")
-            stopper = asyncio.create_task(stop.wait())
-            print(
-                f"kith worker: {len(specs)} job types, concurrency {concurrency or config.bus.concurrency} "
-                "(Ctrl-C to stop)",
-                flush=True,
-            )
-            await asyncio.wait([workers, stopper], return_when=asyncio.FIRST_COMPLETED)
-            stopper.cancel()
-            await bus.stop_workers()  # drains running jobs for up to bus.shutdown_grace_s
-            await workers
+    # A headless gateway (no HTTP, no adapters, no scheduler, attached to the daemon's bus) gives
+    # handlers the same services the daemon has: state, memory stores, model providers.
+    async with Gateway(config, serve_http=False, supervise=False, mode="worker") as gw:
+        bus = gw.bus
+        assert bus is not None and gw.memory is not None
+        # Without the memory index (the daemon holds the embedded one) index jobs stay the daemon's.
+        exclude = INDEX_JOBS if gw.memory.detached else ()
+        workers = asyncio.create_task(bus.run_workers(concurrency, exclude=exclude), name="bus:workers")
+        stopper = asyncio.create_task(stop.wait())
+        print(
+            f"kith worker: {len(bus.specs) - len(exclude)} job types, "
+            f"concurrency {concurrency or config.bus.concurrency} (Ctrl-C to stop)",
+            flush=True,
+        )
+        await asyncio.wait([workers, stopper], return_when=asyncio.FIRST_COMPLETED)
+        stopper.cancel()
+        await bus.stop_workers()  # drains running jobs for up to bus.shutdown_grace_s
+        await workers
 
 
 def run(args: argparse.Namespace) -> int:

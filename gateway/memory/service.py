@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -20,7 +20,7 @@ from typing import Any
 from gateway.config import Config
 from gateway.memory.chunk import Chunk, turn_chunk
 from gateway.memory.embed import Embedder, load_embedder
-from gateway.memory.index import VectorIndex, open_index
+from gateway.memory.index import IndexBusyError, VectorIndex, open_index
 from gateway.memory.indexer import Indexer, IndexReport
 from gateway.memory.recall import Hit, RecallSettings, recall
 from gateway.memory.scopes import ScopeError, channel_scope, known_scopes, root_for, user_scope
@@ -34,10 +34,18 @@ __all__ = ["MemoryService", "ScopeError", "channel_scope", "user_scope"]
 
 _LAST_TURNS = 4096  # sessions whose previous turn is remembered for dense context
 
+IndexSink = Callable[[str, str], None]
+
 
 class MemoryService:
-    def __init__(self, config: Config, *, index: VectorIndex | None = None) -> None:
+    def __init__(self, config: Config, *, index: VectorIndex | None = None, detach_if_busy: bool = False) -> None:
+        """``detach_if_busy``: when another process holds the embedded index (``kith worker`` next to
+        the daemon), run without one: writes still go through the guarded store and are reported to
+        the index sink (the job bus), recall raises ``IndexBusyError``."""
         self.config = config
+        self.detach_if_busy = detach_if_busy
+        self.detached = False
+        self.index_sink: IndexSink | None = None
         self.mem = config.memory
         self.data_dir = Path(config.data_dir)
         self.settings = RecallSettings(
@@ -67,7 +75,14 @@ class MemoryService:
             load_embedder, self.mem.embedding_model, threads=self.mem.embedding_threads
         )
         if self._index is None:
-            self._index = await asyncio.to_thread(self._open_index, self._embedder)
+            try:
+                self._index = await asyncio.to_thread(self._open_index, self._embedder)
+            except IndexBusyError:
+                if not self.detach_if_busy:
+                    raise
+                log.info("memory: the index is held by the running gateway; re-indexing goes through the bus")
+                self.detached = True
+                return
         self._indexer = Indexer(self._index, self._embedder, SparseEncoder(avg_len=self.mem.bm25_avg_len))
         self._worker = asyncio.create_task(self._drain(), name="memory:indexer")
 
@@ -83,6 +98,7 @@ class MemoryService:
         )
 
     async def close(self) -> None:
+        self.index_sink = None
         if self._worker is not None:
             await self.drain()
             self._worker.cancel()
@@ -128,7 +144,14 @@ class MemoryService:
 
     def _enqueue(self, scope: str, rel: str) -> None:
         # on_write may fire in any thread (writes often run in asyncio.to_thread).
-        if self._loop is None or self._loop.is_closed():
+        if self.index_sink is not None:
+            self.index_sink(scope, rel)
+            return
+        self.enqueue_local(scope, rel)
+
+    def enqueue_local(self, scope: str, rel: str) -> None:
+        """Re-index on this process's own indexer task (no bus, or the bus refused the job)."""
+        if self._loop is None or self._loop.is_closed() or self.detached:
             return
         try:
             on_loop = asyncio.get_running_loop() is self._loop
@@ -211,6 +234,18 @@ class MemoryService:
         await asyncio.to_thread(self._require_index().optimize)
         return out
 
+    async def rebuild(self, scope: str) -> IndexReport:
+        """Drop and rebuild one scope's index from its files (after a merge moved them in)."""
+        report = await asyncio.to_thread(self._require_indexer().rebuild, scope, self.store_for(scope))
+        self._count(report)
+        return report
+
+    async def purge(self, scope: str) -> None:
+        """Forget everything indexed for a scope (a merged-away user); its files are already gone."""
+        self.root_for(scope)
+        await asyncio.to_thread(self._require_index().delete_scope, scope)
+        self._stores.pop(scope, None)
+
     def known_scopes(self) -> list[str]:
         return known_scopes(self.data_dir)
 
@@ -264,6 +299,8 @@ class MemoryService:
         self.counters["embedded_chunks"] += report.embedded
 
     def _require_indexer(self) -> Indexer:
+        if self.detached:
+            raise IndexBusyError("this process runs without the memory index (the gateway holds it)")
         if self._indexer is None:
             raise RuntimeError("MemoryService.start() has not been awaited")
         return self._indexer

@@ -1,0 +1,116 @@
+"""Built-in plugin: keeps the memory index in step with the Markdown files, through the job bus.
+
+Every guarded write reports ``(scope, file)``; this plugin turns that into a ``memory.index`` job, so
+re-embedding never runs in a turn and survives a crash (the job is redelivered; the indexer is
+idempotent by content hash). At startup each known root gets a ``memory.sync`` job that catches up
+on edits made while the daemon was down. A link merge rebuilds the surviving user's scope and purges
+the merged one. When the bus refuses a job the write is indexed in-process instead: never dropped.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from gateway.bus import BusError, JobContext
+from gateway.hookspecs import hookimpl
+from gateway.memory.scopes import user_scope
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+log = logging.getLogger("kith.memory.index")
+
+# Jobs that need the memory index itself: a ``kith worker`` without it (embedded index held by the
+# daemon) leaves these queues to the daemon's in-process workers.
+INDEX_JOBS = ("memory.index", "memory.sync", "memory.rebuild", "memory.purge")
+
+
+def _job_id(kind: str, scope: str, rel: str = "") -> str:
+    digest = hashlib.blake2b(f"{scope}\x00{rel}".encode(), digest_size=10).hexdigest()
+    return f"{kind}:{digest}:{time.time_ns()}"
+
+
+def _memory(ctx: JobContext) -> Any:
+    memory = ctx.gateway.memory
+    if memory is None:
+        raise RuntimeError("the gateway's memory service is not running")
+    return memory
+
+
+async def index_file(ctx: JobContext, payload: dict[str, Any]) -> None:
+    await asyncio.to_thread(_memory(ctx).index_path, str(payload["scope"]), str(payload["rel"]))
+
+
+async def sync_scope(ctx: JobContext, payload: dict[str, Any]) -> None:
+    await _memory(ctx).sync(str(payload["scope"]))
+
+
+async def rebuild_scope(ctx: JobContext, payload: dict[str, Any]) -> None:
+    await _memory(ctx).rebuild(str(payload["scope"]))
+
+
+async def purge_scope(ctx: JobContext, payload: dict[str, Any]) -> None:
+    await _memory(ctx).purge(str(payload["scope"]))
+
+
+@hookimpl
+def gateway_register_jobs(register: Any) -> None:
+    register(index_file, name="memory.index", timeout=300, max_tries=5)
+    register(sync_scope, name="memory.sync", timeout=3600, max_tries=3)
+    register(rebuild_scope, name="memory.rebuild", timeout=3600, max_tries=3)
+    register(purge_scope, name="memory.purge", timeout=600, max_tries=3)
+
+
+async def _enqueue_index(gateway: Gateway, scope: str, rel: str) -> None:
+    bus = gateway.bus
+    try:
+        if bus is None:
+            raise BusError("the job bus is not running")
+        await bus.enqueue("memory.index", {"scope": scope, "rel": rel}, job_id=_job_id("index", scope, rel))
+    except BusError as exc:
+        if gateway.memory is not None and not gateway.memory.detached:
+            log.warning("re-indexing %s %s in-process: %s", scope, rel, exc)
+            gateway.memory.enqueue_local(scope, rel)
+        else:
+            # No index here and no bus: the daemon's startup sync picks the file up (content hashes).
+            log.error("could not queue re-indexing of %s %s: %s", scope, rel, exc)
+
+
+@hookimpl
+async def gateway_startup(gateway: Gateway) -> None:
+    memory, bus = gateway.memory, gateway.bus
+    if memory is None or bus is None:
+        return
+    loop = asyncio.get_running_loop()
+
+    def sink(scope: str, rel: str) -> None:
+        # Writes run on the loop or in worker threads; the enqueue always runs on the loop.
+        def start() -> None:
+            gateway.spawn(_enqueue_index(gateway, scope, rel), name="memory:enqueue-index")
+
+        try:
+            on_loop = asyncio.get_running_loop() is loop
+        except RuntimeError:
+            on_loop = False
+        if on_loop:
+            start()
+        elif not loop.is_closed():
+            loop.call_soon_threadsafe(start)
+
+    memory.index_sink = sink
+    if gateway.mode == "daemon" and not memory.detached:
+        for scope in memory.known_scopes():
+            await bus.enqueue("memory.sync", {"scope": scope}, job_id=_job_id("sync", scope))
+
+
+@hookimpl
+async def gateway_users_merged(gateway: Gateway, into: str, source: str) -> None:
+    bus = gateway.bus
+    if bus is None:
+        return
+    await bus.enqueue("memory.rebuild", {"scope": user_scope(into)}, job_id=_job_id("rebuild", user_scope(into)))
+    await bus.enqueue("memory.purge", {"scope": user_scope(source)}, job_id=_job_id("purge", user_scope(source)))
