@@ -1,0 +1,81 @@
+"""Built-in plugin: the memory writer job and its triggers (docs/memory.md, "Memory writer").
+
+Triggers, all from the turn path and all just an enqueue keyed by ids:
+
+* **turns**: after a turn, when the session has ``writer.turn_threshold`` unsummarised user turns
+  (job id ``writer:<session>:<watermark>``, so a burst of turns queues one run);
+* **idle**: every turn queues a delayed check ``writer.idle_seconds`` later; it runs only if that turn
+  is still the session's latest (a newer turn has its own check);
+* **session end**: a new session in a scope (idle gap, ``/new``) queues the previous one.
+
+Off-The-Record turns never reach ``gateway_after_turn``, and an OTR session start is ignored.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING, Any
+
+from gateway.bus.context import JobContext
+from gateway.hookspecs import hookimpl
+from gateway.memory import jobscope, progress
+from gateway.memory.writer import count_pending, run_writer
+from gateway.types import LLMResponse, Reply, Session, Turn
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+log = logging.getLogger("kith.plugins.memory_writer")
+JOB = "memory_writer"
+
+
+async def memory_writer(ctx: JobContext, payload: dict[str, Any]) -> None:
+    gw = ctx.gateway
+    cfg = gw.config.background.writer
+    session_id = str(payload.get("session_id", ""))
+    row = gw.state.one("SELECT scope_key FROM sessions WHERE session_id=?", session_id)
+    if not cfg.enabled or row is None:
+        return
+    if payload.get("reason") == "idle":
+        latest = gw.state.one(
+            "SELECT turn_id FROM turns WHERE session_id=? AND role='user' ORDER BY seq DESC LIMIT 1", session_id
+        )
+        if latest is not None and latest[0] != payload.get("turn_id"):
+            return  # the session went on; the newer turn's check decides
+    scope = jobscope.for_session_scope(gw, row[0])
+    result = await run_writer(db=gw.state.db, store=jobscope.store(gw, scope), provider=gw.llm(cfg.backend),
+                              session_id=session_id, settings=cfg, tz=scope.tz)  # fmt: skip
+    log.debug("memory writer %s: %s", session_id, result.status)
+
+
+@hookimpl
+def gateway_register_jobs(register: Any) -> None:
+    register(memory_writer, name=JOB, timeout=600, max_tries=5)
+
+
+@hookimpl
+async def gateway_after_turn(gateway: Gateway, turn: Turn, reply: Reply, response: LLMResponse | None) -> None:
+    cfg = gateway.config.background.writer
+    if turn.otr or turn.session is None or gateway.bus is None or not cfg.enabled:
+        return
+    sid = turn.session.session_id
+    if count_pending(gateway.state.db, sid) >= cfg.turn_threshold:
+        wm = progress.writer_watermark(gateway.state.db, sid)
+        await gateway.bus.enqueue(JOB, {"session_id": sid, "reason": "turns"}, job_id=f"writer:{sid}:{wm}")
+    await gateway.bus.enqueue(JOB, {"session_id": sid, "turn_id": turn.turn_id, "reason": "idle"},
+                              job_id=f"writer-idle:{turn.turn_id}", delay=cfg.idle_seconds)  # fmt: skip
+
+
+@hookimpl
+async def gateway_session_started(gateway: Gateway, turn: Turn, session: Session) -> None:
+    cfg = gateway.config.background.writer
+    if session.otr or gateway.bus is None or not cfg.enabled or not cfg.on_session_end:
+        return
+    prev = gateway.state.one(
+        "SELECT session_id FROM sessions WHERE scope_key=? AND session_id<>? AND ended_at IS NOT NULL "
+        "ORDER BY ended_at DESC LIMIT 1",
+        session.scope, session.session_id,
+    )  # fmt: skip
+    if prev is not None and count_pending(gateway.state.db, prev[0]) > 0:
+        await gateway.bus.enqueue(JOB, {"session_id": prev[0], "reason": "session_end"},
+                                  job_id=f"writer-end:{prev[0]}")  # fmt: skip

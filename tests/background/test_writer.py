@@ -1,0 +1,134 @@
+"""Memory writer (issue 6): triggers (turns, idle, session end), the slot file merged not forked,
+people/ and topics/ files with the aliases index, and a watermark that moves only on success."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from typing import Any
+
+from gateway.memory import progress
+from gateway.memory.scopes import user_scope
+from tests.background.conftest import BgFactory, say, user_id
+
+WRITER_OK = """SUMMARY:
+Alice is moving to Munich in June and looked at flats near the Isar.
+
+PEOPLE:
+[{"slug": "websocket-alice", "name": "Alice", "aliases": ["Ali", "A. Schmidt"],
+  "content": "Alice is moving to Munich in June.\\n\\n## Aliases\\n- Ali"}]
+
+TOPICS:
+[{"title": "Moving to Munich", "content": "Flat hunting near the Isar; budget 1400 EUR."}]
+"""
+
+WRITER_MERGED = """SUMMARY:
+Alice is moving to Munich in June. She also signed up for the climbing club.
+
+PEOPLE:
+[]
+
+TOPICS:
+[]
+"""
+
+
+def files(gw: Any, uid: str) -> dict[str, str]:
+    store = gw.memory_store(uid)
+    return {e.path: store.read(e.path) for e in store.files() if not e.path.startswith("_history")}
+
+
+def slot_files(gw: Any, uid: str) -> list[str]:
+    return [p for p in files(gw, uid) if p.startswith("sessions/") and p.count("-") == 3]
+
+
+async def test_turn_threshold_writes_summary_people_topics_and_aliases(bg_gateway: BgFactory, fake_anthropic: Any) -> None:
+    gw = await bg_gateway(background={"writer": {"turn_threshold": 3}})
+    await say(gw, "I'm moving to Munich in June.", "Looking at flats near the Isar.")
+    assert not slot_files(gw, user_id(gw))
+    fake_anthropic.enqueue("reply three")  # the third turn's own reply
+    fake_anthropic.enqueue(WRITER_OK)  # then the writer's call
+    await say(gw, "Budget is 1400 EUR.")
+    await gw.settle()
+    uid = user_id(gw)
+    got = files(gw, uid)
+    [slot] = slot_files(gw, uid)
+    assert "Munich in June" in got[slot] and f"through=" in got[slot]
+    assert got["people/websocket-alice.md"].startswith("# Alice\n")
+    assert "kith:provenance source=memory_writer" in got["people/websocket-alice.md"]
+    assert "budget 1400 EUR" in got["topics/moving-to-munich.md"]
+    aliases = json.loads(got["people/_aliases.json"])
+    assert aliases == {"a. schmidt": "websocket-alice", "ali": "websocket-alice", "alice": "websocket-alice"}
+    # The writer used the cheap model and saw the turns, not just ids.
+    body = fake_anthropic.requests[-1]
+    assert body["model"] == gw.config.llm.cheap_model and "Budget is 1400 EUR." in json.dumps(body)
+    sid = gw.state.one("SELECT session_id FROM sessions LIMIT 1")[0]
+    last = gw.state.one("SELECT max(seq) FROM turns WHERE session_id=?", sid)[0]
+    assert progress.writer_watermark(gw.state.db, sid) == last
+    # Indexed like any memory: the summary is recallable.
+    hits = await gw.memory.recall(scope=user_scope(uid), query="flats near the Isar", k=5)
+    assert any(h.source == slot for h in hits)
+
+
+async def test_second_run_in_the_same_slot_merges_into_one_file(bg_gateway: BgFactory, fake_anthropic: Any) -> None:
+    gw = await bg_gateway(background={"writer": {"turn_threshold": 1}})
+    fake_anthropic.enqueue("ok")
+    fake_anthropic.enqueue(WRITER_OK)
+    await say(gw, "I'm moving to Munich in June.")
+    await gw.settle()
+    fake_anthropic.enqueue("ok")
+    fake_anthropic.enqueue(WRITER_MERGED)
+    await say(gw, "I joined the climbing club.")
+    await gw.settle()
+    uid = user_id(gw)
+    [slot] = slot_files(gw, uid)  # merged, not forked into a -2 sibling
+    text = files(gw, uid)[slot]
+    assert "climbing club" in text and text.count("<!-- kith:writer session=") == 1
+    # The second call received the first summary to merge into, and only the new turn.
+    prompt = fake_anthropic.requests[-1]["messages"][0]["content"]
+    assert "flats near the Isar" in prompt and "climbing club" in prompt and "I'm moving to Munich" not in prompt
+
+
+async def test_idle_timeout_triggers_a_run(bg_gateway: BgFactory, fake_anthropic: Any) -> None:
+    gw = await bg_gateway(background={"writer": {"idle_seconds": 1}})
+    await say(gw, "Remind me: the boat is at pier 17.")
+    fake_anthropic.enqueue(WRITER_OK)
+    for _ in range(100):
+        await asyncio.sleep(0.05)
+        if slot_files(gw, user_id(gw)):
+            break
+    await gw.settle()
+    assert slot_files(gw, user_id(gw))
+
+
+async def test_session_end_triggers_a_run_and_a_superseded_idle_check_does_nothing(
+    bg_gateway: BgFactory, fake_anthropic: Any
+) -> None:
+    gw = await bg_gateway(background={"writer": {"idle_seconds": 1}})
+    await say(gw, "First session, first turn.", "First session, second turn.")
+    await say(gw, "/new")  # ends the session; the next turn starts the new one and queues the old
+    # The queued writer and the turn's own reply race for the fake model: both get a valid answer.
+    fake_anthropic.enqueue(WRITER_OK)
+    fake_anthropic.enqueue(WRITER_OK)
+    await say(gw, "Second session.")
+    fake_anthropic.enqueue(WRITER_MERGED)  # for the second session's idle check, a second from now
+    await asyncio.sleep(1.2)  # the first session's idle checks fire too: superseded, or nothing left to do
+    for _ in range(60):
+        await gw.settle()
+        if progress.writer_watermark(gw.state.db, _session(gw, 1)):
+            break
+        await asyncio.sleep(0.05)
+    first, second = _session(gw, 0), _session(gw, 1)
+    assert progress.writer_watermark(gw.state.db, first) == _last_seq(gw, first)
+    assert progress.writer_watermark(gw.state.db, second) == _last_seq(gw, second)
+    writer_calls = [r for r in fake_anthropic.requests if r["model"] == gw.config.llm.cheap_model]
+    assert len(writer_calls) == 2  # one per session: the first turn's idle check was superseded
+
+
+def _session(gw: Any, index: int) -> str:
+    rows = gw.state.all("SELECT session_id FROM sessions ORDER BY started_at")
+    return str(rows[index][0])
+
+
+def _last_seq(gw: Any, sid: str) -> int:
+    return int(gw.state.one("SELECT max(seq) FROM turns WHERE session_id=?", sid)[0])
