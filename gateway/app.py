@@ -72,6 +72,9 @@ class Gateway:
         self._providers: dict[str, Provider] = {}
         self.started_at = time.time()
         self._background: set[asyncio.Task[Any]] = set()
+        # Per-gateway state of built-in plugins (modules), keyed by plugin: two gateways in one
+        # process (tests, kith worker next to a daemon) never share it.
+        self.plugin_state: dict[str, Any] = {}
         self._bus_tasks: list[asyncio.Task[None]] = []
         self.memory: MemoryService | None = None
         self.bus: JobBus | None = None

@@ -78,6 +78,10 @@ class LLMConfig(Section):
 class SessionsConfig(Section):
     idle_minutes: float = Field(240, gt=0)
     history_turns: int = Field(20, ge=0, le=500)
+    # Compaction: when the live (not yet compacted) history passes this many tokens, or would outgrow
+    # ``history_turns``, a job summarises the older turns into working memory (0 = never).
+    compact_after_tokens: int = Field(3000, ge=0)
+    compact_keep_turns: int = Field(4, ge=1, le=100)  # newest exchanges kept verbatim
 
 
 class IdentityLink(Section):
@@ -154,6 +158,15 @@ class MemoryConfig(Section):
     recall_budget_tokens: int = Field(600, ge=0)
     # Groups recall from the group's own memory only; True also searches the speaker's private memory.
     group_private_recall: bool = False
+    # Session-start injection (docs/memory.md): WORKING.md expires this long after its last update,
+    # and is capped to this many tokens when compaction writes it.
+    working_ttl_days: float = Field(14, gt=0)
+    working_max_tokens: int = Field(1000, ge=100)
+    proactive_session_greeting: bool = False  # first turn: acknowledge what the user was working on
+    # Groups never see a member's USER.md/PATTERNS.md/people notes unless this is true.
+    group_private_profile: bool = False
+    people_file_tokens: int = Field(800, ge=50)  # per people/ file in the prompt
+    people_recent_participants: int = Field(5, ge=0, le=50)
 
 
 # --------------------------------------------------------------------------------------- background

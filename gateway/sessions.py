@@ -126,10 +126,13 @@ class Sessions:
             return tuple(otr.history[-limit:]) if otr and limit else ()
         if not limit:
             return ()
+        # Turns a compaction summarised are replaced by its summary (a context section); the
+        # transcript keeps them all.
+        compacted = self.state.compaction(session.session_id)
         return tuple(
             HistoryMessage(role=r["role"], content=r["content"], timestamp=parse_ts(r["created_at"]),
                            turn_id=r["turn_id"])
-            for r in self.state.history(session.session_id, limit)
+            for r in self.state.history(session.session_id, limit, compacted["upto_seq"] if compacted else 0)
         )
 
     def record(

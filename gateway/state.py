@@ -70,6 +70,12 @@ CREATE TABLE IF NOT EXISTS dedupe (
     created_at TEXT NOT NULL,
     PRIMARY KEY (channel, message_id)
 );
+CREATE TABLE IF NOT EXISTS compactions (
+    session_id TEXT PRIMARY KEY,
+    upto_seq INTEGER NOT NULL,
+    summary TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
 CREATE TABLE IF NOT EXISTS conversations (
     conversation_key TEXT PRIMARY KEY,
     channel TEXT NOT NULL,
@@ -149,14 +155,20 @@ class State:
             scope_key,
         )
 
-    def history(self, session_id: str, limit: int) -> list[sqlite3.Row]:
+    def history(self, session_id: str, limit: int, after_seq: int = 0) -> list[sqlite3.Row]:
         rows = self.all(
-            "SELECT role, content, created_at, turn_id FROM turns WHERE session_id=? ORDER BY seq DESC LIMIT ?",
+            "SELECT role, content, created_at, turn_id FROM turns WHERE session_id=? AND seq>?"
+            " ORDER BY seq DESC LIMIT ?",
             session_id,
+            after_seq,
             limit,
         )
         rows.reverse()
         return rows
+
+    def compaction(self, session_id: str) -> sqlite3.Row | None:
+        """The session's compacted prefix: turns up to ``upto_seq`` live on as ``summary``."""
+        return self.one("SELECT upto_seq, summary, updated_at FROM compactions WHERE session_id=?", session_id)
 
     def table_names(self) -> list[str]:
         return [r[0] for r in self.all("SELECT name FROM sqlite_master WHERE type='table' ORDER BY name")]

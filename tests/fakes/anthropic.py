@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,6 +40,9 @@ class FakeAnthropic:
     chunk_delay_s: float = 0.0  # pause between streamed pieces, so a UI can be seen streaming
     runner: web.AppRunner | None = None
     port: int = 0
+    # Answer by content instead of by order (background jobs call the model at unpredictable times):
+    # the first responder returning text answers the request; None lets the script/default answer.
+    responders: list[Callable[[dict[str, Any]], str | None]] = field(default_factory=list)
 
     def enqueue(self, text: str = "", *, status: int = 200, error_type: str = "api_error",
                 delay_s: float = 0.0) -> None:
@@ -154,7 +158,11 @@ class FakeAnthropic:
             return web.json_response(
                 {"type": "error", "error": {"type": "invalid_request_error", "message": problem}}, status=400)
         self.requests.append(body)
-        scripted = self.script.popleft() if self.script else Scripted(text=self._default_text(body))
+        answer = next((t for t in (r(body) for r in self.responders) if t is not None), None)
+        if answer is not None:
+            scripted = Scripted(text=answer)
+        else:
+            scripted = self.script.popleft() if self.script else Scripted(text=self._default_text(body))
         delay = scripted.delay_s or self.default_delay_s
         if delay:
             await asyncio.sleep(delay)

@@ -1,0 +1,122 @@
+"""Built-in plugin: the people lookup guarantee.
+
+Before recall, and whatever recall finds, the notes on the people in the conversation are loaded
+from ``people/`` (written by the memory writer), in this order:
+
+1. the speaker's file (``people/<channel>-<account>.md``: keyed on the immutable platform id);
+2. everyone else in the pending batch (a turn is one message today, so this is the speaker);
+3. the conversation's recent participants (groups: the last ``memory.people_recent_participants``
+   distinct speakers);
+4. anyone the message mentions by a name in ``people/_aliases.json``.
+
+Each file is capped at ``memory.people_file_tokens``. When the prompt overflows, files are dropped
+from the end of that list: mentions go first, the speaker's file last. In a group the notes come from
+the group's own root; a member's private notes stay out unless ``memory.group_private_profile``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from typing import TYPE_CHECKING
+
+from gateway.context import truncate_to_tokens
+from gateway.hookspecs import hookimpl
+from gateway.memory.store import MemoryStore
+from gateway.memory.writer import ALIASES, person_slug
+from gateway.tiers import loads, tier_of
+from gateway.types import ContextSection, ConversationKind, Stability, Turn
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+log = logging.getLogger("kith.people")
+_WORD = re.compile(r"\w+(?:-\w+)*")  # apostrophes split: "Hanna's" names Hanna
+_MAX_NGRAM = 3
+
+
+def aliases(store: MemoryStore) -> dict[str, str]:
+    if not store.exists(ALIASES):
+        return {}
+    try:
+        data = json.loads(store.read(ALIASES))
+    except ValueError:
+        log.warning("%s in %s is not valid JSON; mentions are not resolved", ALIASES, store.root)
+        return {}
+    return {str(k).casefold(): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+def mentioned(text: str, known: dict[str, str]) -> list[str]:
+    """Slugs of people named in ``text`` (single words and phrases up to three words), in order."""
+    words = [w.casefold() for w in _WORD.findall(text)]
+    out: list[str] = []
+    for i in range(len(words)):
+        for n in range(_MAX_NGRAM, 0, -1):
+            if i + n <= len(words):
+                slug = known.get(" ".join(words[i:i + n]))
+                if slug and slug not in out:
+                    out.append(slug)
+                    break
+    return out
+
+
+def recent_participants(gateway: Gateway, turn: Turn, limit: int) -> list[str]:
+    msg = turn.message
+    rows = gateway.state.all(
+        "SELECT i.account_id FROM turns t JOIN identities i ON i.user_id=t.user_id AND i.channel=?"
+        " WHERE t.conversation_key=? AND t.role='user' GROUP BY i.account_id ORDER BY MAX(t.seq) DESC LIMIT ?",
+        msg.channel,
+        msg.conversation_key,
+        limit,
+    )
+    return [person_slug(msg.channel, r["account_id"]) for r in rows]
+
+
+def ordered_slugs(gateway: Gateway, turn: Turn, store: MemoryStore) -> list[str]:
+    msg = turn.message
+    speaker = person_slug(msg.channel, msg.account_id)
+    order = [speaker]  # 1 + 2: the speaker (the whole pending batch)
+    if msg.kind == ConversationKind.GROUP:
+        order += recent_participants(gateway, turn, gateway.config.memory.people_recent_participants)
+    order += mentioned(msg.text, aliases(store))
+    return list(dict.fromkeys(order))
+
+
+def people_text(gateway: Gateway, turn: Turn) -> str:
+    memory = gateway.memory
+    assert memory is not None and turn.user is not None
+    msg = turn.message
+    cfg = gateway.config.memory
+    if msg.kind == ConversationKind.GROUP:
+        stores = [memory.store_for_channel(msg.conversation_key)]
+        if cfg.group_private_profile:
+            stores.append(memory.store_for_user(turn.user.user_id))
+    else:
+        stores = [memory.store_for_user(turn.user.user_id)]
+    parts: list[str] = []
+    seen: set[str] = set()
+    for store in stores:
+        for slug in ordered_slugs(gateway, turn, store):
+            rel = f"people/{slug}.md"
+            if slug in seen or not store.exists(rel):
+                continue
+            seen.add(slug)
+            parts.append(truncate_to_tokens(store.read(rel).strip(), cfg.people_file_tokens))
+    return "\n\n".join(parts)
+
+
+@hookimpl
+async def gateway_context_sections(gateway: Gateway, turn: Turn) -> ContextSection | None:
+    if gateway.memory is None or turn.user is None or not loads(tier_of(gateway, turn), "people"):
+        return None
+    try:
+        text = await asyncio.to_thread(people_text, gateway, turn)
+    except Exception:
+        log.exception("people lookup failed for turn %s", turn.turn_id)
+        return None
+    if not text:
+        return None
+    return ContextSection(source="memory.people", title="People in this conversation (notes)", text=text,
+                          priority=60, stability=Stability.VOLATILE, trim_rank=35, as_data=True)

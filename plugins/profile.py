@@ -1,0 +1,125 @@
+"""Built-in plugin: session-start injection - who you are talking to, and where you left off.
+
+At a session's first turn the plugin snapshots the conversation's standing memory and keeps it for
+the whole session, so the prompt prefix stays byte-identical (the Anthropic cache breakpoint covers
+it) and a nightly USER.md rewrite or a reconnect never injects anything twice:
+
+* direct conversations: ``USER.md`` and ``PATTERNS.md`` (the profile, protected from trimming) and
+  ``WORKING.md`` when it has not expired (written by compaction, so it follows the user across
+  channels and daemon restarts);
+* groups: the group's ``CHANNEL.md`` and its own ``WORKING.md``. A member's private profile stays
+  out of group chats unless ``memory.group_private_profile`` is set.
+
+Everything is quoted as data: these files hold text people wrote. With
+``memory.proactive_session_greeting`` the first turn also asks the model to pick up the last thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import OrderedDict
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gateway.hookspecs import hookimpl
+from gateway.memory import working
+from gateway.memory.store import MemoryStore
+from gateway.tiers import loads, tier_of
+from gateway.types import ContextSection, ConversationKind, Stability, Turn
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+log = logging.getLogger("kith.profile")
+_MAX_SNAPSHOTS = 4096
+GREETING = (
+    "This is the first message of a new session. If relevant, briefly acknowledge what the user was last "
+    "working on (see the working memory above) before responding to their message."
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Snapshot:
+    sections: tuple[tuple[str, ContextSection], ...]  # (tier item, section)
+    has_working: bool
+
+
+def _file(store: MemoryStore, rel: str) -> str:
+    try:
+        return store.read(rel).strip() if store.exists(rel) else ""
+    except Exception:  # an unreadable file must not cost the user their answer
+        log.exception("could not read %s in %s", rel, store.root)
+        return ""
+
+
+def _section(source: str, title: str, text: str, priority: int, **kw: object) -> ContextSection:
+    return ContextSection(source=source, title=title, text=text, priority=priority,
+                          stability=Stability.STABLE, as_data=True, **kw)  # type: ignore[arg-type]
+
+
+def take_snapshot(gateway: Gateway, turn: Turn) -> Snapshot:
+    memory = gateway.memory
+    assert memory is not None and turn.user is not None
+    mem = gateway.config.memory
+    msg = turn.message
+    out: list[tuple[str, ContextSection]] = []
+    group = msg.kind == ConversationKind.GROUP
+    user_store = memory.store_for_user(turn.user.user_id)
+    if group:
+        room = memory.store_for_channel(msg.conversation_key)
+        if text := _file(room, "CHANNEL.md"):
+            out.append(("CHANNEL.md", _section("memory.channel", "About this conversation (channel memory)", text,
+                                               85, protected=True)))
+        wm_store = room
+    else:
+        wm_store = user_store
+    if not group or mem.group_private_profile:
+        if text := _file(user_store, "USER.md"):
+            out.append(("USER.md", _section("memory.profile", "Who you're talking to (profile)", text, 80,
+                                            protected=True)))
+        if text := _file(user_store, "PATTERNS.md"):
+            out.append(("PATTERNS.md", _section("memory.patterns", "Their patterns", text, 79, protected=True)))
+    wm = working.read(wm_store, turn.received_at)
+    if wm is not None and turn.session is not None and gateway.state.compaction(turn.session.session_id):
+        # This session compacted (and a restart dropped the snapshot): WORKING.md is its own summary,
+        # already in the prompt as the session summary, which folded in the previous working memory.
+        wm = None
+    if wm is not None:
+        out.append(("WORKING.md", _section(
+            "memory.working", f"Recent context (working memory, updated {wm.updated:%Y-%m-%d %H:%M} UTC)", wm.body,
+            70, budget=mem.working_max_tokens, trim_rank=45,
+        )))
+    return Snapshot(tuple(out), wm is not None)
+
+
+def _snapshots(gateway: Gateway) -> OrderedDict[str, Snapshot]:
+    return gateway.plugin_state.setdefault("profile.snapshots", OrderedDict())  # type: ignore[no-any-return]
+
+
+@hookimpl
+async def gateway_context_sections(gateway: Gateway, turn: Turn) -> list[ContextSection]:
+    if gateway.memory is None or turn.user is None or turn.session is None:
+        return []
+    cache = _snapshots(gateway)
+    key = turn.session.session_id
+    snap = cache.get(key)
+    if snap is None:  # the session's first turn here (or the first since a restart)
+        snap = await asyncio.to_thread(take_snapshot, gateway, turn)
+        cache[key] = snap
+        if len(cache) > _MAX_SNAPSHOTS:
+            cache.popitem(last=False)
+    else:
+        cache.move_to_end(key)
+    tier = tier_of(gateway, turn)
+    sections = [section for item, section in snap.sections if loads(tier, item)]
+    if (gateway.config.memory.proactive_session_greeting and turn.session.is_new and snap.has_working
+            and loads(tier, "WORKING.md")):
+        sections.append(ContextSection(source="memory.greeting", title="Session start", text=GREETING,
+                                       priority=10, stability=Stability.VOLATILE, protected=True))
+    return sections
+
+
+@hookimpl
+def gateway_users_merged(gateway: Gateway, into: str, source: str) -> None:
+    _snapshots(gateway).clear()  # the survivor's files changed under its live sessions
