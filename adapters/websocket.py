@@ -173,11 +173,11 @@ class Connection:
         await self.send({"type": "ready", "user_id": user.user_id, "otr": otr, "model_ready": gw.model_ready,
                          "notice": "" if gw.model_ready else gw.model_help})
 
-    def _message_obj(self, text: str, message_id: str) -> InboundMessage:
+    def _message_obj(self, text: str, message_id: str, tier: int | None = None) -> InboundMessage:
         return InboundMessage(
             channel="websocket", account_id=self.client_id, conversation_id=self.client_id, text=text,
             kind=ConversationKind.DM, display_name=self.name, message_id=message_id,
-            timestamp=datetime.now(UTC), trusted=True,
+            timestamp=datetime.now(UTC), trusted=True, raw={"tier": tier} if tier is not None else {},
         )
 
     async def _message(self, frame: dict[str, Any]) -> None:
@@ -195,6 +195,10 @@ class Connection:
         if len(text) > MAX_TEXT_CHARS:
             await self.error("too_long", f"'text' is limited to {MAX_TEXT_CHARS} characters", ref)
             return
+        tier = frame.get("tier")
+        if tier is not None and (not isinstance(tier, int) or isinstance(tier, bool) or not 1 <= tier <= 4):
+            await self.error("bad_frame", "'tier' must be a context tier 1-4", ref)
+            return
         if not self.bucket.take():
             await self.error("rate_limited", "too many messages; slow down", ref)
             return
@@ -203,7 +207,7 @@ class Connection:
         async def on_delta(piece: str) -> None:
             await self.send({"type": "delta", "id": ref, "text": piece})
 
-        reply = await self.adapter.gateway.handle_inbound(self._message_obj(text, message_id), on_delta=on_delta)
+        reply = await self.adapter.gateway.handle_inbound(self._message_obj(text, message_id, tier), on_delta=on_delta)
         if reply is None:
             await self.send({"type": "reply", "id": ref, "text": "", "dropped": True})
             return

@@ -9,6 +9,8 @@ from typing import TYPE_CHECKING
 
 from gateway.hookspecs import hookimpl
 from gateway.identity import LinkError
+from gateway.memory.errors import MemoryStoreError
+from gateway.personas import persona_store, resolve
 from gateway.types import ConversationKind, Reply, Turn
 
 if TYPE_CHECKING:
@@ -22,6 +24,17 @@ Commands:
 /link: get a code to connect another account (Telegram, Discord, ...) to this one
 /link CODE: connect this account to the one that produced CODE
 /help: this text"""
+
+
+def persona_help(gateway: Gateway, turn: Turn) -> str:
+    """The HELP.md of the persona this conversation talks to, after the shared help ("" if none)."""
+    msg = turn.message
+    name = resolve(gateway, gateway.config.personas.for_conversation(msg.channel, msg.conversation_key))
+    try:
+        text = persona_store(gateway, name).read("HELP.md").strip()
+    except MemoryStoreError:
+        return ""
+    return "\n\n" + text if text else ""
 
 
 def _notice(text: str) -> Reply:
@@ -38,7 +51,7 @@ async def gateway_handle_command(gateway: Gateway, turn: Turn, command: str, arg
     sessions = gateway.sessions
     if command in ("start", "help"):
         extra = "" if gateway.model_ready else "\n\nNote: " + gateway.model_help
-        return _notice(HELP + extra)
+        return _notice(HELP + persona_help(gateway, turn) + extra)
     if command == "new":
         sessions.new(user, msg, now)
         return _notice("Started a new session. I still remember you; the conversation context is fresh.")

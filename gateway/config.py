@@ -131,6 +131,30 @@ class ContextConfig(Section):
         return v
 
 
+PERSONA_NAME = r"^[a-z0-9][a-z0-9_-]{0,63}$"
+PersonaName = Annotated[str, Field(pattern=PERSONA_NAME)]
+
+
+class PersonasConfig(Section):
+    """Which persona (``<data_dir>/personas/<name>/``) speaks where; see docs/personas.md.
+
+    A session takes its persona when it starts: the conversation's (``"<channel>:<conversation id>"``),
+    else the channel's, else ``default``. Personas named here that do not exist yet are created from
+    ``template`` at startup.
+    """
+
+    default: PersonaName = "kith"
+    channels: dict[str, PersonaName] = Field(default_factory=dict)
+    conversations: dict[str, PersonaName] = Field(default_factory=dict)
+    template: str = "default"  # a shipped template (gateway/personas/templates/) or an existing persona
+
+    def for_conversation(self, channel: str, conversation_key: str) -> str:
+        return self.conversations.get(conversation_key) or self.channels.get(channel) or self.default
+
+    def names(self) -> list[str]:
+        return sorted({self.default, *self.channels.values(), *self.conversations.values()})
+
+
 # ------------------------------------------------------------------------------------------- memory
 
 
@@ -361,7 +385,7 @@ class Config(Section):
     data_dir: Path = Path("./kith-data")
     log_level: Literal["DEBUG", "INFO", "WARNING", "ERROR"] = "INFO"
     timezone: str = "UTC"
-    persona: str = "default"
+    personas: PersonasConfig = Field(default_factory=PersonasConfig)
     server: ServerConfig = Field(default_factory=ServerConfig)
     llm: LLMConfig = Field(default_factory=LLMConfig)
     sessions: SessionsConfig = Field(default_factory=SessionsConfig)

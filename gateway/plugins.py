@@ -28,6 +28,8 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "gateway.commands",
     "gateway.llm.provider",
     "plugins.system_block",
+    "plugins.persona",
+    "plugins.tools",
     "plugins.session_log",
     "plugins.memory_index",
     "plugins.recall",

@@ -76,7 +76,7 @@ class Sessions:
             started_at=now,
             last_active_at=now,
             is_new=True,
-            persona=self.config.persona,
+            persona=self.config.personas.for_conversation(message.channel, message.conversation_key),
         )
         with self.state.tx() as db:
             if previous:
@@ -108,7 +108,7 @@ class Sessions:
             last_active_at=now,
             otr=True,
             is_new=True,
-            persona=self.config.persona,
+            persona=self.config.personas.for_conversation(message.channel, message.conversation_key),
         )
         self.otr[key] = OtrSession(session=session)
         return session

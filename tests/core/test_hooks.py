@@ -191,7 +191,7 @@ async def test_overriding_first_result_hooks(make_gateway: Any) -> None:
     reply = await gw.handle_inbound(trusted("hello", account="vip"))
     assert reply is not None and reply.chunks == ("XXXXX", "XXXXX")
     assert ov.requests[-1].max_tokens == 77
-    assert "Europe/Berlin" in ov.requests[-1].system[0].text
+    assert "Europe/Berlin" in next(s.text for s in ov.requests[-1].system if s.source == "system")
     assert gw.state.one("SELECT user_id FROM turns")["user_id"] == "fixed-user"  # type: ignore[index]
     failed = await gw.handle_inbound(trusted("fail"))
     assert failed is not None and failed.notice and failed.text == "model says no"

@@ -1,0 +1,146 @@
+"""Built-in plugin: the persona's files and the speaker's tiered memory files in the system prompt.
+
+Persona (``<data_dir>/personas/<session persona>/``), by tier: IDENTITY (1), SOUL and PROTOCOLS (2),
+CONTEXT_TIERS (3). Stable, protected and first: the Anthropic cache breakpoint sits after the stable
+sections, so the persona is served from the prompt cache turn after turn.
+
+The speaker's own root (``users/<id>/``), by tier: MEMORY_SHORT and MEMORY_MID (2), MEMORY_LONG (3) as
+dated digests (quoted data, trimmed after recall and facts); REMINDERS (2); SCRATCH and TASKS (4).
+A group conversation never receives any of them: other people read the answers there.
+
+Files are re-read only when they changed (``FileCache``); a persona is created from its template at
+startup when the config names one that does not exist yet.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING
+
+from gateway.hookspecs import hookimpl
+from gateway.personas import FileCache, ensure_configured, persona_store, resolve
+from gateway.tiers import loads, tier_of
+from gateway.types import ContextSection, ConversationKind, Stability, Turn
+from plugins.tools import REMINDERS, SCRATCH, TASKS, render_reminders, render_tasks
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+log = logging.getLogger("kith.persona")
+
+# (file, title, priority): the persona leads the prompt, before the profile and everything else.
+PERSONA_SECTIONS: tuple[tuple[str, str, int], ...] = (
+    ("IDENTITY.md", "Identity", 960),
+    ("SOUL.md", "Soul", 950),
+    ("PROTOCOLS.md", "Protocols", 940),
+    ("CONTEXT_TIERS.md", "Context tiers", 930),
+)
+
+# (file, title, priority, token budget): dated digests, oldest-and-broadest first.
+DIGESTS: tuple[tuple[str, str, int, int], ...] = (
+    ("MEMORY_LONG.md", "Long-term memory", 520, 800),
+    ("MEMORY_MID.md", "Mid-term memory", 510, 600),
+    ("MEMORY_SHORT.md", "Recent memory", 500, 800),
+)
+DIGEST_TRIM_RANK = 30  # after recalled (10) and facts (20), before playbooks (40): docs/memory.md
+WORKSPACE_TRIM_RANK = 35
+REMINDERS_TRIM_RANK = 45
+
+FILES = FileCache()
+
+
+def _strip_title(text: str) -> str:
+    """Drop a leading ``# Heading`` line: the section already carries its title."""
+    head, sep, rest = text.lstrip().partition("\n")
+    return rest.strip() if sep and head.startswith("# ") else text.strip()
+
+
+def persona_name(gateway: Gateway, turn: Turn) -> str:
+    if turn.session is not None:
+        name = turn.session.persona
+    else:
+        msg = turn.message
+        name = gateway.config.personas.for_conversation(msg.channel, msg.conversation_key)
+    return resolve(gateway, name)
+
+
+def persona_sections(gateway: Gateway, turn: Turn, tier: int) -> list[ContextSection]:
+    name = persona_name(gateway, turn)
+    store = persona_store(gateway, name)
+    out = []
+    for fname, title, priority in PERSONA_SECTIONS:
+        if not loads(tier, fname):
+            continue
+        text, _ = FILES.read(store, fname)
+        text = _strip_title(text)
+        if text:
+            out.append(ContextSection(source=f"persona:{name}/{fname}", title=title, text=text, priority=priority,
+                                      stability=Stability.STABLE, protected=True))
+    return out
+
+
+def _date(mtime: float) -> str:
+    return datetime.fromtimestamp(mtime, UTC).strftime("%Y-%m-%d")
+
+
+def user_sections(gateway: Gateway, turn: Turn, tier: int) -> list[ContextSection]:
+    if turn.user is None or turn.message.kind is ConversationKind.GROUP:
+        return []
+    store = gateway.memory_store(turn.user.user_id)
+    out = []
+    for fname, title, priority, budget in DIGESTS:
+        if not loads(tier, fname):
+            continue
+        text, mtime = FILES.read(store, fname)
+        if text.strip():
+            # Digests change daily at most: stable, so they ride in the cached prefix.
+            out.append(ContextSection(
+                source=f"user:{fname}", title=f"{title} ({fname}, as of {_date(mtime)})", text=text.strip(),
+                priority=priority, budget=budget, stability=Stability.STABLE, trim_rank=DIGEST_TRIM_RANK,
+                as_data=True))
+    if loads(tier, REMINDERS):
+        text, _ = FILES.read(store, REMINDERS)
+        pending = render_reminders(text) if text else ""
+        if pending:
+            out.append(ContextSection(source=f"user:{REMINDERS}", title="Pending reminders", text=pending,
+                                      priority=300, budget=300, trim_rank=REMINDERS_TRIM_RANK, as_data=True))
+    if loads(tier, SCRATCH):
+        text, _ = FILES.read(store, SCRATCH)
+        if text.strip():
+            out.append(ContextSection(source=f"user:{SCRATCH}", title=f"Scratchpad ({SCRATCH})", text=text.strip(),
+                                      priority=290, budget=800, trim_rank=WORKSPACE_TRIM_RANK, as_data=True))
+    if loads(tier, TASKS):
+        text, _ = FILES.read(store, TASKS)
+        rendered = _tasks_text(text)
+        if rendered:
+            out.append(ContextSection(source=f"user:{TASKS}", title=f"Tasks ({TASKS})", text=rendered,
+                                      priority=280, budget=500, trim_rank=WORKSPACE_TRIM_RANK, as_data=True))
+    return out
+
+
+def _tasks_text(raw: str) -> str:
+    if not raw.strip():
+        return ""
+    try:
+        data = json.loads(raw)
+    except ValueError:
+        return f"{TASKS} is not valid JSON; the tasks tool will say so."
+    tasks = data.get("tasks") if isinstance(data, dict) else data
+    if not isinstance(tasks, list) or not tasks:
+        return ""
+    return render_tasks([t for t in tasks if isinstance(t, dict)])
+
+
+@hookimpl
+def gateway_startup(gateway: Gateway) -> None:
+    for created in ensure_configured(gateway):
+        log.info("created persona %s from %s in %s: edit its files to shape it", created.name, created.source,
+                 created.root)
+
+
+@hookimpl
+def gateway_context_sections(gateway: Gateway, turn: Turn) -> list[ContextSection]:
+    tier = tier_of(gateway, turn)
+    return [*persona_sections(gateway, turn, tier), *user_sections(gateway, turn, tier)]
