@@ -107,7 +107,8 @@ def _prompt(book: DayBook, scope: NightScope, profile: str) -> str:
     if scope.self_id:
         names = ", ".join(n for n in scope.self_names if n) or scope.self_id
         who = f"The person this memory belongs to: {names}. Use {scope.self_id!r} as the subject of facts about them.\n"
-    return f"{who}\nCURRENT PROFILE (USER.md):\n{profile or '(empty)'}\n\nTHE DAY'S CONVERSATIONS:\n{book.text}"
+    known = f"\nCURRENT PROFILE (USER.md):\n{profile or '(empty)'}\n" if scope.self_id else ""
+    return f"{who}{known}\nTHE DAY'S CONVERSATIONS:\n{book.text}"
 
 
 async def _extract(
@@ -120,7 +121,7 @@ async def _extract(
                   head_share=cfg.head_share, automated_channels=cfg.automated_channels, tz=tz)  # fmt: skip
     if book.empty:
         return None
-    profile = await asyncio.to_thread(_read, store, "USER.md") if scope.curate else ""
+    profile = await asyncio.to_thread(_read, store, "USER.md") if scope.self_id else ""
     system = EXTRACT_SYSTEM.replace("{predicates}", ", ".join(SUGGESTED))
     response = await ask(provider, source=SOURCE, system=system, prompt=_prompt(book, scope, profile),
                          role=cfg.backend, max_tokens=cfg.max_tokens)  # fmt: skip
@@ -161,13 +162,12 @@ def write_memories(store: Any, run: progress.SleepRun, ex: Extraction, prov: Pro
     if not fresh:
         return 0, quarantined
     topics = ", ".join(t for t, _ in sorted(ex.topics.items(), key=lambda kv: -kv[1])[:5])
-    block = [heading, f"<!-- kith:provenance source={SOURCE} ref={prov.source_ref} rows={run.first_seq}-"
-                      f"{run.upto_seq} trust={prov.trust} -->"]  # fmt: skip
-    if topics:
-        block.append(f"Topics: {topics}")
-    block += ["", *(f"- {line}" for line in fresh)]
+    # Provenance: the heading names the night (source_ref sleep:<scope>:<slot>, rows in bg_sleep_runs)
+    # and the store's audit line carries the ref and the trust level; no comment noise in recall text.
+    block = [heading] + ([f"Topics: {topics}"] if topics else []) + ["", *(f"- {line}" for line in fresh)]
     head = current.rstrip() if current.strip() else f"# Memories {run.day}"
-    store.write(rel, head + "\n\n" + "\n".join(block) + "\n", source=SOURCE)
+    store.write(rel, head + "\n\n" + "\n".join(block) + "\n", source=SOURCE, message_id=prov.source_ref,
+                trust=prov.trust)
     return len(fresh), quarantined
 
 

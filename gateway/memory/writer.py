@@ -187,8 +187,8 @@ def _merge_aliases(store: Any, people: tuple[FileUpdate, ...], known: dict[str, 
     return True
 
 
-def _file_text(title: str, body: str, provenance: str) -> str:
-    return f"# {title}\n\n{provenance}\n\n{body.strip()}\n"
+def _file_text(title: str, body: str) -> str:
+    return f"# {title}\n\n{body.strip()}\n"
 
 
 async def run_writer(
@@ -226,27 +226,28 @@ async def run_writer(
 
     ref = f"writer:{session_id}:{rows[0].seq}-{through}"
     prov = Provenance(source_type=SOURCE, source_ref=ref, channel=rows[0].channel)
-    comment = f"<!-- kith:provenance source={SOURCE} session={session_id} rows={rows[0].seq}-{through} -->"
+    # Provenance of every file write: the audit line carries the batch ref (session and rows) and trust.
+    meta: dict[str, str] = {"source": SOURCE, "message_id": ref, "trust": prov.trust}
     written: list[str] = []
 
     def write_all() -> None:
         for p in out.people:
             body = filter_text(store, p.content, prov)
             title = p.title or people.get(p.slug, p.slug)
-            store.write(f"people/{p.slug}.md", _file_text(title, body, comment), source=SOURCE)
+            store.write(f"people/{p.slug}.md", _file_text(title, body), **meta)
             written.append(f"people/{p.slug}.md")
         if _merge_aliases(store, out.people, people):
             written.append(ALIASES)
         for t in out.topics:
             body = filter_text(store, t.content, prov)
-            store.write(f"topics/{t.slug}.md", _file_text(t.title or t.slug, body, comment), source=SOURCE)
+            store.write(f"topics/{t.slug}.md", _file_text(t.title or t.slug, body), **meta)
             written.append(f"topics/{t.slug}.md")
         # The slot file last: its marker is what tells a retry that this batch is done.
         summary = filter_text(store, out.summary, prov)
         markers = {**_markers(existing), session_id: through}
         tail = "\n".join(f"<!-- kith:writer session={s} through={n} -->" for s, n in sorted(markers.items()))
         title = f"Session summary {local:%Y-%m-%d}, {slot_of(local)}"
-        store.write(rel, f"# {title}\n\n{comment}\n\n{summary.strip()}\n\n{tail}\n", source=SOURCE)
+        store.write(rel, f"# {title}\n\n{summary.strip()}\n\n{tail}\n", **meta)
         written.append(rel)
 
     await asyncio.to_thread(write_all)

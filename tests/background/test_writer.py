@@ -42,7 +42,9 @@ def slot_files(gw: Any, uid: str) -> list[str]:
     return [p for p in files(gw, uid) if p.startswith("sessions/") and p.count("-") == 3]
 
 
-async def test_turn_threshold_writes_summary_people_topics_and_aliases(bg_gateway: BgFactory, fake_anthropic: Any) -> None:
+async def test_turn_threshold_writes_summary_people_topics_and_aliases(
+    bg_gateway: BgFactory, fake_anthropic: Any
+) -> None:
     gw = await bg_gateway(background={"writer": {"turn_threshold": 3}})
     await say(gw, "I'm moving to Munich in June.", "Looking at flats near the Isar.")
     assert not slot_files(gw, user_id(gw))
@@ -53,9 +55,12 @@ async def test_turn_threshold_writes_summary_people_topics_and_aliases(bg_gatewa
     uid = user_id(gw)
     got = files(gw, uid)
     [slot] = slot_files(gw, uid)
-    assert "Munich in June" in got[slot] and f"through=" in got[slot]
+    assert "Munich in June" in got[slot] and "through=" in got[slot]
     assert got["people/websocket-alice.md"].startswith("# Alice\n")
-    assert "kith:provenance source=memory_writer" in got["people/websocket-alice.md"]
+    audit = (gw.memory.root_for(user_scope(uid)) / ".audit.jsonl").read_text().splitlines()
+    people_audit = [json.loads(x) for x in audit if '"people/websocket-alice.md"' in x]
+    assert people_audit[-1]["source"] == "memory_writer" and people_audit[-1]["message_id"].startswith("writer:")
+    assert people_audit[-1]["trust"] == "untrusted"
     assert "budget 1400 EUR" in got["topics/moving-to-munich.md"]
     aliases = json.loads(got["people/_aliases.json"])
     assert aliases == {"a. schmidt": "websocket-alice", "ali": "websocket-alice", "alice": "websocket-alice"}
