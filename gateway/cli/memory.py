@@ -39,6 +39,13 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--user", default=None, help="only this user (default: every root)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=lambda a: _run(a, _reindex))
+
+    p = msub.add_parser("rollback", help="undo a USER.md curation run (default: the latest one that changed it)")
+    p.add_argument("--user", required=True, help="user id (users/<id>/)")
+    p.add_argument("--run", default=None, help="run id from USER.md.audit.jsonl (default: the latest written run)")
+    p.add_argument("--force", action="store_true", help="restore even if USER.md changed after that run")
+    p.add_argument("--json", action="store_true")
+    p.set_defaults(func=_rollback)
     parser.set_defaults(func=lambda a: (parser.print_help(), 2)[1])
 
 
@@ -108,3 +115,37 @@ async def _reindex(svc: MemoryService, args: argparse.Namespace) -> int:
     for scope, r in reports.items():
         print(f"{scope}: {r.files} files, {r.embedded} chunks embedded")
     return 0
+
+
+def _rollback(args: argparse.Namespace) -> int:
+    """Works on the files alone (no index needed, so it also runs next to a live gateway, whose index
+    picks the restored USER.md up through its sync)."""
+    from gateway.memory.curation import audit, rollback
+    from gateway.memory.scopes import root_for
+    from gateway.memory.store import MemoryStore
+
+    config = load_or_exit(args)
+    try:
+        root = root_for(config.data_dir, user_scope(args.user))
+    except ScopeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if not root.is_dir():
+        print(f"error: no memory for user {args.user!r}", file=sys.stderr)
+        return 2
+    store = MemoryStore(root, max_file_bytes=config.memory.max_file_bytes)
+    run_id = args.run
+    if run_id is None:
+        records = list(audit.read_records(store, "USER.md"))
+        undone = {r.get("run_id") for r in records if r.get("type") == "rollback"}
+        written = [r for r in records if r.get("type") == "run" and r.get("written") and r.get("run_id") not in undone]
+        if not written:
+            print("nothing to roll back: no curation run changed USER.md", file=sys.stderr)
+            return 1
+        run_id = str(written[-1]["run_id"])
+    result = rollback(store, run_id, force=args.force)
+    if args.json:
+        print(json.dumps(asdict(result)))
+    else:
+        print(f"{result.run_id}: {result.status}{f' ({result.detail})' if result.detail else ''}")
+    return 0 if result.status in ("restored", "already_restored") else 1
