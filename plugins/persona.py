@@ -17,10 +17,12 @@ from __future__ import annotations
 import json
 import logging
 from datetime import UTC, datetime
+from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gateway.config import Config, ConfigError
 from gateway.hookspecs import hookimpl
-from gateway.personas import FileCache, ensure_configured, persona_store, resolve
+from gateway.personas import FileCache, PersonaError, ensure_configured, persona_store, resolve, source_for
 from gateway.tiers import loads, tier_of
 from gateway.types import ContextSection, ConversationKind, Stability, Turn
 from plugins.tools import REMINDERS, SCRATCH, TASKS, render_reminders, render_tasks
@@ -131,6 +133,19 @@ def _tasks_text(raw: str) -> str:
     if not isinstance(tasks, list) or not tasks:
         return ""
     return render_tasks([t for t in tasks if isinstance(t, dict)])
+
+
+@hookimpl
+def gateway_configure(config: Config) -> None:
+    # A template that names nothing would leave a configured persona missing: refuse to start. Once
+    # every persona exists the template is not needed, so it is not checked.
+    base = Path(config.data_dir) / "personas"
+    if all((base / name / "IDENTITY.md").is_file() for name in config.personas.names()):
+        return
+    try:
+        source_for(Path(config.data_dir), config.personas.template)
+    except PersonaError as exc:
+        raise ConfigError([f"personas.template: {exc}"]) from None
 
 
 @hookimpl

@@ -162,6 +162,9 @@ class FileCache:
         return text, st.mtime
 
 
+_WARNED: set[str] = set()
+
+
 def resolve(gateway: Gateway, name: str) -> str:
     """``name`` if that persona exists, else the configured default (a session may name a persona
     that was renamed or removed since it started)."""
@@ -171,7 +174,8 @@ def resolve(gateway: Gateway, name: str) -> str:
     except (PersonaError, MemoryStoreError):
         pass
     default = gateway.config.personas.default
-    if name != default:
+    if name != default and name not in _WARNED:
+        _WARNED.add(name)  # once per name: this runs every turn of such a session
         log.warning("persona %r does not exist; using the default persona %r", name, default)
     return default
 

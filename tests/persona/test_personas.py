@@ -8,10 +8,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
+import pytest
 import yaml
 
 from gateway.app import Gateway
 from gateway.cli.main import main as kith
+from gateway.config import ConfigError
 from gateway.types import ConversationKind, InboundMessage
 from tests.conftest import GatewayFactory, make_config
 from tests.fakes.anthropic import FakeAnthropic
@@ -95,6 +97,13 @@ async def test_persona_per_channel_and_per_conversation(tmp_path: Path, fake_ant
         personas = {r["conversation_key"]: r["persona"] for r in gw.state.all(
             "SELECT conversation_key, persona FROM sessions")}
         assert personas == {"websocket:alice": "kith", "telegram:bob": "ada", "telegram:-100123": "family"}
+
+
+async def test_an_unknown_template_refuses_to_start(tmp_path: Path) -> None:
+    cfg = make_config(tmp_path, personas={"template": "nope"})
+    with pytest.raises(ConfigError, match=r"personas\.template: unknown template 'nope'"):
+        async with Gateway(cfg, entry_points=False):
+            pass
 
 
 async def test_a_session_naming_a_missing_persona_falls_back_to_the_default(
