@@ -22,6 +22,7 @@ from adapters.base import Adapter
 from gateway.bus import JobBus, specs_from_plugins
 from gateway.config import Config, ConfigError
 from gateway.dedupe import Dedupe
+from gateway.explain import route as explain_route
 from gateway.hookcall import HookCaller
 from gateway.identity import Identities
 from gateway.llm.base import NO_MODEL_HELP, Provider
@@ -52,11 +53,14 @@ class Gateway:
         serve_http: bool = True,
         supervise: bool = True,
         mode: Literal["daemon", "worker"] = "daemon",
+        run_jobs: bool = True,
     ) -> None:
         """``mode="worker"`` (``kith worker``): attach to the daemon's bus instead of owning it, run no
-        scheduler, and share the memory index through the bus when the daemon holds it."""
+        scheduler, and share the memory index through the bus when the daemon holds it.
+        ``run_jobs=False`` (read-only CLI commands): no workers, no scheduler, no startup jobs."""
         self.config = config
         self.mode = mode
+        self.run_jobs = run_jobs and mode == "daemon"
         self.data_dir = Path(config.data_dir)
         self.plugin_host: PluginHost = build_plugin_host(config, extra_plugins=plugins, entry_points=entry_points)
         self.hooks = HookCaller(self.plugin_host.pm, timeout_s=config.plugins.hook_timeout_s)
@@ -67,6 +71,7 @@ class Gateway:
         self.http_app = web.Application(client_max_size=1024 * 1024)
         self.http_app[GATEWAY_KEY] = self
         self.http_app.router.add_get("/healthz", self._healthz)
+        self.http_app.router.add_routes([explain_route(self)])
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
         self._providers: dict[str, Provider] = {}
@@ -116,7 +121,7 @@ class Gateway:
         )
         await self.bus.start()
         await self.hooks.call_all("gateway_startup", timeout=None, gateway=self)
-        if self.mode == "daemon":
+        if self.run_jobs:
             if self.config.bus.workers_in_process:
                 self._bus_tasks.append(asyncio.create_task(self.bus.run_workers(), name="bus:workers"))
             self._bus_tasks.append(asyncio.create_task(self.bus.run_scheduler(), name="bus:scheduler"))

@@ -11,6 +11,7 @@ from __future__ import annotations
 import uuid
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 from gateway.config import Config
 from gateway.state import State, parse_ts, ts
@@ -50,20 +51,44 @@ class Sessions:
                 otr.session = replace(otr.session, last_active_at=now, is_new=False)
                 return otr.session
         row = self.state.open_session(key)
-        if row is not None and now - parse_ts(row["last_active_at"]) <= self.idle_gap:
-            # A session opened by /new has no turns yet: its first turn is still its start.
-            fresh = self.state.one("SELECT 1 FROM turns WHERE session_id=? LIMIT 1", row["session_id"]) is None
-            return Session(
-                is_new=fresh,
-                session_id=row["session_id"],
-                user_id=row["user_id"],
-                scope=key,
-                conversation_key=message.conversation_key,
-                started_at=parse_ts(row["started_at"]),
-                last_active_at=now,
-                persona=row["persona"],
-            )
+        live = self._live(row, key, message, now)
+        if live is not None:
+            return live
         return self._start(user, message, key, now, previous=row["session_id"] if row else None)
+
+    def peek(self, user: UserRef, message: InboundMessage, now: datetime) -> Session:
+        """The session ``message`` would join, without creating or touching anything (``kith context``).
+
+        When a new session would start, an unsaved one (``is_new``, id ``preview-...``) stands in.
+        """
+        key = scope_key_for(user, message)
+        otr = self.otr.get(key)
+        if otr is not None:
+            return otr.session
+        live = self._live(self.state.open_session(key), key, message, now)
+        if live is not None:
+            return live
+        return Session(
+            session_id="preview-" + uuid.uuid4().hex, user_id=user.user_id, scope=key,
+            conversation_key=message.conversation_key, started_at=now, last_active_at=now, is_new=True,
+            persona=self.config.personas.for_conversation(message.channel, message.conversation_key),
+        )
+
+    def _live(self, row: Any, key: str, message: InboundMessage, now: datetime) -> Session | None:
+        if row is None or now - parse_ts(row["last_active_at"]) > self.idle_gap:
+            return None
+        # A session opened by /new has no turns yet: its first turn is still its start.
+        fresh = self.state.one("SELECT 1 FROM turns WHERE session_id=? LIMIT 1", row["session_id"]) is None
+        return Session(
+            is_new=fresh,
+            session_id=row["session_id"],
+            user_id=row["user_id"],
+            scope=key,
+            conversation_key=message.conversation_key,
+            started_at=parse_ts(row["started_at"]),
+            last_active_at=now,
+            persona=row["persona"],
+        )
 
     def _start(
         self, user: UserRef, message: InboundMessage, key: str, now: datetime, previous: str | None
@@ -137,9 +162,11 @@ class Sessions:
 
     def record(
         self, session: Session, *, turn_id: str, user_text: str, reply_text: str, channel: str,
-        speaker: str, at: datetime, reply_at: datetime | None = None,
+        speaker: str, at: datetime, reply_at: datetime | None = None, user_id: str = "",
     ) -> None:
-        """Persist both sides of a turn (in memory only for OTR)."""
+        """Persist both sides of a turn (in memory only for OTR). ``user_id``: the speaker (in a group
+        session, not necessarily the member whose message opened it)."""
+        user_id = user_id or session.user_id
         reply_at = reply_at or datetime.now(UTC)
         if session.otr:
             otr = self.otr.get(session.scope)
@@ -154,9 +181,9 @@ class Sessions:
                 "INSERT INTO turns(turn_id, session_id, user_id, role, content, channel, conversation_key,"
                 " speaker, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
                 [
-                    (turn_id, session.session_id, session.user_id, "user", user_text, channel,
+                    (turn_id, session.session_id, user_id, "user", user_text, channel,
                      session.conversation_key, speaker, ts(at)),
-                    (turn_id, session.session_id, session.user_id, "assistant", reply_text, channel,
+                    (turn_id, session.session_id, user_id, "assistant", reply_text, channel,
                      session.conversation_key, "assistant", ts(reply_at)),
                 ],
             )

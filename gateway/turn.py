@@ -171,6 +171,7 @@ async def gateway_handle_turn(gateway: Gateway, turn: Turn) -> Reply | None:
     gateway.sessions.record(
         session, turn_id=turn.turn_id, user_text=msg.text, reply_text=reply.text, channel=msg.channel,
         speaker=msg.display_name or msg.account_id, at=turn.received_at, reply_at=datetime.now(UTC),
+        user_id=user.user_id,
     )
     if not session.otr:
         gateway.remember_conversation(turn)

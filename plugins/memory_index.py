@@ -102,7 +102,7 @@ async def gateway_startup(gateway: Gateway) -> None:
             loop.call_soon_threadsafe(start)
 
     memory.index_sink = sink
-    if gateway.mode == "daemon" and not memory.detached:
+    if gateway.run_jobs and not memory.detached:
         for scope in memory.known_scopes():
             await bus.enqueue("memory.sync", {"scope": scope}, job_id=_job_id("sync", scope))
 

@@ -20,6 +20,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gateway.cli.sessions",
     "gateway.cli.jobs",
     "gateway.cli.worker",
+    "gateway.cli.context",
     "gateway.cli.persona",
 )
 

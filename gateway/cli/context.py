@@ -1,0 +1,112 @@
+"""``kith context --user U --channel C MESSAGE``: exactly what the model would receive, and why.
+
+Asks the running daemon (``POST /context``: it holds the live memory index); with no daemon running
+it opens the data directory itself, read-only (no jobs, no writes). Prints every system-prompt
+section with its token count, where the prompt cache ends, what the budgeter trimmed, the live
+history and the tools offered. ``--json`` prints the raw explanation.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import json
+import sys
+from typing import Any
+
+import aiohttp
+
+from gateway.cli.common import load_or_exit
+from gateway.config import Config
+
+
+def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
+    p = sub.add_parser("context", help="show the prompt the model would get for a message (section by section)")
+    p.add_argument("--user", required=True, help="user id (users/<id>/)")
+    p.add_argument("--channel", default="websocket", help="channel the message arrives on (default: websocket)")
+    p.add_argument("--conversation", default="", help="group conversation id (default: a direct conversation)")
+    p.add_argument("--tier", type=int, choices=(1, 2, 3, 4), help="context tier (default: as configured)")
+    p.add_argument("--json", action="store_true", help="print the explanation as JSON")
+    p.add_argument("--local", action="store_true", help="don't ask the daemon; open the data directory here")
+    p.add_argument("message", help="the message text")
+    p.set_defaults(func=run)
+
+
+async def from_daemon(config: Config, body: dict[str, Any]) -> dict[str, Any] | None:
+    """The daemon's answer, or None when no daemon listens."""
+    host = config.server.host
+    host = "127.0.0.1" if host in ("0.0.0.0", "", "localhost") else ("::1" if host == "::" else host)
+    url = f"http://{'[' + host + ']' if ':' in host else host}:{config.server.port}/context"
+    headers = {"Authorization": f"Bearer {config.server.token.get_secret_value()}"} if config.server.token else {}
+    try:
+        async with (
+            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as http,
+            http.post(url, json=body, headers=headers) as resp,
+        ):
+            if resp.status != 200:
+                raise SystemExit(f"kith context: the daemon answered {resp.status}: {await resp.text()}")
+            return await resp.json()  # type: ignore[no-any-return]
+    except aiohttp.ClientConnectionError:
+        return None
+
+
+async def locally(config: Config, body: dict[str, Any]) -> dict[str, Any]:
+    from gateway.app import Gateway
+    from gateway.explain import explain
+
+    async with Gateway(config, serve_http=False, supervise=False, run_jobs=False) as gw:
+        return await explain(gw, user_id=body["user"], channel=body["channel"], text=body["message"],
+                             conversation=body["conversation"], tier=body["tier"])
+
+
+def render(x: dict[str, Any]) -> str:
+    where = f"{x['channel']}" + (f" group {x['conversation']}" if x["conversation"] else " (direct)")
+    session = x["session"]
+    out = [
+        f"user {x['user']} on {where}, tier {x['tier']}, session {session['id'][:16]}"
+        + (" (new: session-start injection applies)" if session["new"] else "") + (" [OTR]" if session["otr"] else ""),
+        f"system prompt: {x['system_tokens']} tokens of {x['budget_tokens']} budget; "
+        f"history: {len(x['messages'])} messages, {x['message_tokens']} tokens; tools: {', '.join(x['tools']) or '-'}",
+        "",
+    ]
+    cached = [s for s in x["sections"] if s["cached"]]
+    for i, s in enumerate(x["sections"]):
+        flags = [s["stability"]]
+        if s["protected"]:
+            flags.append("protected")
+        if s["trimmed_from"] is not None:
+            flags.append(f"trimmed from {s['trimmed_from']}")
+        out.append(f"=== {s['title'] or s['source']}  [{s['source']}] {s['tokens']} tokens ({', '.join(flags)})")
+        out.append(s["text"])
+        out.append("")
+        if cached and i == len(cached) - 1:
+            out.append("----- prompt cache breakpoint: everything above is cached across turns -----")
+            out.append("")
+    dropped = [t for t in x["trims"] if t["after"] == 0]
+    if dropped:
+        out.append("dropped to fit the budget: " + ", ".join(t["source"] for t in dropped))
+    out.append("=== messages")
+    for m in x["messages"]:
+        text = m["content"] if isinstance(m["content"], str) else json.dumps(m["content"])
+        out.append(f"[{m['role']}, {m['tokens']} tokens] {text}")
+    return "\n".join(out)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_or_exit(args)
+    body = {"user": args.user, "channel": args.channel, "conversation": args.conversation, "message": args.message,
+            "tier": args.tier}
+
+    async def go() -> dict[str, Any]:
+        answer = None if args.local else await from_daemon(config, body)
+        return answer if answer is not None else await locally(config, body)
+
+    from gateway.explain import ExplainError
+
+    try:
+        result = asyncio.run(go())
+    except ExplainError as exc:
+        print(f"kith context: {exc}", file=sys.stderr)
+        return 2
+    print(json.dumps(result, indent=1, ensure_ascii=False) if args.json else render(result))
+    return 0

@@ -1,0 +1,111 @@
+"""Why the assistant knows what it knows: the exact prompt a message would get, section by section.
+
+``explain`` runs the real context stages and the budgeter for a message from a user on a channel,
+without running the model and without writing anything (the session is peeked, not created; no
+turn, no log, no job). ``kith context`` prints it, and the daemon serves it as ``POST /context`` so
+the CLI sees the live memory index the daemon holds.
+"""
+
+from __future__ import annotations
+
+import uuid
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from aiohttp import web
+
+from gateway.context import estimate_tokens, render_section
+from gateway.httpauth import require_operator
+from gateway.llm.anthropic import api_messages, system_blocks
+from gateway.tiers import tier_of
+from gateway.turn import ASSEMBLED, build_request
+from gateway.types import ConversationKind, InboundMessage, LLMRequest, Turn, UserRef
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+
+class ExplainError(ValueError):
+    """Bad input to ``explain`` (unknown user...), shown to the operator as is."""
+
+
+def _account(gateway: Gateway, user_id: str, channel: str) -> str:
+    row = gateway.state.one("SELECT account_id FROM identities WHERE user_id=? AND channel=? LIMIT 1",
+                            user_id, channel)
+    return str(row["account_id"]) if row else user_id
+
+
+async def explain(
+    gateway: Gateway,
+    *,
+    user_id: str,
+    channel: str,
+    text: str,
+    conversation: str = "",
+    tier: int | None = None,
+) -> dict[str, Any]:
+    row = gateway.state.user(user_id)
+    if row is None:
+        raise ExplainError(f"unknown user {user_id!r} (see `kith memory stats` or the users table)")
+    now = datetime.now(UTC)
+    message = InboundMessage(
+        channel=channel, account_id=_account(gateway, user_id, channel), text=text,
+        conversation_id=conversation, kind=ConversationKind.GROUP if conversation else ConversationKind.DM,
+        display_name=row["display_name"], timestamp=now, trusted=True, mentioned=True,
+    )
+    turn = Turn(turn_id="explain-" + uuid.uuid4().hex, message=message, received_at=now, tier=tier,
+                user=UserRef(user_id=user_id, display_name=row["display_name"], timezone=row["timezone"]))
+    turn.session = gateway.sessions.peek(turn.user, message, now)  # type: ignore[arg-type]
+    turn.history = gateway.sessions.history(turn.session)
+    request = await build_request(gateway, turn)
+    replaced = await gateway.hooks.call_first("gateway_before_llm_call", gateway=gateway, turn=turn, request=request)
+    if isinstance(replaced, LLMRequest):
+        request = replaced
+    assembled: Any = turn.stash[ASSEMBLED]
+    trims = {t.source: t for t in assembled.trims}
+    sections = []
+    for i, s in enumerate(request.system):
+        trim = trims.get(s.source)
+        sections.append({
+            "title": s.title, "source": s.source, "tokens": estimate_tokens(render_section(s)),
+            "stability": s.stability.value, "cached": i < int(request.metadata.get("stable_count", 0)),
+            "priority": s.priority, "trim_rank": s.trim_rank, "protected": s.protected, "as_data": s.as_data,
+            "trimmed_from": trim.before_tokens if trim else None, "text": render_section(s),
+        })
+    messages = [{"role": m["role"], "tokens": estimate_tokens(str(m["content"])), "content": m["content"]}
+                for m in api_messages(request.messages)]
+    return {
+        "user": user_id, "channel": channel, "conversation": conversation, "tier": tier_of(gateway, turn),
+        "session": {"id": turn.session.session_id, "new": turn.session.is_new, "otr": turn.session.otr},
+        "budget_tokens": gateway.config.context.budget_tokens,
+        "system_tokens": sum(s["tokens"] for s in sections),
+        "message_tokens": sum(m["tokens"] for m in messages),
+        "sections": sections,
+        "trims": [{"source": t.source, "before": t.before_tokens, "after": t.after_tokens, "reason": t.reason}
+                  for t in assembled.trims],
+        "messages": messages,
+        "tools": [t.name for t in request.tools],
+        "system": system_blocks(request, caching=gateway.config.llm.prompt_caching),
+    }
+
+
+def route(gateway: Gateway) -> web.RouteDef:
+    async def handle(request: web.Request) -> web.Response:
+        require_operator(gateway.config, request)
+        try:
+            body = await request.json()
+        except ValueError:
+            raise web.HTTPBadRequest(text="body must be JSON") from None
+        if not isinstance(body, dict) or not all(isinstance(body.get(k), str) for k in ("user", "message")):
+            raise web.HTTPBadRequest(text='want {"user": ..., "channel": ..., "message": ...}')
+        tier = body.get("tier")
+        try:
+            result = await explain(
+                gateway, user_id=body["user"], channel=str(body.get("channel") or "websocket"), text=body["message"],
+                conversation=str(body.get("conversation") or ""), tier=int(tier) if tier is not None else None,
+            )
+        except (ExplainError, ValueError) as exc:
+            raise web.HTTPBadRequest(text=str(exc)) from None
+        return web.json_response(result)
+
+    return web.post("/context", handle)
