@@ -16,6 +16,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gateway.cli.bench",
     "gateway.cli.pairing",
     "gateway.cli.facts",
+    "gateway.cli.distill",
     "gateway.cli.memory",
     "gateway.cli.sessions",
     "gateway.cli.jobs",
