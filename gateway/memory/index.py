@@ -7,15 +7,16 @@
 
 Both store one point per chunk with a dense vector (``dense``), a BM25 sparse vector (``bm25``, IDF
 applied by Qdrant) and a payload (scope, path, chunk id, content hash, text, timestamps). Every read
-of vectors or chunk text requires a non-empty list of scopes that becomes a payload filter; the
-only caller is ``gateway.memory.recall``. ``manifest`` exposes ids and hashes, never text.
+is bounded by ``scope_filter``, the one function that turns a non-empty list of scopes into the
+payload filter; the backends only translate its conditions. Vectors and chunk text are read by
+``gateway.memory.recall`` alone; ``manifest`` exposes ids and hashes, never text.
 """
 
 from __future__ import annotations
 
 import uuid
 from abc import ABC, abstractmethod
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,7 +67,72 @@ def require_scopes(scopes: Sequence[str]) -> list[str]:
     return clean
 
 
+@dataclass(frozen=True, slots=True)
+class Match:
+    """``payload[key]`` is one of ``values``."""
+
+    key: str
+    values: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class AtLeast:
+    """``payload[key] >= value``."""
+
+    key: str
+    value: float
+
+
+@dataclass(frozen=True, slots=True)
+class HasId:
+    ids: tuple[str, ...]
+
+
+Condition = Match | AtLeast | HasId
+
+
+@dataclass(frozen=True, slots=True)
+class ScopeFilter:
+    """The bounds of one index read. Made only by ``scope_filter``; a backend translates its
+    conditions one by one (``Match`` -> match-any, ...) and adds none, so what a read can see is
+    decided in exactly one place."""
+
+    scopes: tuple[str, ...]
+    must: tuple[Condition, ...]
+
+    def __post_init__(self) -> None:
+        # A hand-built filter without the scope condition would be a read across users.
+        if not self.scopes or not self.must or self.must[0] != Match("scope", self.scopes):
+            raise ScopeRequiredError("a ScopeFilter must start with its scope condition (use scope_filter)")
+
+
+def scope_filter(
+    scopes: Sequence[str],
+    *,
+    now: float | None = None,
+    path: str | None = None,
+    kinds: Sequence[str] = (),
+    ids: Sequence[str] = (),
+) -> ScopeFilter:
+    """THE function that bounds every read of the index (queries, payloads, manifests, counts,
+    scope deletes) to ``scopes``; ``now`` hides expired chunks, the others narrow further."""
+    clean = tuple(require_scopes(scopes))
+    must: list[Condition] = [Match("scope", clean)]
+    if now is not None:
+        must.append(AtLeast("valid_until", now))
+    if path is not None:
+        must.append(Match("path", (path,)))
+    if kinds:
+        must.append(Match("kind", tuple(kinds)))
+    if ids:
+        must.append(HasId(tuple(ids)))
+    return ScopeFilter(clean, tuple(must))
+
+
 class VectorIndex(ABC):
+    """Writes are backend methods; every read is a method here that builds its ``ScopeFilter``
+    first and only then calls the backend (``_query``, ``_scroll``, ``_count``, ``_delete``)."""
+
     backend: str
 
     @abstractmethod
@@ -75,19 +141,22 @@ class VectorIndex(ABC):
     @abstractmethod
     def delete_ids(self, ids: Sequence[str]) -> None: ...
 
-    @abstractmethod
     def delete_scope(self, scope: str) -> None:
         """Drop every point of one scope (a full rebuild starts with this)."""
+        self._delete(scope_filter([scope]))
 
-    @abstractmethod
     def manifest(self, scope: str, path: str | None = None) -> dict[str, tuple[str, str]]:
         """``point id -> (path, content hash)`` of one scope (or one file of it): what incremental
         indexing compares against."""
+        return {
+            pid: (p.get("path", ""), p.get("hash", ""))
+            for pid, p in self._scroll(scope_filter([scope], path=path), ["path", "hash"])
+        }
 
-    @abstractmethod
-    def count(self, scope: str | None = None) -> int: ...
+    def count(self, scope: str | None = None) -> int:
+        """Points of one scope, or of the whole index (a number, never content)."""
+        return self._count(scope_filter([scope]) if scope is not None else None)
 
-    @abstractmethod
     def _search(
         self,
         *,
@@ -102,10 +171,33 @@ class VectorIndex(ABC):
 
         Private to ``gateway.memory.recall``, which is the one place that reads vectors. Candidates
         carry only ``CANDIDATE_FIELDS`` of their payload."""
+        flt = scope_filter(scopes, now=now, kinds=kinds)
+        # IDF over the caller's own scopes: one user's vocabulary never shapes another's ranking.
+        return self._query(flt, scope_filter(scopes), dense, sparse, limit)
 
-    @abstractmethod
     def _payloads(self, *, scopes: Sequence[str], ids: Sequence[str]) -> dict[str, dict[str, Any]]:
         """Full payloads of ``ids``; points outside ``scopes`` are left out. Private to recall."""
+        flt = scope_filter(scopes, ids=ids)
+        return dict(self._scroll(flt, True)) if ids else {}
+
+    # ----------------------------------------------------------------- backend hooks (filtered)
+
+    @abstractmethod
+    def _query(
+        self, flt: ScopeFilter, idf: ScopeFilter, dense: list[float], sparse: SparseVec, limit: int
+    ) -> tuple[list[Candidate], list[Candidate]]:
+        """One dense and one BM25 (IDF over ``idf``) top-``limit`` list, both inside ``flt``;
+        the BM25 list is empty when ``sparse`` has no terms."""
+
+    @abstractmethod
+    def _scroll(self, flt: ScopeFilter, fields: list[str] | bool) -> Iterator[tuple[str, dict[str, Any]]]:
+        """``(point id, payload fields)`` of every point inside ``flt``."""
+
+    @abstractmethod
+    def _count(self, flt: ScopeFilter | None) -> int: ...
+
+    @abstractmethod
+    def _delete(self, flt: ScopeFilter) -> None: ...
 
     def flush(self) -> None:  # noqa: B027 - optional for backends that persist on their own
         pass

@@ -11,27 +11,33 @@ from qdrant_client import QdrantClient, models
 
 from gateway.memory.index import (
     CANDIDATE_FIELDS,
+    AtLeast,
     Candidate,
+    Condition,
+    HasId,
     IndexPoint,
+    Match,
+    ScopeFilter,
     SparseVec,
     VectorIndex,
-    require_scopes,
 )
 
 _SCROLL_PAGE = 2048
 
 
-def _scope_filter(
-    scopes: Sequence[str], now: float | None = None, path: str | None = None, kinds: Sequence[str] = ()
-) -> models.Filter:
-    must: list[models.Condition] = [models.FieldCondition(key="scope", match=models.MatchAny(any=list(scopes)))]
-    if now is not None:
-        must.append(models.FieldCondition(key="valid_until", range=models.Range(gte=now)))
-    if path is not None:
-        must.append(models.FieldCondition(key="path", match=models.MatchValue(value=path)))
-    if kinds:
-        must.append(models.FieldCondition(key="kind", match=models.MatchAny(any=list(kinds))))
-    return models.Filter(must=must)
+def _condition(c: Condition) -> models.Condition:
+    if isinstance(c, Match):
+        return models.FieldCondition(key=c.key, match=models.MatchAny(any=list(c.values)))
+    if isinstance(c, AtLeast):
+        return models.FieldCondition(key=c.key, range=models.Range(gte=c.value))
+    if isinstance(c, HasId):
+        return models.HasIdCondition(has_id=list(c.ids))
+    raise TypeError(f"no translation for {c!r}")
+
+
+def _filter(flt: ScopeFilter) -> models.Filter:
+    """A translation of ``flt`` (see ``gateway.memory.index.scope_filter``), condition by condition."""
+    return models.Filter(must=[_condition(c) for c in flt.must])
 
 
 class ClientIndex(VectorIndex):
@@ -100,66 +106,49 @@ class ClientIndex(VectorIndex):
             with self._guard():
                 self._client.delete(self._name, models.PointIdsList(points=list(ids)))
 
-    def delete_scope(self, scope: str) -> None:
+    def _delete(self, flt: ScopeFilter) -> None:
         with self._guard():
-            self._client.delete(self._name, models.FilterSelector(filter=_scope_filter(require_scopes([scope]))))
+            self._client.delete(self._name, models.FilterSelector(filter=_filter(flt)))
 
-    def manifest(self, scope: str, path: str | None = None) -> dict[str, tuple[str, str]]:
-        out: dict[str, tuple[str, str]] = {}
+    def _scroll(self, flt: ScopeFilter, fields: list[str] | bool) -> Iterator[tuple[str, dict[str, Any]]]:
         offset = None
-        flt = _scope_filter(require_scopes([scope]), path=path)
+        native = _filter(flt)
         while True:
             with self._guard():
                 records, offset = self._client.scroll(
-                    self._name, scroll_filter=flt, limit=_SCROLL_PAGE, offset=offset, with_payload=["path", "hash"]
+                    self._name, scroll_filter=native, limit=_SCROLL_PAGE, offset=offset, with_payload=fields
                 )
             for r in records:
-                payload = r.payload or {}
-                out[str(r.id)] = (payload.get("path", ""), payload.get("hash", ""))
+                yield str(r.id), dict(r.payload or {})
             if offset is None:
-                return out
+                return
 
-    def count(self, scope: str | None = None) -> int:
-        flt = _scope_filter(require_scopes([scope])) if scope is not None else None
+    def _count(self, flt: ScopeFilter | None) -> int:
         with self._guard():
-            return int(self._client.count(self._name, count_filter=flt, exact=True).count)
+            return int(self._client.count(self._name, count_filter=_filter(flt) if flt else None, exact=True).count)
 
-    def _search(
-        self,
-        *,
-        scopes: Sequence[str],
-        dense: list[float],
-        sparse: SparseVec,
-        limit: int,
-        now: float,
-        kinds: Sequence[str] = (),
+    def _query(
+        self, flt: ScopeFilter, idf: ScopeFilter, dense: list[float], sparse: SparseVec, limit: int
     ) -> tuple[list[Candidate], list[Candidate]]:
-        flt = _scope_filter(require_scopes(scopes), now, kinds=kinds)
-        reqs = [models.QueryRequest(query=dense, using="dense", filter=flt, limit=limit, with_payload=CANDIDATE_FIELDS)]
+        native = _filter(flt)
+        reqs = [
+            models.QueryRequest(query=dense, using="dense", filter=native, limit=limit, with_payload=CANDIDATE_FIELDS)
+        ]
         if sparse.indices:
             reqs.append(
                 models.QueryRequest(
                     query=models.SparseVector(indices=sparse.indices, values=sparse.values),
                     using="bm25",
-                    filter=flt,
+                    filter=native,
                     limit=limit,
                     with_payload=CANDIDATE_FIELDS,
-                    params=models.SearchParams(idf=models.IdfCorpusParams(corpus=_scope_filter(scopes))),
+                    params=models.SearchParams(idf=models.IdfCorpusParams(corpus=_filter(idf))),
                 )
             )
         with self._guard():
             results = self._client.query_batch_points(self._name, reqs)
         conv = [[Candidate(str(p.id), float(p.score), dict(p.payload or {})) for p in r.points] for r in results]
         return conv[0], (conv[1] if len(conv) > 1 else [])
-
-    def _payloads(self, *, scopes: Sequence[str], ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        allowed = set(require_scopes(scopes))
-        if not ids:
-            return {}
-        with self._guard():
-            records = self._client.retrieve(self._name, list(ids), with_payload=True)
-        out = {str(r.id): dict(r.payload or {}) for r in records}
-        return {k: v for k, v in out.items() if v.get("scope") in allowed}
 
     def close(self) -> None:
         self._client.close()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import threading
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -11,12 +11,16 @@ import qdrant_edge as qe
 
 from gateway.memory.index import (
     CANDIDATE_FIELDS,
+    AtLeast,
     Candidate,
+    Condition,
+    HasId,
     IndexBusyError,
     IndexPoint,
+    Match,
+    ScopeFilter,
     SparseVec,
     VectorIndex,
-    require_scopes,
 )
 
 _SCROLL_PAGE = 2048
@@ -25,17 +29,19 @@ _SCROLL_PAGE = 2048
 _OPTIMIZE_EVERY = 20_000
 
 
-def _scope_filter(
-    scopes: Sequence[str], now: float | None = None, path: str | None = None, kinds: Sequence[str] = ()
-) -> qe.Filter:
-    must: list[Any] = [qe.FieldCondition(key="scope", match=qe.MatchAny(any=list(scopes)))]
-    if now is not None:
-        must.append(qe.FieldCondition(key="valid_until", range=qe.RangeFloat(gte=now)))
-    if path is not None:
-        must.append(qe.FieldCondition(key="path", match=qe.MatchValue(value=path)))
-    if kinds:
-        must.append(qe.FieldCondition(key="kind", match=qe.MatchAny(any=list(kinds))))
-    return qe.Filter(must=must)
+def _condition(c: Condition) -> Any:
+    if isinstance(c, Match):
+        return qe.FieldCondition(key=c.key, match=qe.MatchAny(any=list(c.values)))
+    if isinstance(c, AtLeast):
+        return qe.FieldCondition(key=c.key, range=qe.RangeFloat(gte=c.value))
+    if isinstance(c, HasId):
+        return qe.HasIdCondition(set(c.ids))
+    raise TypeError(f"no translation for {c!r}")
+
+
+def _filter(flt: ScopeFilter) -> qe.Filter:
+    """A translation of ``flt`` (see ``gateway.memory.index.scope_filter``), condition by condition."""
+    return qe.Filter(must=[_condition(c) for c in flt.must])
 
 
 class EdgeIndex(VectorIndex):
@@ -89,66 +95,49 @@ class EdgeIndex(VectorIndex):
             with self._write:
                 self._shard.update(qe.UpdateOperation.delete_points(list(ids)))
 
-    def delete_scope(self, scope: str) -> None:
+    def _delete(self, flt: ScopeFilter) -> None:
         with self._write:
-            self._shard.update(qe.UpdateOperation.delete_points_by_filter(_scope_filter(require_scopes([scope]))))
+            self._shard.update(qe.UpdateOperation.delete_points_by_filter(_filter(flt)))
 
-    def manifest(self, scope: str, path: str | None = None) -> dict[str, tuple[str, str]]:
-        out: dict[str, tuple[str, str]] = {}
+    def _scroll(self, flt: ScopeFilter, fields: list[str] | bool) -> Iterator[tuple[str, dict[str, Any]]]:
         offset = None
-        flt = _scope_filter(require_scopes([scope]), path=path)
+        native = _filter(flt)
         while True:
-            req = qe.ScrollRequest(offset=offset, limit=_SCROLL_PAGE, filter=flt, with_payload=["path", "hash"])
+            req = qe.ScrollRequest(offset=offset, limit=_SCROLL_PAGE, filter=native, with_payload=fields)
             records, offset = self._shard.scroll(req)
             for r in records:
-                payload = r.payload or {}
-                out[str(r.id)] = (payload.get("path", ""), payload.get("hash", ""))
+                yield str(r.id), dict(r.payload or {})
             if offset is None:
-                return out
+                return
 
-    def count(self, scope: str | None = None) -> int:
-        flt = _scope_filter(require_scopes([scope])) if scope is not None else None
-        return int(self._shard.count(qe.CountRequest(filter=flt)))
+    def _count(self, flt: ScopeFilter | None) -> int:
+        return int(self._shard.count(qe.CountRequest(filter=_filter(flt) if flt is not None else None)))
 
-    def _search(
-        self,
-        *,
-        scopes: Sequence[str],
-        dense: list[float],
-        sparse: SparseVec,
-        limit: int,
-        now: float,
-        kinds: Sequence[str] = (),
+    def _query(
+        self, flt: ScopeFilter, idf: ScopeFilter, dense: list[float], sparse: SparseVec, limit: int
     ) -> tuple[list[Candidate], list[Candidate]]:
-        flt = _scope_filter(require_scopes(scopes), now, kinds=kinds)
-        # IDF over the caller's own scopes: one user's vocabulary never shapes another's ranking.
-        idf = qe.SearchParams(idf=qe.IdfParams(corpus=_scope_filter(scopes)))
+        native = _filter(flt)
         reqs = [
             qe.QueryRequest(
                 limit=limit,
                 query=qe.Query.Nearest(dense, using="dense"),
-                filter=flt,
+                filter=native,
                 with_payload=CANDIDATE_FIELDS,
-            ),
-            qe.QueryRequest(
-                limit=limit,
-                query=qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using="bm25"),
-                filter=flt,
-                with_payload=CANDIDATE_FIELDS,
-                params=idf,
             ),
         ]
-        if not sparse.indices:
-            reqs = reqs[:1]
+        if sparse.indices:
+            reqs.append(
+                qe.QueryRequest(
+                    limit=limit,
+                    query=qe.Query.Nearest(qe.SparseVector(sparse.indices, sparse.values), using="bm25"),
+                    filter=native,
+                    with_payload=CANDIDATE_FIELDS,
+                    params=qe.SearchParams(idf=qe.IdfParams(corpus=_filter(idf))),
+                )
+            )
         results = self._shard.query_batch(qe.QueryBatchRequest(reqs))
         conv = [[Candidate(str(p.id), float(p.score), dict(p.payload or {})) for p in res] for res in results]
         return conv[0], (conv[1] if len(conv) > 1 else [])
-
-    def _payloads(self, *, scopes: Sequence[str], ids: Sequence[str]) -> dict[str, dict[str, Any]]:
-        allowed = set(require_scopes(scopes))
-        records = self._shard.retrieve(list(ids), with_payload=True, with_vector=False) if ids else []
-        out = {str(r.id): dict(r.payload or {}) for r in records}
-        return {k: v for k, v in out.items() if v.get("scope") in allowed}
 
     def flush(self) -> None:
         with self._write:
