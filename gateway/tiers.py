@@ -81,6 +81,14 @@ def loads(tier: int, item: str) -> bool:
     return tier >= entry
 
 
+def file_loads(tier: int, path: str) -> bool:
+    """Whether a memory file may appear at ``tier``: a file of the table only from its tier, any other
+    file (sessions/, people/, notes) always. For stages that quote pieces of files (recall), so a
+    tier-4 scratchpad does not surface at tier 2 through a search hit."""
+    entry = TIER_OF_ITEM.get(path)
+    return entry is None or tier >= entry
+
+
 def items_at(tier: int) -> list[str]:
     """Every item a turn at ``tier`` loads, in table order (for ``kith context`` and docs)."""
     return [item for item, entry in TIER_OF_ITEM.items() if tier >= entry]

@@ -9,7 +9,7 @@ import pytest
 
 from gateway.app import Gateway
 from gateway.config import ConfigError, parse_config
-from gateway.tiers import items_at, loads, tier_of
+from gateway.tiers import file_loads, items_at, loads, tier_of
 from gateway.types import InboundMessage, Turn
 
 
@@ -23,6 +23,12 @@ def test_table_is_cumulative_and_matches_the_docs() -> None:
     for item in ("SCRATCH.md", "TASKS.json", "scratchpad", "tasks"):
         assert not loads(3, item) and loads(4, item), item
     assert set(items_at(3)) < set(items_at(4))
+
+
+def test_file_loads_gates_only_table_files() -> None:
+    assert not file_loads(2, "SCRATCH.md") and file_loads(4, "SCRATCH.md")
+    assert file_loads(1, "sessions/2026-05-09.md") and file_loads(1, "people/telegram-1.md")
+    assert not file_loads(1, "USER.md") and file_loads(2, "USER.md")
 
 
 def test_unknown_item_is_loud() -> None:
