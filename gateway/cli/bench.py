@@ -13,6 +13,7 @@ BENCHMARKS: dict[str, str] = {
     "locomo": "bench.locomo",
     "recall-scale": "bench.recall_scale",
     "bus": "bench.bus",
+    "sleep": "bench.sleep",
 }
 
 
