@@ -4,6 +4,13 @@ C clients connect over WebSocket and each sends N messages one after another; th
 answers instantly, so what is measured is kith's own overhead: identity, session, context assembly,
 SQLite transcript, session log and the WebSocket round trip. ``overhead`` is measured inside
 ``Gateway.handle_inbound``; ``roundtrip`` is what a client sees (includes queueing under load).
+
+``--memories 0,10000,100000`` measures the memory stages instead: one user with that many memories
+in the index (synthetic, see bench/synth.py), a profile, working memory, people notes, facts and a
+digest, talks N turns with every built-in stage on (recall, injection, people, facts, compaction,
+indexing through the bus). Reported per scale: turn overhead p50/p99 (the echo model answers
+instantly, so this is kith's time) and prompt tokens per turn, plus the p99 ratio to the first
+scale run in the same process (the machine is shared: ratios are steadier than absolute figures).
 """
 
 from __future__ import annotations
@@ -14,6 +21,7 @@ import json
 import tempfile
 import time
 import uuid
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -22,12 +30,14 @@ import aiohttp
 from bench.common import machine, percentile
 from gateway.app import Gateway
 from gateway.config import parse_config
+from gateway.hookspecs import hookimpl
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--turns", type=int, default=20, help="turns per client")
     parser.add_argument("--json", action="store_true", help="print only the JSON summary")
+    parser.add_argument("--memories", default="", help="memory-stage mode: comma-separated scales, e.g. 0,10000,100000")
     parser.set_defaults(func=main)
 
 
@@ -85,7 +95,113 @@ async def run(clients: int, turns: int) -> dict[str, Any]:
     }
 
 
+PROFILE = "# Sam\n\n## Basics\n" + "".join(
+    f"- Sam {fact}.\n" for fact in (
+        "lives in Leeds with a cat called Pixel", "works as a nurse on night shifts", "is learning Portuguese",
+        "prefers short answers in the morning", "is vegetarian", "plays five-a-side football on Thursdays",
+        "has a sister, Priya, in Toronto", "is saving for a trip to Lisbon", "drives an old blue Fiat",
+    )) + "\n## Projects\n" + "".join(f"- Project {i}: restoring piece {i} of the garden shed.\n" for i in range(30))
+
+
+def _seed_files(gw: Gateway) -> None:
+    from gateway.memory import working
+
+    store = gw.memory_store("measured")
+    store.write("USER.md", PROFILE, source="bench")
+    store.write("PATTERNS.md", "# Patterns\n- Writes late in the evening.\n- Plans trips months ahead.\n",
+                source="bench")
+    working.write(store, "## Working on\n- Booking the Lisbon trip; comparing flights.\n", now=datetime.now(UTC),
+                  ttl_days=14, max_tokens=1000, source="bench")
+    store.write("MEMORY_SHORT.md", "# Recent days\n" + "Sam planned the trip and fixed the kitchen tap. " * 40,
+                source="bench")
+    for name in ("Priya", "Tom", "Alice"):
+        store.write(f"people/websocket-{name.lower()}.md", f"# {name}\n- {name} is a friend of Sam.\n", source="bench")
+    aliases = {n.lower(): f"websocket-{n.lower()}" for n in ("Priya", "Tom", "Alice")}
+    store.write("people/_aliases.json", json.dumps(aliases), source="bench")
+    assert gw.kg is not None
+    for i in range(50):
+        gw.kg.add("measured", "Sam", "likes", f"hobby number {i}")
+
+
+class _Prompt:
+    """Counts the prompt tokens of each model call (system sections + messages)."""
+
+    def __init__(self) -> None:
+        self.tokens: list[int] = []
+
+    @hookimpl
+    def gateway_before_llm_call(self, request: Any) -> None:
+        from gateway.context import estimate_tokens, render_section
+
+        self.tokens.append(sum(estimate_tokens(render_section(s)) for s in request.system)
+                           + sum(estimate_tokens(m.content) for m in request.messages))
+
+
+async def run_memory_scale(memories: int, turns: int) -> dict[str, Any]:
+    import random
+
+    from bench.synth import fill, sentence
+    from gateway.types import InboundMessage
+
+    prompt = _Prompt()
+    with tempfile.TemporaryDirectory(prefix="kith-bench-") as tmp:
+        cfg = parse_config({
+            "data_dir": str(Path(tmp) / "data"), "llm": {"provider": "echo"}, "server": {"port": 0},
+            "plugins": {"entry_points": False}, "log_level": "WARNING",
+            "identity_links": [{"user": "measured", "accounts": ["websocket:sam"]}],
+        }, env={})
+        async with Gateway(cfg, plugins=(prompt,), entry_points=False, serve_http=False) as gw:
+            assert gw.memory is not None
+            await gw.handle_inbound(InboundMessage(channel="websocket", account_id="sam", text="hi", trusted=True))
+            _seed_files(gw)
+            t0 = time.perf_counter()
+            await asyncio.to_thread(fill, gw.memory.index, gw.memory.embedder, gw.memory.sparse, "user:measured",
+                                    memories)
+            await asyncio.to_thread(gw.memory.index.optimize)
+            load_s = time.perf_counter() - t0
+            await gw.settle(timeout=600)
+            rng = random.Random(11)
+            overheads: list[float] = []
+            prompt.tokens.clear()
+            for i in range(turns + 5):
+                text = f"Do you remember when {sentence(rng)}? And how is Priya?"
+                message = InboundMessage(channel="websocket", account_id="sam", text=text, trusted=True,
+                                         message_id=f"m{i}", display_name="Sam")
+                t = time.perf_counter()
+                await gw.handle_inbound(message)
+                if i >= 5:  # the first turns warm caches and take the session-start snapshot
+                    overheads.append((time.perf_counter() - t) * 1000)
+            await gw.settle(timeout=600)
+            compactions = gw.state.one("SELECT COUNT(*) AS n FROM compactions")["n"]
+    tokens = prompt.tokens[5:]
+    return {
+        "memories": memories, "turns": len(overheads), "load_s": round(load_s, 1),
+        "overhead_p50_ms": round(percentile(overheads, 0.5), 2),
+        "overhead_p99_ms": round(percentile(overheads, 0.99), 2),
+        "prompt_tokens_mean": round(sum(tokens) / max(1, len(tokens)), 1),
+        "prompt_tokens_max": max(tokens, default=0),
+        "compactions": compactions,
+    }
+
+
+async def run_stages(scales: list[int], turns: int) -> dict[str, Any]:
+    results = [await run_memory_scale(n, turns) for n in scales]
+    base = results[0]["overhead_p99_ms"] or 1.0
+    for r in results:
+        r["p99_ratio_to_first"] = round(r["overhead_p99_ms"] / base, 2)
+    return {"bench": "turn-memory", "scales": results, "machine": machine()}
+
+
 def main(args: argparse.Namespace) -> int:
+    if args.memories:
+        scales = [int(x) for x in args.memories.split(",") if x.strip()]
+        staged = asyncio.run(run_stages(scales, args.turns))
+        if not args.json:
+            for r in staged["scales"]:
+                print(f"{r['memories']:>7} memories: overhead p50 {r['overhead_p50_ms']} ms, p99 "
+                      f"{r['overhead_p99_ms']} ms, prompt {r['prompt_tokens_mean']} tokens/turn")
+        print(json.dumps(staged))
+        return 0
     result = asyncio.run(run(args.clients, args.turns))
     if not args.json:
         print(f"{result['turns']} turns from {result['clients']} clients in {result['wall_s']} s")

@@ -42,7 +42,7 @@ def _memory(ctx: JobContext) -> Any:
 
 
 async def index_file(ctx: JobContext, payload: dict[str, Any]) -> None:
-    await asyncio.to_thread(_memory(ctx).index_path, str(payload["scope"]), str(payload["rel"]))
+    await _memory(ctx).index_file(str(payload["scope"]), str(payload["rel"]))
 
 
 async def sync_scope(ctx: JobContext, payload: dict[str, Any]) -> None:

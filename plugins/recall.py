@@ -17,7 +17,7 @@ from gateway.hookspecs import hookimpl
 from gateway.memory.recall import Hit
 from gateway.memory.recall_context import hits_section
 from gateway.memory.scopes import channel_scope, user_scope
-from gateway.tiers import loads, tier_of
+from gateway.tiers import file_loads, loads, tier_of
 from gateway.types import ContextSection, ConversationKind, StashKey, Turn
 
 if TYPE_CHECKING:
@@ -26,7 +26,9 @@ if TYPE_CHECKING:
 log = logging.getLogger("kith.recall")
 
 # Files the session-start injection puts in the prompt whole: recalling a piece of them repeats it.
-INJECTED_FILES = frozenset({"USER.md", "PATTERNS.md", "WORKING.md", "CHANNEL.md"})
+INJECTED_FILES = frozenset({
+    "USER.md", "PATTERNS.md", "WORKING.md", "CHANNEL.md", "MEMORY_SHORT.md", "MEMORY_MID.md", "MEMORY_LONG.md",
+})
 RECALLED: StashKey[list[Hit]] = StashKey()
 
 
@@ -40,10 +42,14 @@ def recall_scopes(gateway: Gateway, turn: Turn) -> list[str]:
     return [user_scope(turn.user.user_id)] if turn.user is not None else []
 
 
-def keep(hit: Hit, history_ids: set[str]) -> bool:
+def keep(hit: Hit, history_ids: set[str], tier: int) -> bool:
     if hit.turn_ids and set(hit.turn_ids) <= history_ids:
         return False  # the live history already holds these turns verbatim
-    return hit.kind == "turn" or hit.source not in INJECTED_FILES
+    if hit.kind == "turn":
+        return True
+    # Files loaded whole are already in the prompt; files above this tier (a tier-4 scratchpad) must
+    # not surface through a search hit either.
+    return hit.source not in INJECTED_FILES and file_loads(tier, hit.source)
 
 
 @hookimpl
@@ -52,12 +58,13 @@ async def gateway_context_sections(gateway: Gateway, turn: Turn) -> ContextSecti
     k = gateway.config.memory.recall_k
     if memory is None or memory.detached or turn.user is None or k <= 0:
         return None
-    if not loads(tier_of(gateway, turn), "recall") or not turn.message.text.strip():
+    tier = tier_of(gateway, turn)
+    if not loads(tier, "recall") or not turn.message.text.strip():
         return None
     scopes = recall_scopes(gateway, turn)
     history_ids = {m.turn_id for m in turn.history if m.turn_id}
     # Over-fetch: hits dropped as already present must not leave the prompt short of memories.
     hits = await memory.recall(scope=scopes, query=turn.message.text, k=k * 2, now=turn.received_at)
-    kept = [h for h in hits if keep(h, history_ids)][:k]
+    kept = [h for h in hits if keep(h, history_ids, tier)][:k]
     turn.stash[RECALLED] = kept
     return hits_section(kept, budget_tokens=gateway.config.memory.recall_budget_tokens)

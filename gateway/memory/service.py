@@ -10,8 +10,10 @@ so a recall never stalls the loop that serves other conversations.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime
 from pathlib import Path
@@ -66,11 +68,18 @@ class MemoryService:
         self._worker: asyncio.Task[None] | None = None
         self._last_turn: dict[tuple[str, str], TurnRecord] = {}  # (scope, session) -> previous turn
         self.counters = {"recalls": 0, "indexed_files": 0, "embedded_chunks": 0, "index_errors": 0}
+        # Own thread pools: indexing is CPU-heavy and long (a big file under load takes seconds), so
+        # it runs one at a time on its own thread and can never starve recall, or any other
+        # ``to_thread`` call on the turn path, of the default pool's few threads.
+        self._index_pool: ThreadPoolExecutor | None = None
+        self._query_pool: ThreadPoolExecutor | None = None
 
     # -------------------------------------------------------------------------------- lifecycle
 
     async def start(self) -> None:
         self._loop = asyncio.get_running_loop()
+        self._index_pool = ThreadPoolExecutor(1, thread_name_prefix="kith-index")
+        self._query_pool = ThreadPoolExecutor(2, thread_name_prefix="kith-recall")
         self._embedder = await asyncio.to_thread(
             load_embedder, self.mem.embedding_model, threads=self.mem.embedding_threads
         )
@@ -109,7 +118,20 @@ class MemoryService:
             self._worker = None
         self._loop = None  # writes after close are still guarded, just no longer indexed live
         if self._index is not None:
-            await asyncio.to_thread(self._index.close)
+            await self._indexing(self._index.close)
+        for pool in (self._index_pool, self._query_pool):
+            if pool is not None:
+                pool.shutdown(wait=False)
+        self._index_pool = self._query_pool = None
+
+    async def _indexing(self, fn: Callable[..., Any], *args: Any) -> Any:
+        # No pool = not started (or closed): the default pool does it.
+        return await asyncio.get_running_loop().run_in_executor(self._index_pool, functools.partial(fn, *args))
+
+    async def index_file(self, scope: str, rel: str) -> IndexReport:
+        """Re-index one file of one scope on the indexing thread (what ``memory.index`` jobs call)."""
+        report: IndexReport = await self._indexing(self.index_path, scope, rel)
+        return report
 
     async def drain(self) -> None:
         """Wait until every queued re-index has run (tests, shutdown, benchmarks)."""
@@ -166,7 +188,7 @@ class MemoryService:
         while True:
             scope, rel = await self._queue.get()
             try:
-                await asyncio.to_thread(self.index_path, scope, rel)
+                await self.index_file(scope, rel)
             except asyncio.CancelledError:
                 raise
             except Exception:
@@ -213,14 +235,14 @@ class MemoryService:
         return await self.index_chunks(scope, chunks)
 
     async def index_chunks(self, scope: str, chunks: Sequence[Chunk]) -> IndexReport:
-        report = await asyncio.to_thread(self._require_indexer().index_chunks, scope, chunks)
+        report = await self._indexing(self._require_indexer().index_chunks, scope, chunks)
         self._count(report)
         return report
 
     async def sync(self, scope: str) -> IndexReport:
         """Incremental pass over a root (startup catch-up after edits made while stopped)."""
         await asyncio.to_thread(self.store_for(scope).remove_stale_temp_files)
-        report = await asyncio.to_thread(self._require_indexer().sync, scope, self.store_for(scope))
+        report = await self._indexing(self._require_indexer().sync, scope, self.store_for(scope))
         self._count(report)
         return report
 
@@ -229,21 +251,21 @@ class MemoryService:
         scopes = [user_scope(user_id)] if user_id else self.known_scopes()
         out = {}
         for scope in scopes:
-            out[scope] = await asyncio.to_thread(self._require_indexer().rebuild, scope, self.store_for(scope))
+            out[scope] = await self._indexing(self._require_indexer().rebuild, scope, self.store_for(scope))
             self._count(out[scope])
-        await asyncio.to_thread(self._require_index().optimize)
+        await self._indexing(self._require_index().optimize)
         return out
 
     async def rebuild(self, scope: str) -> IndexReport:
         """Drop and rebuild one scope's index from its files (after a merge moved them in)."""
-        report = await asyncio.to_thread(self._require_indexer().rebuild, scope, self.store_for(scope))
+        report = await self._indexing(self._require_indexer().rebuild, scope, self.store_for(scope))
         self._count(report)
         return report
 
     async def purge(self, scope: str) -> None:
         """Forget everything indexed for a scope (a merged-away user); its files are already gone."""
         self.root_for(scope)
-        await asyncio.to_thread(self._require_index().delete_scope, scope)
+        await self._indexing(self._require_index().delete_scope, scope)
         self._stores.pop(scope, None)
 
     def known_scopes(self) -> list[str]:
@@ -266,7 +288,7 @@ class MemoryService:
             self.root_for(s)
         index, embedder, indexer = self._require_index(), self._require_embedder(), self._require_indexer()
         self.counters["recalls"] += 1
-        return await asyncio.to_thread(
+        return await asyncio.get_running_loop().run_in_executor(self._query_pool, functools.partial(
             recall,
             index,
             embedder,
@@ -277,7 +299,7 @@ class MemoryService:
             now=now,
             settings=self.settings,
             kinds=kinds,
-        )
+        ))
 
     def stats(self) -> dict[str, Any]:
         index = self._index
@@ -288,6 +310,19 @@ class MemoryService:
             "queued": self._queue.qsize(),
             **self.counters,
         }
+
+    @property
+    def index(self) -> VectorIndex:
+        """The vector index (benchmarks fill it directly; everything else goes through recall)."""
+        return self._require_index()
+
+    @property
+    def embedder(self) -> Embedder:
+        return self._require_embedder()
+
+    @property
+    def sparse(self) -> SparseEncoder:
+        return self._require_indexer().sparse
 
     def scope_count(self, scope: str) -> int:
         return self._require_index().count(scope)

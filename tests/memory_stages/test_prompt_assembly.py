@@ -142,6 +142,6 @@ async def test_people_lookup_loads_speaker_participants_and_mentions_in_order(
         await gw.handle_inbound(msg("Did Dee's booking work out?", account="ada", group="band"))
         system = last_turn_system(fake_anthropic)
         people = system[system.index("People in this conversation"):]
-        people = people[:people.index("\n---")]
+        people = people.split("\n--- ")[0]
         positions = [people.index(n) for n in ("Ada plays bass", "Cy writes", "Bo plays drums", "Dee books")]
         assert positions == sorted(positions)  # speaker, recent participants (newest first), mentions
