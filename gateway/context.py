@@ -15,6 +15,15 @@ from gateway.types import ContextSection, Stability
 
 TRUNCATION_MARK = "\n[...trimmed to fit the context budget]"
 
+# Trim ranks: on overflow the lowest goes first (docs/memory.md). Stages use these names, so the order
+# lives in one place; protected sections (profile, channel memory, persona) are never trimmed at all.
+TRIM_RECALLED = 10
+TRIM_FACTS = 20
+TRIM_DATED = 30
+TRIM_PEOPLE = 35
+TRIM_PLAYBOOKS = 40
+TRIM_WORKING = 45
+
 
 def estimate_tokens(text: str) -> int:
     """Cheap, deterministic estimate (~4 characters per token for English prose)."""

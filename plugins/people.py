@@ -22,7 +22,7 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
-from gateway.context import truncate_to_tokens
+from gateway.context import TRIM_PEOPLE, truncate_to_tokens
 from gateway.hookspecs import hookimpl
 from gateway.memory.store import MemoryStore
 from gateway.memory.writer import ALIASES, person_slug
@@ -119,4 +119,4 @@ async def gateway_context_sections(gateway: Gateway, turn: Turn) -> ContextSecti
     if not text:
         return None
     return ContextSection(source="memory.people", title="People in this conversation (notes)", text=text,
-                          priority=60, stability=Stability.VOLATILE, trim_rank=35, as_data=True)
+                          priority=60, stability=Stability.VOLATILE, trim_rank=TRIM_PEOPLE, as_data=True)

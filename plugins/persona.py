@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gateway.config import Config, ConfigError
+from gateway.context import TRIM_DATED, TRIM_PEOPLE, TRIM_WORKING
 from gateway.hookspecs import hookimpl
 from gateway.personas import FileCache, PersonaError, ensure_configured, persona_store, resolve, source_for
 from gateway.tiers import loads, tier_of
@@ -46,9 +47,9 @@ DIGESTS: tuple[tuple[str, str, int, int], ...] = (
     ("MEMORY_MID.md", "Mid-term memory", 510, 600),
     ("MEMORY_SHORT.md", "Recent memory", 500, 800),
 )
-DIGEST_TRIM_RANK = 30  # after recalled (10) and facts (20), before playbooks (40): docs/memory.md
-WORKSPACE_TRIM_RANK = 35
-REMINDERS_TRIM_RANK = 45
+DIGEST_TRIM_RANK = TRIM_DATED
+WORKSPACE_TRIM_RANK = TRIM_PEOPLE
+REMINDERS_TRIM_RANK = TRIM_WORKING
 
 FILES = FileCache()
 

@@ -22,6 +22,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from gateway.context import TRIM_WORKING
 from gateway.hookspecs import hookimpl
 from gateway.memory import working
 from gateway.memory.store import MemoryStore
@@ -88,7 +89,7 @@ def take_snapshot(gateway: Gateway, turn: Turn) -> Snapshot:
     if wm is not None:
         out.append(("WORKING.md", _section(
             "memory.working", f"Recent context (working memory, updated {wm.updated:%Y-%m-%d %H:%M} UTC)", wm.body,
-            70, budget=mem.working_max_tokens, trim_rank=45,
+            70, budget=mem.working_max_tokens, trim_rank=TRIM_WORKING,
         )))
     return Snapshot(tuple(out), wm is not None)
 

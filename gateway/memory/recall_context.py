@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from gateway.context import TRIM_RECALLED
 from gateway.memory.recall import Hit
 from gateway.memory.service import MemoryService
 from gateway.types import ContextSection, Stability
@@ -45,7 +46,7 @@ def hits_section(hits: Sequence[Hit], *, budget_tokens: int = 600) -> ContextSec
         priority=40,
         budget=budget_tokens,
         stability=Stability.VOLATILE,
-        trim_rank=10,
+        trim_rank=TRIM_RECALLED,
         as_data=True,
     )
 
