@@ -54,6 +54,12 @@ def gateway_register_jobs(register: Any) -> None:
 
 
 @hookimpl
+def gateway_startup(gateway: Gateway) -> None:
+    # The bg_* progress tables of every background job, created before any turn or job needs them.
+    progress.ensure(gateway.state.db)
+
+
+@hookimpl
 async def gateway_after_turn(gateway: Gateway, turn: Turn, reply: Reply, response: LLMResponse | None) -> None:
     cfg = gateway.config.background.writer
     if turn.otr or turn.session is None or gateway.bus is None or not cfg.enabled:

@@ -67,14 +67,16 @@ CREATE TABLE IF NOT EXISTS bg_retention (
 );
 """
 
-_READY: set[int] = set()
+# Connections whose tables exist. Held strongly: an id() alone could be reused by a later connection
+# once this one is gone (connections cannot be weakly referenced); one entry per opened state database.
+_READY: dict[int, sqlite3.Connection] = {}
 
 
 def ensure(db: sqlite3.Connection) -> sqlite3.Connection:
     """Create the tables once per connection (cheap to call from every job)."""
-    if id(db) not in _READY:
+    if _READY.get(id(db)) is not db:
         db.executescript(SCHEMA)
-        _READY.add(id(db))
+        _READY[id(db)] = db
     return db
 
 
