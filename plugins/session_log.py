@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 from gateway.hookspecs import hookimpl
+from gateway.memory.errors import FileTooLargeError
 from gateway.memory.scopes import channel_scope, user_scope
 from gateway.memory.store import MemoryStore
 from gateway.types import ConversationKind, LLMResponse, Reply, Turn
@@ -30,6 +31,7 @@ class SessionLog:
     def __init__(self, gateway: Gateway) -> None:
         self.gateway = gateway
         self.pending: dict[tuple[str, str], list[str]] = defaultdict(list)  # (scope, file) -> entries
+        self.parts: dict[tuple[str, str], str] = {}  # (scope, day file) -> the part being appended to
         self.wake = asyncio.Event()
         self.task: asyncio.Task[None] | None = None
 
@@ -51,8 +53,6 @@ class SessionLog:
             key = (channel_scope(turn.message.conversation_key), rel)
         else:
             key = (user_scope(turn.user.user_id), rel)
-        if not self.pending[key] and not self._exists(key):
-            entry = f"# Sessions {local:%Y-%m-%d}\n" + entry
         self.pending[key].append(entry)
         self.wake.set()
 
@@ -61,8 +61,32 @@ class SessionLog:
         assert memory is not None
         return memory.store_for(scope)
 
-    def _exists(self, key: tuple[str, str]) -> bool:
-        return self._store(key[0]).exists(key[1])
+    def _append(self, scope: str, rel: str, entries: list[str]) -> None:
+        """Append to the day's log; past the store's file cap, continue in ``<day>.2.md``, ``.3.md``...
+
+        A busy day must not lose its log to the cap (the transcript is the durable record, but the
+        Markdown log is what distillation and people read). An entry too big for any file is cut,
+        with a note, rather than dropped.
+        """
+        store = self._store(scope)
+        day = rel.removeprefix("sessions/").removesuffix(".md")
+        target = self.parts.get((scope, rel), rel)
+        text = "".join(entries)
+        while True:
+            fresh = not store.exists(target)
+            body = (f"# Sessions {day}\n" if fresh else "") + text
+            try:
+                store.append(target, body, source="session_log")
+                break
+            except FileTooLargeError:
+                if fresh:  # even an empty file cannot take it: shrink the batch to fit
+                    cap = store.max_file_bytes - 200
+                    text = text.encode()[:cap].decode(errors="ignore") + "\n[... cut: over the file size cap;" \
+                        " the full text is in the transcript]\n"
+                    continue
+                part = int(target.rsplit(".", 2)[-2]) + 1 if target.count(".") == 2 else 2
+                target = f"sessions/{day}.{part}.md"
+        self.parts[(scope, rel)] = target
 
     async def run(self) -> None:
         while True:
@@ -73,10 +97,10 @@ class SessionLog:
     async def flush(self) -> None:
         self.wake.clear()
         batch, self.pending = self.pending, defaultdict(list)
+        self.parts = {k: v for k, v in self.parts.items() if k in batch}  # forget idle days
         for (scope, rel), entries in batch.items():
             try:
-                store = self._store(scope)
-                await asyncio.to_thread(store.append, rel, "".join(entries), source="session_log")
+                await asyncio.to_thread(self._append, scope, rel, entries)
             except Exception:
                 log.exception("could not append the session log %s for %s", rel, scope)
 

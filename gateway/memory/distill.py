@@ -32,7 +32,9 @@ Tier = Literal["short", "mid", "long"]
 TIERS: tuple[Tier, ...] = ("short", "mid", "long")
 FILES: dict[str, str] = {"short": "MEMORY_SHORT.md", "mid": "MEMORY_MID.md", "long": "MEMORY_LONG.md"}
 CHARS_PER_TOKEN = 4
-_DAY = re.compile(r"^sessions/(\d{4}-\d{2}-\d{2})(?:-([a-z]+))?\.md$")
+# <date>.md is the raw log (continued in <date>.2.md, .3.md ... past the file cap); <date>-<slot>.md
+# are the memory writer's summaries.
+_DAY = re.compile(r"^sessions/(\d{4}-\d{2}-\d{2})(?:-([a-z]+)|\.(\d+))?\.md$")
 _SLOTS = {"night": 0, "morning": 1, "afternoon": 2, "evening": 3}
 
 MID_SYSTEM = """You distill an assistant's recent memory into a concise digest, written in the first \
@@ -70,7 +72,8 @@ def _days(store: Any) -> dict[str, list[str]]:
     out = {}
     for day, kinds in found.items():
         summaries = sorted(kinds["summaries"], key=lambda p: _SLOTS.get(_DAY.match(p).group(2), 9))  # type: ignore[union-attr]
-        out[day] = summaries or kinds["raw"]
+        raw = sorted(kinds["raw"], key=lambda p: int(_DAY.match(p).group(3) or 1))  # type: ignore[union-attr]
+        out[day] = summaries or raw
     return out
 
 

@@ -97,3 +97,21 @@ async def test_worker_process_without_the_index_indexes_through_the_daemon(tmp_p
         await daemon.settle()
         hits = await daemon.memory.recall(scope=user_scope("zoe"), query="what does Zoe repair?", k=3)
         assert hits and "harpsichords" in hits[0].text
+
+
+async def test_a_busy_day_continues_its_session_log_past_the_file_cap(make_gateway: Any) -> None:
+    gw = await make_gateway(memory={"max_file_bytes": 4096})
+    for i in range(40):
+        await gw.handle_inbound(dm(f"Log line {i}: " + "the quick brown fox jumps over the lazy dog. " * 3))
+        if i % 7 == 0:
+            await gw.settle()
+    await gw.handle_inbound(dm("The very last thing: my locker is number 3141."))
+    await gw.settle()
+    user = gw.state.db.execute("SELECT user_id FROM turns LIMIT 1").fetchone()[0]
+    store = gw.memory_store(user)
+    logs = sorted(e.path for e in store.files("sessions"))
+    assert len(logs) >= 3 and all((store.root / p).stat().st_size <= 4096 for p in logs)
+    text = "".join(store.read(p) for p in logs)
+    assert all(f"Log line {i}:" in text for i in range(40)) and "3141" in text
+    hits = await gw.memory.recall(scope=user_scope(user), query="what is my locker number?", k=3)
+    assert any("3141" in h.text for h in hits)
