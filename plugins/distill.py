@@ -17,8 +17,6 @@ are served (the server refuses a non-loopback bind without a token anyway).
 
 from __future__ import annotations
 
-import hmac
-import ipaddress
 import logging
 import uuid
 from datetime import UTC, datetime
@@ -29,6 +27,7 @@ from aiohttp import web
 from gateway.bus.context import JobContext
 from gateway.config import Config
 from gateway.hookspecs import hookimpl
+from gateway.httpauth import require_operator
 from gateway.memory import jobscope, progress
 from gateway.memory.distill import FILES, TIERS, DistillResult, Tier, run_tier
 from gateway.types import ConversationAddress, ConversationKind, Reply
@@ -103,25 +102,9 @@ def gateway_register_jobs(register: Any) -> None:
 # ------------------------------------------------------------------------------------------- HTTP
 
 
-def authorized(gateway: Any, request: web.Request) -> bool:
-    secret = gateway.config.server.token
-    if secret is None:
-        try:
-            return ipaddress.ip_address(request.remote or "").is_loopback
-        except ValueError:
-            return False
-    header = request.headers.get("Authorization", "")
-    return header.startswith("Bearer ") and hmac.compare_digest(header[7:], secret.get_secret_value())
-
-
-def _guard(gateway: Any, request: web.Request) -> None:
-    if not authorized(gateway, request):
-        raise web.HTTPUnauthorized(text="bearer token required", headers={"WWW-Authenticate": "Bearer"})
-
-
 def routes(gateway: Gateway) -> list[web.RouteDef]:
     async def start(request: web.Request) -> web.Response:
-        _guard(gateway, request)
+        require_operator(gateway.config, request)
         tier = request.match_info["tier"]
         if tier not in TIERS:
             raise web.HTTPNotFound(text=f"unknown tier {tier!r}; one of {', '.join(TIERS)}")
@@ -142,7 +125,7 @@ def routes(gateway: Gateway) -> list[web.RouteDef]:
         return web.json_response({"job_id": job_id, "tier": tier, "user": user, "file": FILES[tier]}, status=202)
 
     async def status(request: web.Request) -> web.Response:
-        _guard(gateway, request)
+        require_operator(gateway.config, request)
         cfg = gateway.config.background.distill
         tiers = {t: {"enabled": getattr(cfg, t).enabled, "cron": getattr(cfg, t).cron,
                      "backend": getattr(cfg, t).backend, "file": FILES[t]} for t in TIERS}  # fmt: skip

@@ -14,9 +14,9 @@ import yaml
 
 from gateway.cli.main import main as kith
 from gateway.config import parse_config
+from gateway.httpauth import is_operator
 from gateway.memory.distill import short_digest
 from gateway.memory.store import MemoryStore
-from plugins.distill import authorized
 from tests.background.conftest import BgFactory, say, user_id
 from tests.background.nights import read
 
@@ -116,13 +116,11 @@ async def test_an_oversize_digest_fails_the_job_and_keeps_the_old_file(bg_gatewa
 async def test_loopback_without_a_token_is_served_and_nothing_else() -> None:
     from aiohttp.test_utils import make_mocked_request
 
-    class Gw:
-        config = parse_config({}, env={})
-
+    config = parse_config({}, env={})
     local = make_mocked_request("GET", "/distill/status", transport=_Transport("127.0.0.1"))
-    assert local.remote == "127.0.0.1" and authorized(Gw, local)
+    assert local.remote == "127.0.0.1" and is_operator(config, local)
     remote = make_mocked_request("GET", "/distill/status", transport=_Transport("203.0.113.9"))
-    assert not authorized(Gw, remote)
+    assert not is_operator(config, remote)
 
 
 class _Transport:
