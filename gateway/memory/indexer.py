@@ -48,9 +48,9 @@ class Indexer:
         self.sparse = sparse
 
     def hash(self, chunk: Chunk) -> str:
-        """What decides "unchanged": the chunk's content and how sparse vectors are encoded (the
-        embedding model needs no entry: each model has its own index)."""
-        return f"{chunk.content_hash}/{self.sparse.signature}"
+        """What decides "unchanged": the chunk's content and how its vectors are made (each model
+        has its own index; the signature tells apart ways of running one model, e.g. int8 or float)."""
+        return f"{chunk.content_hash}/{self.sparse.signature}/{self.embedder.signature}"
 
     def points(self, scope: str, chunks: Sequence[Chunk]) -> list[IndexPoint]:
         dense = self.embedder.embed_documents([c.dense_text for c in chunks])
