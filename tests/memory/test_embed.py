@@ -34,12 +34,13 @@ def _model_bytes() -> bytes:
 def test_rewrite_finds_every_projection_and_gelu_of_the_shipped_model() -> None:
     model = _model_bytes()
     _, report = optimise_transformer(model)
-    # 6 layers x (q, k, v, attention output, FFN in, FFN out), each with its bias; one GELU per layer.
-    assert (report.quantized_matmuls, report.biases_folded, report.gelus) == (36, 36, 6)
+    # 6 layers x (q, k, v, attention output, FFN in, FFN out), each with its bias; per layer one
+    # GELU and one softmax NaN guard.
+    assert (report.quantized_matmuls, report.biases_folded, report.gelus, report.nan_guards) == (36, 36, 6, 6)
     _, exact_report = optimise_transformer(model, quantize=False)
-    assert (exact_report.quantized_matmuls, exact_report.gelus) == (0, 6)
+    assert (exact_report.quantized_matmuls, exact_report.gelus, exact_report.nan_guards) == (0, 6, 6)
     unchanged, none = optimise_transformer(b"")
-    assert unchanged == b"" and none.quantized_matmuls == none.gelus == 0
+    assert unchanged == b"" and none.quantized_matmuls == none.gelus == none.nan_guards == 0
 
 
 def test_exact_path_equals_the_unmodified_model(exact: MiniLMEmbedder) -> None:
