@@ -10,6 +10,7 @@ so a recall never stalls the loop that serves other conversations.
 from __future__ import annotations
 
 import asyncio
+import fcntl
 import functools
 import logging
 from collections.abc import Callable, Sequence
@@ -97,6 +98,18 @@ class MemoryService:
 
     def _open_index(self, embedder: Embedder) -> VectorIndex:
         key = self.mem.qdrant_api_key.get_secret_value() if self.mem.qdrant_api_key else None
+        if self.mem.qdrant_url is None:
+            # Two processes creating a new embedded index at once (two ``kith worker`` started
+            # together) would race half-way through its files: opening is serialised, so the second
+            # finds it created and locked by the first (IndexBusyError) instead.
+            lock_dir = self.data_dir / "qdrant"
+            lock_dir.mkdir(parents=True, exist_ok=True)
+            with open(lock_dir / ".open.lock", "w") as lock:
+                fcntl.flock(lock, fcntl.LOCK_EX)
+                return self._open_index_unlocked(embedder, key)
+        return self._open_index_unlocked(embedder, key)
+
+    def _open_index_unlocked(self, embedder: Embedder, key: str | None) -> VectorIndex:
         return open_index(
             path=str(self.data_dir / "qdrant" / f"edge-{embedder.name}"),
             url=self.mem.qdrant_url,

@@ -105,10 +105,17 @@ async def test_kith_worker_processes_run_plugin_jobs(tmp_path: Path) -> None:
             "2",
             cwd=ROOT,
             env={**os.environ, "PYTHONPATH": str(ROOT)},
+            stdout=asyncio.subprocess.PIPE,
         )
         for _ in range(2)
     ]
     try:
+        # SIGTERM before a worker has installed its handlers would kill it mid-import: wait for both
+        # to say they are ready.
+        for p in procs:
+            assert p.stdout is not None
+            line = await asyncio.wait_for(p.stdout.readline(), 60)
+            assert line.startswith(b"kith worker:"), line
         outs = [tmp_path / f"out{n}" for n in range(20)]
         for n, path in enumerate(outs):
             await bus.enqueue("touch", {"path": str(path)}, job_id=f"touch:{n}")
