@@ -91,3 +91,9 @@ def test_token_batches_respect_budget_and_cover_every_text() -> None:
 
 def test_load_embedder_shares_one_instance() -> None:
     assert load_embedder("minilm-l6-int8") is load_embedder("minilm-l6-int8")
+
+
+def test_parallel_embedding_gives_the_same_vectors(int8: MiniLMEmbedder) -> None:
+    two = MiniLMEmbedder(threads=2)
+    texts = TEXTS * 4
+    assert np.array_equal(two.embed_documents(texts), int8.embed_documents(texts))
