@@ -122,6 +122,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="kith-locomo-") as tmp:
         svc = MemoryService(parse_config({"data_dir": tmp, "memory": mem}, env={}))
         await svc.start()
+        embedder = svc._require_embedder().signature  # which way of running the model produced the figures
         try:
             for conv in data:
                 scope = f"user:locomo-{conv.get('sample_id', len(rows))}"
@@ -144,7 +145,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     rows.append((int(qa["category"]), score(ranked, gold)))
         finally:
             await svc.close()
-    return summarise(rows, latencies, n_turns, ingest_s, args)
+    return summarise(rows, latencies, n_turns, ingest_s, args) | {"embedder": embedder, "threads": args.threads}
 
 
 def summarise(
