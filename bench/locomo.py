@@ -38,7 +38,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--dense-weight", type=float, default=None)
     parser.add_argument("--sparse-weight", type=float, default=None)
     parser.add_argument("--limit", type=int, default=0, help="only the first N conversations")
-    parser.add_argument("--threads", type=int, default=1, help="embedding threads (query path uses these too)")
+    parser.add_argument("--threads", type=int, default=None,
+                        help="embedding threads (default: memory.embedding_threads; query path uses these too)")
 
 
 def normalise_evidence(items: list[Any]) -> list[str]:
@@ -104,7 +105,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     data = json.loads(await asyncio.to_thread(Path(args.data).read_text, encoding="utf-8"))
     if args.limit:
         data = data[: args.limit]
-    mem: dict[str, Any] = {"embedding_threads": args.threads}
+    mem: dict[str, Any] = {} if args.threads is None else {"embedding_threads": args.threads}
     if args.backend == "memory":
         mem["qdrant_url"] = ":memory:"
     for key, val in (
@@ -145,7 +146,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     rows.append((int(qa["category"]), score(ranked, gold)))
         finally:
             await svc.close()
-    return summarise(rows, latencies, n_turns, ingest_s, args) | {"embedder": embedder, "threads": args.threads}
+    threads = svc.mem.embedding_threads
+    return summarise(rows, latencies, n_turns, ingest_s, args) | {"embedder": embedder, "threads": threads}
 
 
 def summarise(

@@ -4,10 +4,9 @@ Builds an index holding ``--memories`` chunks for the measured user plus ``--oth
 many for other users (so the scope filter has something to exclude), then times
 ``MemoryService.recall`` end to end: query embedding, dense + BM25 queries, fusion, thread hop.
 
-Embedding 100k texts would take many minutes on two cores and measures ingest, not recall, so
-chunk vectors are synthesised: each is a random mixture of a few really-embedded sentences plus
-noise (clustered like real text, unlike uniform noise), while BM25 vectors come from the real
-encoder over generated sentences. Queries are unique sentences embedded for real at query time.
+Chunks are synthesised (bench/synth.py: clustered vectors, real BM25 over generated sentences), since
+embedding 100k texts would measure ingest, not recall. Queries are unique sentences embedded for
+real at query time.
 """
 
 from __future__ import annotations
@@ -22,29 +21,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-_SUBJECTS = ["Alice", "Sam", "my sister", "the team", "grandma", "our neighbour", "the dentist", "Priya", "Tom"]
-_VERBS = ["visited", "booked", "cancelled", "painted", "cooked", "fixed", "forgot", "planned", "bought", "read"]
-_OBJECTS = [
-    "a trip to Lisbon",
-    "the blue bicycle",
-    "a birthday cake",
-    "the tax forms",
-    "a pottery class",
-    "the garden shed",
-    "a concert ticket",
-    "the quarterly report",
-    "a hiking route",
-    "the piano lesson",
-    "a vegan lasagna",
-    "the car insurance",
-    "a book about whales",
-    "the kitchen tap",
-    "a yoga retreat",
-    "the wedding playlist",
-]
-_WHEN = ["yesterday", "last weekend", "on Monday", "in March", "this morning", "two weeks ago", "at Easter"]
+from bench.synth import OBJECTS, VERBS, fill
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -56,23 +33,16 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=7)
 
 
-def sentence(rng: random.Random) -> str:
-    words = (rng.choice(_SUBJECTS), rng.choice(_VERBS), rng.choice(_OBJECTS), rng.choice(_WHEN))
-    return " ".join(words) + f" #{rng.randint(0, 10**6)}"
-
-
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from gateway.config import parse_config
     from gateway.memory.embed import load_embedder
-    from gateway.memory.index import IndexPoint, open_index, point_id
+    from gateway.memory.index import open_index
     from gateway.memory.service import MemoryService
     from gateway.memory.sparse import SparseEncoder
 
     rng = random.Random(args.seed)
-    nprng = np.random.default_rng(args.seed)
     embedder = load_embedder("minilm-l6-int8")
     sparse = SparseEncoder()
-    basis = embedder.embed_documents([sentence(rng) for _ in range(256)])
     with tempfile.TemporaryDirectory(prefix="kith-scale-") as tmp:
         url = ":memory:" if args.backend == "memory" else None
         index = open_index(path=str(Path(tmp) / "qdrant"), url=url, dim=embedder.dim, collection="scale")
@@ -80,35 +50,8 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         users = [("user:measured", args.memories)] + [
             (f"user:other{i}", args.memories // 10) for i in range(args.other_users)
         ]
-        for scope, count in users:
-            for start in range(0, count, 2000):
-                n = min(2000, count - start)
-                mix = nprng.dirichlet(np.ones(4), size=n)
-                picks = nprng.integers(0, len(basis), size=(n, 4))
-                vecs = np.einsum("nk,nkd->nd", mix, basis[picks]) + nprng.normal(0, 0.02, (n, embedder.dim))
-                vecs /= np.linalg.norm(vecs, axis=1, keepdims=True)
-                points = []
-                for j in range(n):
-                    text = sentence(rng)
-                    cid = f"f:synthetic.md#{start + j}"
-                    points.append(
-                        IndexPoint(
-                            id=point_id(scope, cid),
-                            dense=vecs[j].astype(np.float32).tolist(),
-                            sparse=sparse.document(text),
-                            payload={
-                                "scope": scope,
-                                "path": "synthetic.md",
-                                "cid": cid,
-                                "hash": "",
-                                "kind": "file",
-                                "text": text,
-                                "ts": 0.0,
-                                "valid_until": 1e18,
-                            },
-                        )
-                    )
-                await asyncio.to_thread(index.upsert, points)
+        for n, (scope, count) in enumerate(users):
+            await asyncio.to_thread(fill, index, embedder, sparse, scope, count, seed=args.seed + n)
         load_s = time.perf_counter() - t0
         t1 = time.perf_counter()
         await asyncio.to_thread(index.optimize)
@@ -120,7 +63,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                 await svc.recall(scope="user:measured", query=f"warm up {rng.random()}", k=8)
             lat = []
             for i in range(args.queries):
-                q = f"when {rng.choice(_VERBS).removesuffix('ed')} {rng.choice(_OBJECTS)} {i}?"
+                q = f"when {rng.choice(VERBS).removesuffix('ed')} {rng.choice(OBJECTS)} {i}?"
                 t = time.perf_counter()
                 hits = await svc.recall(scope="user:measured", query=q, k=8)
                 lat.append((time.perf_counter() - t) * 1000)

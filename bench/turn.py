@@ -37,6 +37,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--clients", type=int, default=50)
     parser.add_argument("--turns", type=int, default=20, help="turns per client")
     parser.add_argument("--json", action="store_true", help="print only the JSON summary")
+    parser.add_argument("--core", action="store_true",
+                        help="gateway core only: the memory stages switched off (plugins.deny), as issue 2 measured")
     parser.add_argument("--memories", default="", help="memory-stage mode: comma-separated scales, e.g. 0,10000,100000")
     parser.set_defaults(func=main)
 
@@ -56,12 +58,19 @@ async def _client(port: int, idx: int, turns: int, rtts: list[float]) -> None:
             rtts.append((time.perf_counter() - t0) * 1000)
 
 
-async def run(clients: int, turns: int) -> dict[str, Any]:
+MEMORY_STAGES = [
+    "plugins.memory_index", "plugins.recall", "plugins.profile", "plugins.people", "plugins.compaction",
+    "plugins.memory_writer", "plugins.sleep_cycle", "plugins.distill", "plugins.retention", "plugins.known_facts",
+    "plugins.tools",
+]
+
+
+async def run(clients: int, turns: int, core: bool = False) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="kith-bench-") as tmp:
         cfg = parse_config({
             "data_dir": str(Path(tmp) / "data"), "llm": {"provider": "echo"},
             "server": {"port": 0, "rate_limit": {"messages_per_minute": 1_000_000, "burst": 1_000_000}},
-            "plugins": {"entry_points": False}, "log_level": "WARNING",
+            "plugins": {"entry_points": False, "deny": MEMORY_STAGES if core else []}, "log_level": "WARNING",
         }, env={})
         async with Gateway(cfg, entry_points=False) as gw:
             overheads: list[float] = []
@@ -85,7 +94,7 @@ async def run(clients: int, turns: int) -> dict[str, Any]:
             wall = time.perf_counter() - t0
     n = len(rtts)
     return {
-        "bench": "turn", "clients": clients, "turns": n, "wall_s": round(wall, 3),
+        "bench": "turn", "stages": "core" if core else "all", "clients": clients, "turns": n, "wall_s": round(wall, 3),
         "turns_per_s": round(n / wall, 1),
         "overhead_p50_ms": round(percentile(overheads, 0.5), 3),
         "overhead_p99_ms": round(percentile(overheads, 0.99), 3),
@@ -203,7 +212,7 @@ def main(args: argparse.Namespace) -> int:
                       f"{r['overhead_p99_ms']} ms, prompt {r['prompt_tokens_mean']} tokens/turn")
         print(json.dumps(staged))
         return 0
-    result = asyncio.run(run(args.clients, args.turns))
+    result = asyncio.run(run(args.clients, args.turns, args.core))
     if not args.json:
         print(f"{result['turns']} turns from {result['clients']} clients in {result['wall_s']} s")
     print(json.dumps(result))
