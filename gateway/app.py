@@ -31,6 +31,7 @@ from gateway.logs import collect_secrets, install_redaction
 from gateway.memory.kg import KnowledgeGraph
 from gateway.memory.service import MemoryService
 from gateway.memory.store import MemoryStore
+from gateway.operator_api import routes as operator_routes
 from gateway.plugins import PluginHost, build_plugin_host
 from gateway.sessions import Sessions
 from gateway.state import State, ts
@@ -71,7 +72,7 @@ class Gateway:
         self.http_app = web.Application(client_max_size=1024 * 1024)
         self.http_app[GATEWAY_KEY] = self
         self.http_app.router.add_get("/healthz", self._healthz)
-        self.http_app.router.add_routes([explain_route(self)])
+        self.http_app.router.add_routes([explain_route(self), *operator_routes(self)])
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
         self._providers: dict[str, Provider] = {}

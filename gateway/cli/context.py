@@ -14,9 +14,8 @@ import json
 import sys
 from typing import Any
 
-import aiohttp
-
 from gateway.cli.common import load_or_exit
+from gateway.cli.daemon import DaemonError, ask_daemon
 from gateway.config import Config
 
 
@@ -30,24 +29,6 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--local", action="store_true", help="don't ask the daemon; open the data directory here")
     p.add_argument("message", help="the message text")
     p.set_defaults(func=run)
-
-
-async def from_daemon(config: Config, body: dict[str, Any]) -> dict[str, Any] | None:
-    """The daemon's answer, or None when no daemon listens."""
-    host = config.server.host
-    host = "127.0.0.1" if host in ("0.0.0.0", "", "localhost") else ("::1" if host == "::" else host)
-    url = f"http://{'[' + host + ']' if ':' in host else host}:{config.server.port}/context"
-    headers = {"Authorization": f"Bearer {config.server.token.get_secret_value()}"} if config.server.token else {}
-    try:
-        async with (
-            aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=60)) as http,
-            http.post(url, json=body, headers=headers) as resp,
-        ):
-            if resp.status != 200:
-                raise SystemExit(f"kith context: the daemon answered {resp.status}: {await resp.text()}")
-            return await resp.json()  # type: ignore[no-any-return]
-    except aiohttp.ClientConnectionError:
-        return None
 
 
 async def locally(config: Config, body: dict[str, Any]) -> dict[str, Any]:
@@ -98,14 +79,14 @@ def run(args: argparse.Namespace) -> int:
             "tier": args.tier}
 
     async def go() -> dict[str, Any]:
-        answer = None if args.local else await from_daemon(config, body)
+        answer = None if args.local else await ask_daemon(config, "POST", "/context", body)
         return answer if answer is not None else await locally(config, body)
 
     from gateway.explain import ExplainError
 
     try:
         result = asyncio.run(go())
-    except ExplainError as exc:
+    except (ExplainError, DaemonError) as exc:
         print(f"kith context: {exc}", file=sys.stderr)
         return 2
     print(json.dumps(result, indent=1, ensure_ascii=False) if args.json else render(result))

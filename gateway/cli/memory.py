@@ -1,8 +1,9 @@
 """``kith memory search | stats | reindex``: the memory index from the shell.
 
-These open the index themselves; the embedded index is single-process, so while a gateway runs on
-the same data directory they report that it is busy (a Qdrant server via ``memory.qdrant_url`` has
-no such limit).
+These open the index themselves. The embedded index is single-process: while a gateway runs on the
+same data directory they ask it instead, through its operator API (``/memory/*``); a reindex then
+runs as ``memory.rebuild`` jobs on the daemon. Exit 3 only when the index is busy and no daemon
+answers.
 """
 
 from __future__ import annotations
@@ -16,7 +17,10 @@ from dataclasses import asdict
 from typing import Any
 
 from gateway.cli.common import load_or_exit
+from gateway.cli.daemon import DaemonError, ask_daemon
+from gateway.config import Config
 from gateway.memory.index import IndexBusyError
+from gateway.memory.recall import Hit
 from gateway.memory.service import MemoryService, ScopeError, user_scope
 
 
@@ -29,16 +33,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--k", type=int, default=8, help="number of results (default 8)")
     p.add_argument("--json", action="store_true", help="print hits as JSON")
     p.add_argument("query", nargs="+", help="what to look for")
-    p.set_defaults(func=lambda a: _run(a, _search))
+    p.set_defaults(func=lambda a: _run(a, _search), func_name="search")
 
     p = msub.add_parser("stats", help="points per scope, model and backend")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=lambda a: _run(a, _stats))
+    p.set_defaults(func=lambda a: _run(a, _stats), func_name="stats")
 
     p = msub.add_parser("reindex", help="rebuild the index from the Markdown files")
     p.add_argument("--user", default=None, help="only this user (default: every root)")
     p.add_argument("--json", action="store_true")
-    p.set_defaults(func=lambda a: _run(a, _reindex))
+    p.set_defaults(func=lambda a: _run(a, _reindex), func_name="reindex")
 
     p = msub.add_parser("rollback", help="undo a USER.md curation run (default: the latest one that changed it)")
     p.add_argument("--user", required=True, help="user id (users/<id>/)")
@@ -57,7 +61,16 @@ def _run(args: argparse.Namespace, action: Callable[[MemoryService, argparse.Nam
         try:
             await svc.start()
         except IndexBusyError as exc:
-            print(f"error: {exc}; stop the gateway or configure memory.qdrant_url", file=sys.stderr)
+            # The running daemon holds the embedded index: ask it instead.
+            try:
+                answered = await _via_daemon(config, args)
+            except DaemonError as err:
+                print(f"error: {err}", file=sys.stderr)
+                return 2
+            if answered is not None:
+                return answered
+            print(f"error: {exc}, and its daemon does not answer on port {config.server.port}; "
+                  "stop it or configure memory.qdrant_url", file=sys.stderr)
             return 3
         try:
             return await action(svc, args)
@@ -70,8 +83,29 @@ def _run(args: argparse.Namespace, action: Callable[[MemoryService, argparse.Nam
     return asyncio.run(go())
 
 
+async def _via_daemon(config: Config, args: argparse.Namespace) -> int | None:
+    action = args.func_name
+    if action == "search":
+        out = await ask_daemon(config, "POST", "/memory/search",
+                               {"user": args.user, "query": " ".join(args.query), "k": args.k})
+        return None if out is None else _print_hits([Hit(**h) for h in out["hits"]], args)
+    if action == "stats":
+        out = await ask_daemon(config, "GET", "/memory/stats")
+        return None if out is None else _print_stats(out, args)
+    if action == "reindex":
+        out = await ask_daemon(config, "POST", "/memory/reindex", {"user": args.user} if args.user else {})
+        if out is not None:
+            print(json.dumps(out) if args.json else f"queued a rebuild of {len(out['queued'])} scopes on the daemon")
+            return 0
+    return None
+
+
 async def _search(svc: MemoryService, args: argparse.Namespace) -> int:
     hits = await svc.recall(scope=user_scope(args.user), query=" ".join(args.query), k=args.k)
+    return _print_hits(hits, args)
+
+
+def _print_hits(hits: list[Hit], args: argparse.Namespace) -> int:
     if args.json:
         print(json.dumps([asdict(h) for h in hits], ensure_ascii=False, indent=2))
         return 0
@@ -86,16 +120,11 @@ async def _search(svc: MemoryService, args: argparse.Namespace) -> int:
 
 
 async def _stats(svc: MemoryService, args: argparse.Namespace) -> int:
-    scopes: dict[str, Any] = {}
-    for scope in svc.known_scopes():
-        store = svc.store_for(scope)
-        files = await asyncio.to_thread(store.files)
-        scopes[scope] = {
-            "files": len(files),
-            "bytes": sum(f.size for f in files),
-            "points": await asyncio.to_thread(svc.scope_count, scope),
-        }
-    out = {**await asyncio.to_thread(svc.stats), "scopes": scopes}
+    return _print_stats(await svc.report(), args)
+
+
+def _print_stats(out: dict[str, Any], args: argparse.Namespace) -> int:
+    scopes = out["scopes"]
     if args.json:
         print(json.dumps(out, indent=2))
         return 0

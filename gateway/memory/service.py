@@ -337,6 +337,18 @@ class MemoryService:
     def sparse(self) -> SparseEncoder:
         return self._require_indexer().sparse
 
+    async def report(self) -> dict[str, Any]:
+        """``stats()`` plus files, bytes and index points per root (``kith memory stats``)."""
+        scopes: dict[str, Any] = {}
+        for scope in self.known_scopes():
+            files = await asyncio.to_thread(self.store_for(scope).files)
+            scopes[scope] = {
+                "files": len(files),
+                "bytes": sum(f.size for f in files),
+                "points": await asyncio.to_thread(self.scope_count, scope),
+            }
+        return {**self.stats(), "scopes": scopes}
+
     def scope_count(self, scope: str) -> int:
         return self._require_index().count(scope)
 

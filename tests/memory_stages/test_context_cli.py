@@ -81,3 +81,59 @@ async def test_daemon_serves_context_to_operators_only(tmp_path: Path) -> None:
         assert any("Marseille" in s["text"] for s in x["sections"])
         assert x["session"]["new"] is False  # the live session is peeked, not replaced
         assert gw.state.one("SELECT COUNT(*) AS n FROM sessions")["n"] == 1
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_memory_and_context_commands_ask_the_running_daemon(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The daemon holds the embedded index: the CLI asks it over the operator API instead of failing."""
+    import threading
+
+    data = config_data(tmp_path, server={"port": _free_port()})
+    path = tmp_path / "config.yaml"
+    path.write_text(yaml.safe_dump(data))
+    ready, stop = threading.Event(), threading.Event()
+    errors: list[BaseException] = []
+
+    async def daemon() -> None:
+        async with Gateway(parse_config(data, env={}), entry_points=False) as gw:
+            gw.memory_store("ada").write("USER.md", PROFILE, source="test")
+            await gw.handle_inbound(msg("I bought a new oar made of carbon fibre."))
+            await gw.handle_inbound(msg("/new"))
+            await gw.settle()
+            ready.set()
+            await asyncio.to_thread(stop.wait)
+
+    def run() -> None:
+        try:
+            asyncio.run(daemon())
+        except BaseException as exc:  # surfaced by the assertion below
+            errors.append(exc)
+            ready.set()
+
+    thread = threading.Thread(target=run, daemon=True)
+    thread.start()
+    try:
+        assert ready.wait(60) and not errors, errors
+        assert main(["-c", str(path), "memory", "search", "--user", "ada", "--json", "which", "oar"]) == 0
+        hits = json.loads(capsys.readouterr().out)
+        assert any("carbon fibre" in h["text"] for h in hits)
+        assert main(["-c", str(path), "memory", "stats", "--json"]) == 0
+        assert json.loads(capsys.readouterr().out)["scopes"]["user:ada"]["points"] > 0
+        assert main(["-c", str(path), "context", "--user", "ada", "--json", "which oar?"]) == 0
+        x = json.loads(capsys.readouterr().out)
+        assert any("carbon fibre" in s["text"] for s in x["sections"])
+        assert main(["-c", str(path), "memory", "reindex", "--user", "ada"]) == 0
+        assert "queued a rebuild of 1 scopes" in capsys.readouterr().out
+    finally:
+        stop.set()
+        thread.join(60)
+    assert not errors, errors
