@@ -105,19 +105,23 @@ class SessionLog:
                 log.exception("could not append the session log %s for %s", rel, scope)
 
 
-_LOGS: dict[int, SessionLog] = {}
+_KEY = "session_log"
+
+
+def _log_of(gateway: Gateway) -> SessionLog | None:
+    return gateway.plugin_state.get(_KEY)  # type: ignore[no-any-return]
 
 
 @hookimpl
 async def gateway_startup(gateway: Gateway) -> None:
     sl = SessionLog(gateway)
     sl.task = asyncio.create_task(sl.run(), name="session-log")
-    _LOGS[id(gateway)] = sl
+    gateway.plugin_state[_KEY] = sl
 
 
 @hookimpl
 async def gateway_shutdown(gateway: Gateway) -> None:
-    sl = _LOGS.pop(id(gateway), None)
+    sl = gateway.plugin_state.pop(_KEY, None)
     if sl is None:
         return
     if sl.task:
@@ -127,14 +131,14 @@ async def gateway_shutdown(gateway: Gateway) -> None:
 
 @hookimpl
 async def gateway_before_users_merge(gateway: Gateway, into: str, source: str) -> None:
-    sl = _LOGS.get(id(gateway))
+    sl = _log_of(gateway)
     if sl is not None:
         await sl.flush()
 
 
 @hookimpl
 async def gateway_flush(gateway: Gateway) -> None:
-    sl = _LOGS.get(id(gateway))
+    sl = _log_of(gateway)
     if sl is not None and sl.pending:
         await sl.flush()
 
@@ -143,7 +147,7 @@ async def gateway_flush(gateway: Gateway) -> None:
 def gateway_after_turn(gateway: Gateway, turn: Turn, reply: Reply, response: LLMResponse | None) -> None:
     if turn.otr or turn.user is None or turn.session is None:
         return
-    sl = _LOGS.get(id(gateway))
+    sl = _log_of(gateway)
     if sl is None:
         log.warning("session log not started; turn %s not appended to the Markdown log", turn.turn_id)
         return
