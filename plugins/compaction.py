@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from gateway.bus import JobContext
 from gateway.context import estimate_tokens, truncate_to_tokens
 from gateway.hookspecs import hookimpl
+from gateway.llm.provider import model_configured
 from gateway.memory import working
 from gateway.memory.ask import ask
 from gateway.memory.store import MemoryStore
@@ -98,6 +99,8 @@ async def compact_session(ctx: JobContext, payload: dict[str, Any]) -> None:
     gateway: Gateway = ctx.gateway
     cfg, mem = gateway.config.sessions, gateway.config.memory
     session_id = str(payload["session_id"])
+    if not model_configured(gateway, "cheap", JOB):
+        return
     session = gateway.state.one(
         "SELECT user_id, scope_key, conversation_key FROM sessions WHERE session_id=?", session_id
     )

@@ -28,6 +28,7 @@ from gateway.bus.context import JobContext
 from gateway.config import Config
 from gateway.hookspecs import hookimpl
 from gateway.httpauth import require_operator
+from gateway.llm.provider import model_configured
 from gateway.memory import jobscope, progress
 from gateway.memory.distill import FILES, TIERS, DistillResult, Tier, run_tier
 from gateway.types import ConversationAddress, ConversationKind, Reply
@@ -80,6 +81,9 @@ async def notify(gateway: Any, conversation_key: str, text: str) -> None:
 def _job(tier: Tier) -> Any:
     async def handler(ctx: JobContext, payload: dict[str, Any]) -> None:
         user_id = payload.get("user_id")
+        backend = getattr(ctx.gateway.config.background.distill, tier).backend
+        if tier != "short" and not model_configured(ctx.gateway, backend, f"distill_{tier}"):
+            return
         if isinstance(user_id, str):
             await distill(ctx.gateway, user_id, tier, force=bool(payload.get("force")))
 

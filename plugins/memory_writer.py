@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.bus.context import JobContext
 from gateway.hookspecs import hookimpl
+from gateway.llm.provider import model_configured
 from gateway.memory import jobscope, progress
 from gateway.memory.writer import count_pending, run_writer
 from gateway.types import LLMResponse, Reply, Session, Turn
@@ -34,7 +35,7 @@ async def memory_writer(ctx: JobContext, payload: dict[str, Any]) -> None:
     cfg = gw.config.background.writer
     session_id = str(payload.get("session_id", ""))
     row = gw.state.one("SELECT scope_key FROM sessions WHERE session_id=?", session_id)
-    if not cfg.enabled or row is None:
+    if not cfg.enabled or row is None or not model_configured(gw, cfg.backend, JOB):
         return
     if payload.get("reason") == "idle":
         latest = gw.state.one(

@@ -19,6 +19,7 @@ from typing import Any
 from gateway.bus.context import JobContext
 from gateway.config import Config
 from gateway.hookspecs import hookimpl
+from gateway.llm.provider import model_configured
 from gateway.memory import jobscope, progress
 from gateway.memory.sleep import NightResult, NightScope, run_night
 
@@ -57,6 +58,8 @@ async def sleep_cycle(ctx: JobContext, payload: dict[str, Any]) -> None:
     user_id = payload.get("user_id")
     if not gw.config.background.sleep.enabled or not isinstance(user_id, str):
         return
+    if not model_configured(gw, gw.config.background.sleep.backend, "sleep_cycle"):
+        return
     at = _instant(payload)
     await night(gw, jobscope.for_user(gw, user_id), slot=_slot(payload, at), before=at, curate=True)
 
@@ -85,6 +88,8 @@ async def sleep_channel(ctx: JobContext, payload: dict[str, Any]) -> None:
     gw = ctx.gateway
     key = payload.get("conversation_key")
     if not gw.config.background.sleep.enabled or not isinstance(key, str):
+        return
+    if not model_configured(gw, gw.config.background.sleep.backend, "sleep_channel"):
         return
     at = _instant(payload)
     await night(gw, jobscope.for_conversation(gw, key), slot=_slot(payload, at), before=at, curate=False)

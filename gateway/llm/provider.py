@@ -33,6 +33,22 @@ class NoModelProvider:
         return None
 
 
+def model_configured(gateway: Gateway, role: str, job: str) -> bool:
+    """For background jobs: False (logged once per job) when no model is configured for ``role``.
+
+    A missing API key is not an outage: retrying and dead-lettering a nightly job for every user would
+    only bury real failures. Jobs skip cleanly instead, and their watermarks stay where they are, so
+    the work is done once a model is configured.
+    """
+    if not isinstance(gateway.llm(role), NoModelProvider):
+        return True
+    warned: set[str] = gateway.plugin_state.setdefault("llm.no_model_warned", set())
+    if job not in warned:
+        warned.add(job)
+        log.warning("%s skipped: no language model is configured (set ANTHROPIC_API_KEY)", job)
+    return False
+
+
 def make_provider(config: LLMConfig) -> Provider:
     if config.provider == "echo":
         return EchoProvider()
