@@ -26,6 +26,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 from gateway.config import ChannelAccess, Config
+from gateway.state import enable_wal
 from gateway.types import AccessDecision, ConversationKind, Drop, InboundMessage
 
 # No 0/O, 1/I/L: codes are read off a phone screen and typed into a terminal.
@@ -92,8 +93,8 @@ class AccessStore:
         self._db.row_factory = sqlite3.Row
         self._lock = threading.Lock()
         with self._lock:
-            self._db.execute("PRAGMA journal_mode=WAL")
             self._db.execute("PRAGMA busy_timeout=10000")
+            enable_wal(self._db)
             self._db.executescript(_SCHEMA)
 
     @classmethod

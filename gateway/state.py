@@ -9,6 +9,7 @@ behind this one class so a PostgreSQL backend can replace it later.
 from __future__ import annotations
 
 import sqlite3
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
@@ -88,6 +89,20 @@ CREATE TABLE IF NOT EXISTS conversations (
 """
 
 
+def enable_wal(db: sqlite3.Connection) -> None:
+    """Switch a connection's database to WAL. Two processes opening a new database together (the
+    daemon and a kith worker) both try it; the loser gets "database is locked" at once, without the
+    busy handler, so it waits and tries again."""
+    for attempt in range(50):
+        try:
+            db.execute("PRAGMA journal_mode=WAL")
+            return
+        except sqlite3.OperationalError as exc:
+            if "locked" not in str(exc) or attempt == 49:
+                raise
+            time.sleep(0.1)
+
+
 def ts(dt: datetime | None = None) -> str:
     """The one timestamp format stored: UTC ``YYYY-MM-DD HH:MM:SS.ffffff`` (lexically ordered,
     and comparable with SQLite's ``datetime('now')`` prefix)."""
@@ -103,11 +118,11 @@ class State:
     def __init__(self, path: Path) -> None:
         self.path = path
         path.parent.mkdir(parents=True, exist_ok=True)
-        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False)
+        self.db = sqlite3.connect(path, isolation_level=None, check_same_thread=False, timeout=5.0)
         self.db.row_factory = sqlite3.Row
-        self.db.execute("PRAGMA journal_mode=WAL")
-        self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.execute("PRAGMA busy_timeout=5000")
+        enable_wal(self.db)
+        self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)
 
     def close(self) -> None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 from datetime import datetime
 
 from gateway.memory.kg_time import from_db
+from gateway.state import enable_wal
 
 SCHEMA_VERSION = 1
 
@@ -114,9 +115,9 @@ def connect(path: str) -> sqlite3.Connection:
     # Autocommit mode: transactions are explicit (BEGIN IMMEDIATE) so a write never upgrades a read
     # lock mid-transaction and hits SQLITE_BUSY when another connection shares the file.
     conn = sqlite3.connect(path, timeout=30.0, isolation_level=None, check_same_thread=False)
-    conn.execute("PRAGMA journal_mode=WAL")
-    conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("PRAGMA busy_timeout=30000")
+    enable_wal(conn)
+    conn.execute("PRAGMA synchronous=NORMAL")
     conn.execute("BEGIN IMMEDIATE")
     for stmt in SCHEMA.split(";"):
         if stmt.strip():
