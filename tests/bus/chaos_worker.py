@@ -20,6 +20,7 @@ from typing import Any
 
 from gateway.bus import JobBus, JobContext, JobSpec
 from gateway.config import parse_config
+from gateway.state import enable_wal
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS effects (job_id TEXT NOT NULL, pid INTEGER, attempt INTEGER, t REAL);
@@ -29,8 +30,10 @@ CREATE TABLE IF NOT EXISTS executions (job_id TEXT NOT NULL, pid INTEGER, attemp
 
 def open_db(path: str) -> sqlite3.Connection:
     db = sqlite3.connect(path, timeout=30, isolation_level=None)
-    db.execute("PRAGMA journal_mode=WAL")
     db.execute("PRAGMA busy_timeout=30000")
+    # Switching to WAL while another worker does the same fails at once with "database is locked"
+    # (no busy handler): that made a poison delivery fail before it could record its execution.
+    enable_wal(db)
     return db
 
 

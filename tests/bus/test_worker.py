@@ -343,6 +343,7 @@ async def test_poison_that_kills_its_worker_is_dead_lettered_after_n_deliveries(
 
     db = tmp_path / "effects.sqlite"
     with sqlite3.connect(db) as con:
+        con.execute("PRAGMA journal_mode=WAL")  # before any worker opens it: no race to switch
         con.executescript(SCHEMA)
     config = bus_config(tmp_path, claim_idle_ms=500)
     bus = await new_bus(config)
