@@ -181,11 +181,11 @@ async def test_one_person_linked_across_three_channels(tmp_path: Path) -> None:
         await rig.tg.wait_sent(3)
         await rig.dc_say("What is my cat called?")
         await rig.dc.wait_created(2)
-        asked = json.dumps(fake.requests[-1])
+        asked = json.dumps(fake.last_turn())
         assert "Miso" in asked  # the fact told on Telegram reached the model on Discord
         await rig.nc_say("And what did I ask on Discord?")
         await rig.nc.wait_posts(2)
-        assert "What is my cat called?" in json.dumps(fake.requests[-1])
+        assert "What is my cat called?" in json.dumps(fake.last_turn())
         assert {r["user_id"] for r in rig.rows("SELECT DISTINCT user_id FROM turns")} == {user_id}
     finally:
         await rig.stop()
@@ -207,7 +207,7 @@ async def test_fact_told_on_telegram_is_recalled_on_discord_from_memory(tmp_path
         await rig.dc.wait_created(1)
         await rig.dc_say("What is my cat called?")
         await rig.dc.wait_created(2)
-        request = fake.requests[-1]
+        request = fake.last_turn()
         assert [m["role"] for m in request["messages"]] == ["user"], "a fresh session: no shared history"
         system = json.dumps(request["system"])
         assert "Recalled memories" in system and "Miso" in system

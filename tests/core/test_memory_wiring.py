@@ -49,7 +49,7 @@ async def test_recall_section_reaches_the_prompt_in_a_new_session(make_gateway: 
     await gw.settle()
     await gw.handle_inbound(dm("/new"))
     await gw.handle_inbound(dm("Which pier is the boat at?"))
-    system = fake_anthropic.system_text()
+    system = fake_anthropic.system_of(fake_anthropic.last_turn())
     assert "Recalled memories" in system and "pier 17" in system
     # Quoted as data with its date and source, never as instructions.
     recalled = system[system.index("Recalled memories"):]

@@ -87,10 +87,23 @@ class FakeAnthropic:
 
     # ------------------------------------------------------------------------------ helpers
     def system_text(self, index: int = -1) -> str:
-        system = self.requests[index].get("system", [])
+        return self.system_of(self.requests[index])
+
+    @staticmethod
+    def system_of(body: dict[str, Any]) -> str:
+        system = body.get("system", [])
         if isinstance(system, str):
             return system
         return "\n".join(block.get("text", "") for block in system)
+
+    def turn_requests(self) -> list[dict[str, Any]]:
+        """Requests made for conversation turns (their prompt carries kith's system block), not by
+        background jobs (memory writer, compaction...), which call the model at moments a test does
+        not control."""
+        return [r for r in self.requests if "--- System ---\nCurrent date and time" in self.system_of(r)]
+
+    def last_turn(self) -> dict[str, Any]:
+        return self.turn_requests()[-1]
 
     @staticmethod
     def _default_text(body: dict[str, Any]) -> str:

@@ -9,7 +9,6 @@ from gateway.types import ConversationKind, InboundMessage
 from tests.fakes.anthropic import FakeAnthropic
 
 COMPACTION_MARK = "You keep the working memory of a personal assistant"
-TURN_MARK = "--- System ---\nCurrent date and time"
 
 
 def msg(text: str, account: str = "ada", channel: str = "websocket", *, group: str = "", **kw: Any) -> InboundMessage:
@@ -23,7 +22,7 @@ def msg(text: str, account: str = "ada", channel: str = "websocket", *, group: s
 def turn_requests(fake: FakeAnthropic) -> list[dict[str, Any]]:
     """Requests of conversation turns, not of background jobs (compaction, memory writer...), which
     call the model at moments a test does not control: a turn's prompt carries the system block."""
-    return [r for r in fake.requests if TURN_MARK in system_of(r)]
+    return fake.turn_requests()
 
 
 def system_of(body: dict[str, Any]) -> str:

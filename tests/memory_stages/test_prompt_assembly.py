@@ -121,9 +121,9 @@ async def test_per_channel_scope_keeps_channels_apart(
         await gw.handle_inbound(msg("My locker code is 8812.", account="ada", channel="telegram"))
         await gw.settle()
         await gw.handle_inbound(msg("What is my locker code?", account="ada", channel="discord"))
-        assert "8812" not in json.dumps(fake_anthropic.requests[-1])
+        assert "8812" not in json.dumps(fake_anthropic.last_turn())
         await gw.handle_inbound(msg("What is my locker code?", account="ada", channel="telegram"))
-        assert "8812" in json.dumps(fake_anthropic.requests[-1])
+        assert "8812" in json.dumps(fake_anthropic.last_turn())
 
 
 async def test_people_lookup_loads_speaker_participants_and_mentions_in_order(
