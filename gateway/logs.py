@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterable
 
-from pydantic import SecretStr
+from pydantic import BaseModel, SecretStr
 
 from gateway.config import Config
 
@@ -18,8 +18,8 @@ def collect_secrets(node: object) -> list[str]:
     found: list[str] = []
     if isinstance(node, SecretStr):
         found.append(node.get_secret_value())
-    elif hasattr(node, "model_fields"):
-        for name in type(node).model_fields:  # type: ignore[attr-defined]
+    elif isinstance(node, BaseModel):
+        for name in type(node).model_fields:
             found.extend(collect_secrets(getattr(node, name)))
     elif isinstance(node, (list, tuple)):
         for item in node:

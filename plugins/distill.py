@@ -82,7 +82,7 @@ def _job(tier: Tier) -> Any:
     async def handler(ctx: JobContext, payload: dict[str, Any]) -> None:
         user_id = payload.get("user_id")
         backend = getattr(ctx.gateway.config.background.distill, tier).backend
-        if tier != "short" and not model_configured(ctx.gateway, backend, f"distill_{tier}"):
+        if tier != "short" and not model_configured(ctx.gateway, backend, f"distill_{tier}", structured=True):
             return
         if isinstance(user_id, str):
             await distill(ctx.gateway, user_id, tier, force=bool(payload.get("force")))

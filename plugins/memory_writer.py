@@ -35,7 +35,7 @@ async def memory_writer(ctx: JobContext, payload: dict[str, Any]) -> None:
     cfg = gw.config.background.writer
     session_id = str(payload.get("session_id", ""))
     row = gw.state.one("SELECT scope_key FROM sessions WHERE session_id=?", session_id)
-    if not cfg.enabled or row is None or not model_configured(gw, cfg.backend, JOB):
+    if not cfg.enabled or row is None or not model_configured(gw, cfg.backend, JOB, structured=True):
         return
     if payload.get("reason") == "idle":
         latest = gw.state.one(

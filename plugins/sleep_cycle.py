@@ -58,7 +58,7 @@ async def sleep_cycle(ctx: JobContext, payload: dict[str, Any]) -> None:
     user_id = payload.get("user_id")
     if not gw.config.background.sleep.enabled or not isinstance(user_id, str):
         return
-    if not model_configured(gw, gw.config.background.sleep.backend, "sleep_cycle"):
+    if not model_configured(gw, gw.config.background.sleep.backend, "sleep_cycle", structured=True):
         return
     at = _instant(payload)
     await night(gw, jobscope.for_user(gw, user_id), slot=_slot(payload, at), before=at, curate=True)
@@ -89,7 +89,7 @@ async def sleep_channel(ctx: JobContext, payload: dict[str, Any]) -> None:
     key = payload.get("conversation_key")
     if not gw.config.background.sleep.enabled or not isinstance(key, str):
         return
-    if not model_configured(gw, gw.config.background.sleep.backend, "sleep_channel"):
+    if not model_configured(gw, gw.config.background.sleep.backend, "sleep_channel", structured=True):
         return
     at = _instant(payload)
     await night(gw, jobscope.for_conversation(gw, key), slot=_slot(payload, at), before=at, curate=False)

@@ -33,19 +33,25 @@ class NoModelProvider:
         return None
 
 
-def model_configured(gateway: Gateway, role: str, job: str) -> bool:
-    """For background jobs: False (logged once per job) when no model is configured for ``role``.
+def model_configured(gateway: Gateway, role: str, job: str, *, structured: bool = False) -> bool:
+    """For background jobs: False (logged once per job) when no model can do the job for ``role``.
 
     A missing API key is not an outage: retrying and dead-lettering a nightly job for every user would
     only bury real failures. Jobs skip cleanly instead, and their watermarks stay where they are, so
-    the work is done once a model is configured.
+    the work is done once a model is configured. ``structured``: the job parses a structured answer,
+    which the ``echo`` dry-run provider cannot give (it would fail, retry and dead-letter every time).
     """
-    if not isinstance(gateway.llm(role), NoModelProvider):
+    provider = gateway.llm(role)
+    if isinstance(provider, NoModelProvider):
+        reason = "no language model is configured (set ANTHROPIC_API_KEY)"
+    elif structured and isinstance(provider, EchoProvider):
+        reason = "the echo provider cannot write structured memory"
+    else:
         return True
     warned: set[str] = gateway.plugin_state.setdefault("llm.no_model_warned", set())
     if job not in warned:
         warned.add(job)
-        log.warning("%s skipped: no language model is configured (set ANTHROPIC_API_KEY)", job)
+        log.warning("%s skipped: %s", job, reason)
     return False
 
 
