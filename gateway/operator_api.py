@@ -1,6 +1,6 @@
 """The daemon's operator API for memory: what ``kith memory`` asks while the daemon holds the index.
 
-``POST /memory/search`` ``{"user", "query", "k"}`` -> ``{"hits": [...]}``; ``GET /memory/stats``;
+``POST /memory/search`` ``{"user", "query", "k", "kinds"?}`` -> ``{"hits": [...]}``; ``GET /memory/stats``;
 ``POST /memory/reindex`` ``{"user"?}`` -> ``{"queued": [scopes]}`` (rebuilds run as ``memory.rebuild``
 jobs). Operator auth as every operator endpoint (``gateway/httpauth.py``).
 """
@@ -38,11 +38,12 @@ def routes(gateway: Gateway) -> list[web.RouteDef]:
     async def search(request: web.Request) -> web.Response:
         require_operator(gateway.config, request)
         body = await _body(request)
-        user, query, k = body.get("user"), body.get("query"), body.get("k", 8)
-        if not isinstance(user, str) or not isinstance(query, str) or not isinstance(k, int) or not 0 < k <= 100:
-            raise web.HTTPBadRequest(text='want {"user": str, "query": str, "k": 1..100}')
+        user, query, k, kinds = body.get("user"), body.get("query"), body.get("k", 8), body.get("kinds", [])
+        if (not isinstance(user, str) or not isinstance(query, str) or not isinstance(k, int) or not 0 < k <= 100
+                or not isinstance(kinds, list) or not all(isinstance(x, str) for x in kinds)):
+            raise web.HTTPBadRequest(text='want {"user": str, "query": str, "k": 1..100, "kinds": [str]?}')
         try:
-            hits = await memory().recall(scope=user_scope(user), query=query, k=k)
+            hits = await memory().recall(scope=user_scope(user), query=query, k=k, kinds=kinds)
         except ScopeError as exc:
             raise web.HTTPBadRequest(text=str(exc)) from None
         return web.json_response({"hits": [asdict(h) for h in hits]})

@@ -16,8 +16,10 @@ from collections import defaultdict
 from dataclasses import dataclass
 
 from gateway.cli.common import load_or_exit
+from gateway.cli.daemon import DaemonError, ask_daemon
 from gateway.memory.errors import InvalidPatternError
 from gateway.memory.index import IndexBusyError
+from gateway.memory.recall import Hit
 from gateway.memory.service import MemoryService, ScopeError, user_scope
 
 _STOP = frozenset(
@@ -84,16 +86,24 @@ def excerpt(text: str, pattern: re.Pattern[str] | None) -> str:
     return ("…" if start else "") + flat[start : start + EXCERPT_CHARS] + "…"
 
 
-async def find(svc: MemoryService, user: str, query: str, k: int, exact: bool) -> list[Excerpt]:
-    if exact:
-        store = svc.store_for(user_scope(user))
-        hits = await asyncio.to_thread(store.grep, query, "sessions")
-        return [Excerpt(h.path[9:19], "", h.path, h.line, 1.0) for h in hits[:k]]
-    found = await svc.recall(scope=user_scope(user), query=query, k=k, kinds=("turn",))
+async def grep(svc: MemoryService, user: str, query: str, k: int) -> list[Excerpt]:
+    """``--exact``: the files themselves, no index needed (works while the daemon holds it)."""
+    store = svc.store_for(user_scope(user))
+    hits = await asyncio.to_thread(store.grep, query, "sessions")
+    return [Excerpt(h.path[9:19], "", h.path, h.line, 1.0) for h in hits[:k]]
+
+
+def excerpts(found: list[Hit]) -> list[Excerpt]:
     # The indexed text starts with "[weekday date time]"; the grouping shows the date already.
     return [
         Excerpt(h.date[:10], h.date[11:16], h.source, re.sub(r"^\[[^\]]*\]\s*", "", h.text), h.score) for h in found
     ]
+
+
+async def find(svc: MemoryService, user: str, query: str, k: int, exact: bool) -> list[Excerpt]:
+    if exact:
+        return await grep(svc, user, query, k)
+    return excerpts(await svc.recall(scope=user_scope(user), query=query, k=k, kinds=("turn",)))
 
 
 def _main(args: argparse.Namespace) -> int:
@@ -102,10 +112,26 @@ def _main(args: argparse.Namespace) -> int:
 
     async def go() -> list[Excerpt] | int:
         svc = MemoryService(config)
+        if args.exact:
+            try:
+                return await grep(svc, args.user, query, args.k)
+            except (ScopeError, InvalidPatternError) as exc:
+                print(f"error: {exc}", file=sys.stderr)
+                return 2
         try:
             await svc.start()
         except IndexBusyError as exc:
-            print(f"error: {exc}; use --exact, stop the gateway or configure memory.qdrant_url", file=sys.stderr)
+            # The running daemon holds the embedded index: ask it.
+            try:
+                out = await ask_daemon(config, "POST", "/memory/search",
+                                       {"user": args.user, "query": query, "k": args.k, "kinds": ["turn"]})
+            except DaemonError as err:
+                print(f"error: {err}", file=sys.stderr)
+                return 2
+            if out is not None:
+                return excerpts([Hit(**h) for h in out["hits"]])
+            print(f"error: {exc}, and its daemon does not answer; use --exact, stop it or configure "
+                  "memory.qdrant_url", file=sys.stderr)
             return 3
         try:
             return await find(svc, args.user, query, args.k, args.exact)

@@ -114,6 +114,22 @@ class Indexer:
 
     def sync(self, scope: str, store: MemoryStore) -> IndexReport:
         """Incremental pass over a whole root: changed files re-embedded, vanished ones purged."""
+        chunks, files = self._root_chunks(store)
+        report = self.apply(scope, chunks, self.index.manifest(scope), purge=True)
+        report.files = files
+        return report
+
+    def rebuild(self, scope: str, store: MemoryStore) -> IndexReport:
+        """Re-embed every chunk of a root from its files, in place: points are overwritten by id and
+        those no file produces any more are deleted afterwards, so recall keeps answering (with the
+        old vectors, then the new ones) while a large root is rebuilt."""
+        chunks, files = self._root_chunks(store)
+        stale = {pid: ("", "") for pid in self.index.manifest(scope)}  # no hash matches: all re-embedded
+        report = self.apply(scope, chunks, stale, purge=True)
+        report.files = files
+        return report
+
+    def _root_chunks(self, store: MemoryStore) -> tuple[list[Chunk], int]:
         chunks: list[Chunk] = []
         files = 0
         for entry in store.files():
@@ -124,13 +140,7 @@ class Indexer:
                 files += 1
             except MemoryStoreError:
                 continue  # changed under us; the write that changed it queues its own re-index
-        report = self.apply(scope, _dedupe(chunks), self.index.manifest(scope), purge=True)
-        report.files = files
-        return report
-
-    def rebuild(self, scope: str, store: MemoryStore) -> IndexReport:
-        self.index.delete_scope(scope)
-        return self.sync(scope, store)
+        return _dedupe(chunks), files
 
     @staticmethod
     def _chunks(store: MemoryStore, rel: str) -> list[Chunk]:

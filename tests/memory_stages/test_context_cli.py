@@ -131,8 +131,16 @@ def test_memory_and_context_commands_ask_the_running_daemon(
         assert main(["-c", str(path), "context", "--user", "ada", "--json", "which oar?"]) == 0
         x = json.loads(capsys.readouterr().out)
         assert any("carbon fibre" in s["text"] for s in x["sections"])
+        assert main(["-c", str(path), "sessions", "search", "--user", "ada", "--json", "oar"]) == 0
+        assert any("carbon fibre" in e["text"] for e in json.loads(capsys.readouterr().out))
+        assert main(["-c", str(path), "sessions", "search", "--user", "ada", "--exact", "--json", "carbon"]) == 0
+        assert any("carbon fibre" in e["text"] for e in json.loads(capsys.readouterr().out))
+        # A rebuild runs on the daemon, in place: recall keeps answering while it runs.
         assert main(["-c", str(path), "memory", "reindex", "--user", "ada"]) == 0
         assert "queued a rebuild of 1 scopes" in capsys.readouterr().out
+        for _ in range(5):
+            assert main(["-c", str(path), "memory", "search", "--user", "ada", "--json", "which", "oar"]) == 0
+            assert any("carbon fibre" in h["text"] for h in json.loads(capsys.readouterr().out))
     finally:
         stop.set()
         thread.join(60)
