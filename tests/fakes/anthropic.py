@@ -19,6 +19,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.serve import serve
+
 API_KEY = "sk-ant-test-key"
 
 
@@ -74,11 +76,7 @@ class FakeAnthropic:
     async def start(self) -> FakeAnthropic:
         app = web.Application()
         app.router.add_post("/v1/messages", self.messages)
-        self.runner = web.AppRunner(app, access_log=None)
-        await self.runner.setup()
-        site = web.TCPSite(self.runner, "127.0.0.1", 0)
-        await site.start()
-        self.port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self.runner, self.port = await serve(app)
         return self
 
     async def stop(self) -> None:

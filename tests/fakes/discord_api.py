@@ -21,6 +21,8 @@ from typing import Any
 
 from aiohttp import WSMsgType, web
 
+from tests.fakes.serve import serve
+
 BOT_ID = 880000000000000001
 BOT_NAME = "kith"
 GUILD_ID = 880000000000000100
@@ -80,11 +82,7 @@ class FakeDiscord:
         app.router.add_get("/api/v10/gateway/bot", self._gateway_info)
         app.router.add_post("/api/v10/channels/{cid}/typing", self._typing)
         app.router.add_post("/api/v10/channels/{cid}/messages", self._create_message)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._runner, port = await serve(app)
         self.base_url = f"http://127.0.0.1:{port}"
         return self.base_url
 

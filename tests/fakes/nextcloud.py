@@ -22,6 +22,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.serve import serve
+
 
 def sign(secret: str, random: str, payload: bytes) -> str:
     return hmac.new(secret.encode(), random.encode() + payload, hashlib.sha256).hexdigest()
@@ -56,11 +58,7 @@ class FakeNextcloud:
         app.router.add_post("/ocs/v2.php/apps/spreed/api/v1/bot/{room}/message", self._message)
         app.router.add_post("/ocs/v2.php/apps/spreed/api/v1/bot/{room}/reaction/{mid}", self._reaction)
         app.router.add_get("/ocs/v2.php/apps/spreed/api/v4/room/{room}", self._room)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._runner, port = await serve(app)
         self.base_url = f"http://127.0.0.1:{port}"
         return self.base_url
 

@@ -17,6 +17,8 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.serve import serve
+
 BOT_ID = 7000001
 BOT_USERNAME = "kith_test_bot"
 
@@ -54,11 +56,7 @@ class FakeTelegram:
         self._changed = asyncio.Condition()
         app = web.Application()
         app.router.add_route("*", "/bot{token}/{method}", self._dispatch)
-        self._runner = web.AppRunner(app, access_log=None)
-        await self._runner.setup()
-        site = web.TCPSite(self._runner, "127.0.0.1", 0)
-        await site.start()
-        port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+        self._runner, port = await serve(app)
         self.base_url = f"http://127.0.0.1:{port}"
         return self.base_url
 
