@@ -144,18 +144,7 @@ class AccessStore:
             sql, args = sql + " AND channel=?", (now, channel)
         with self._lock:
             rows = self._db.execute(sql + " ORDER BY created_at", args).fetchall()
-        return [
-            PairingRequest(
-                code=r["code"],
-                channel=r["channel"],
-                account_id=r["account_id"],
-                display_name=r["display_name"],
-                created_at=r["created_at"],
-                expires_at=r["expires_at"],
-                requests=r["requests"],
-            )
-            for r in rows
-        ]
+        return [_pairing(r) for r in rows]
 
     def request(
         self,
@@ -229,17 +218,19 @@ class AccessStore:
                 "SELECT * FROM access_pairing WHERE code=? AND expires_at > ?", (normalized, _ts(_now()))
             ).fetchone()
             self._db.execute("DELETE FROM access_pairing WHERE code=?", (normalized,))
-        if row is None:
-            return None
-        return PairingRequest(
-            code=row["code"],
-            channel=row["channel"],
-            account_id=row["account_id"],
-            display_name=row["display_name"],
-            created_at=row["created_at"],
-            expires_at=row["expires_at"],
-            requests=row["requests"],
-        )
+        return None if row is None else _pairing(row)
+
+
+def _pairing(row: sqlite3.Row) -> PairingRequest:
+    return PairingRequest(
+        code=row["code"],
+        channel=row["channel"],
+        account_id=row["account_id"],
+        display_name=row["display_name"],
+        created_at=row["created_at"],
+        expires_at=row["expires_at"],
+        requests=row["requests"],
+    )
 
 
 def pairing_instructions(code: str, channel: str) -> str:
