@@ -66,11 +66,15 @@ class Sessions:
         if otr is not None:
             return otr.session
         live = self._live(self.state.open_session(key), key, message, now)
-        if live is not None:
-            return live
+        return live if live is not None else self._fresh(user, message, key, now, "preview-" + uuid.uuid4().hex)
+
+    def _fresh(
+        self, user: UserRef, message: InboundMessage, key: str, now: datetime, session_id: str, *, otr: bool = False
+    ) -> Session:
+        """A session starting now (not yet stored anywhere)."""
         return Session(
-            session_id="preview-" + uuid.uuid4().hex, user_id=user.user_id, scope=key,
-            conversation_key=message.conversation_key, started_at=now, last_active_at=now, is_new=True,
+            session_id=session_id, user_id=user.user_id, scope=key, conversation_key=message.conversation_key,
+            started_at=now, last_active_at=now, is_new=True, otr=otr,
             persona=self.config.personas.for_conversation(message.channel, message.conversation_key),
         )
 
@@ -93,16 +97,7 @@ class Sessions:
     def _start(
         self, user: UserRef, message: InboundMessage, key: str, now: datetime, previous: str | None
     ) -> Session:
-        session = Session(
-            session_id=uuid.uuid4().hex,
-            user_id=user.user_id,
-            scope=key,
-            conversation_key=message.conversation_key,
-            started_at=now,
-            last_active_at=now,
-            is_new=True,
-            persona=self.config.personas.for_conversation(message.channel, message.conversation_key),
-        )
+        session = self._fresh(user, message, key, now, uuid.uuid4().hex)
         with self.state.tx() as db:
             if previous:
                 db.execute("UPDATE sessions SET ended_at=? WHERE session_id=?", (ts(now), previous))
@@ -117,24 +112,13 @@ class Sessions:
     def new(self, user: UserRef, message: InboundMessage, now: datetime) -> Session:
         """``/new``: end the current session (OTR or not) and start a fresh one."""
         key = scope_key_for(user, message)
-        if self.otr.pop(key, None) is not None:
-            pass
+        self.otr.pop(key, None)
         row = self.state.open_session(key)
         return self._start(user, message, key, now, previous=row["session_id"] if row else None)
 
     def start_otr(self, user: UserRef, message: InboundMessage, now: datetime) -> Session:
         key = scope_key_for(user, message)
-        session = Session(
-            session_id="otr-" + uuid.uuid4().hex,
-            user_id=user.user_id,
-            scope=key,
-            conversation_key=message.conversation_key,
-            started_at=now,
-            last_active_at=now,
-            otr=True,
-            is_new=True,
-            persona=self.config.personas.for_conversation(message.channel, message.conversation_key),
-        )
+        session = self._fresh(user, message, key, now, "otr-" + uuid.uuid4().hex, otr=True)
         self.otr[key] = OtrSession(session=session)
         return session
 
