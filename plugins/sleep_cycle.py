@@ -53,12 +53,16 @@ async def night(gateway: Any, scope: jobscope.JobScope, *, slot: str, before: da
     )  # fmt: skip
 
 
+def _runs(gw: Any, job: str) -> bool:
+    """Nights are on and a model can do them."""
+    sleep = gw.config.background.sleep
+    return bool(sleep.enabled) and model_configured(gw, sleep.backend, job, structured=True)
+
+
 async def sleep_cycle(ctx: JobContext, payload: dict[str, Any]) -> None:
     gw = ctx.gateway
     user_id = payload.get("user_id")
-    if not gw.config.background.sleep.enabled or not isinstance(user_id, str):
-        return
-    if not model_configured(gw, gw.config.background.sleep.backend, "sleep_cycle", structured=True):
+    if not isinstance(user_id, str) or not _runs(gw, "sleep_cycle"):
         return
     at = _instant(payload)
     await night(gw, jobscope.for_user(gw, user_id), slot=_slot(payload, at), before=at, curate=True)
@@ -87,9 +91,7 @@ async def sleep_groups(ctx: JobContext, payload: dict[str, Any]) -> None:
 async def sleep_channel(ctx: JobContext, payload: dict[str, Any]) -> None:
     gw = ctx.gateway
     key = payload.get("conversation_key")
-    if not gw.config.background.sleep.enabled or not isinstance(key, str):
-        return
-    if not model_configured(gw, gw.config.background.sleep.backend, "sleep_channel", structured=True):
+    if not isinstance(key, str) or not _runs(gw, "sleep_channel"):
         return
     at = _instant(payload)
     await night(gw, jobscope.for_conversation(gw, key), slot=_slot(payload, at), before=at, curate=False)
