@@ -17,7 +17,7 @@ import redis.asyncio as aredis
 
 from gateway.bus import JobBus, JobSpec, ServerError
 from gateway.bus.connect import require_version
-from gateway.bus.server import EmbeddedRedis, socket_path
+from gateway.bus.server import EmbeddedRedis, _listening, socket_path
 from gateway.config import Config
 
 from .conftest import bus_config, eventually, new_bus, running
@@ -40,18 +40,7 @@ async def test_embedded_server_is_private_and_durable(config: Config) -> None:
         assert bus.server_version.split()[0] in ("valkey", "redis")
     finally:
         await bus.close()
-    assert not socket_path(config.data_dir).exists() or not _responds(socket_path(config.data_dir))
-
-
-def _responds(sock: Path) -> bool:
-    import socket
-
-    with socket.socket(socket.AF_UNIX) as s:
-        try:
-            s.connect(str(sock))
-            return True
-        except OSError:
-            return False
+    assert not socket_path(config.data_dir).exists() or not _listening(socket_path(config.data_dir))
 
 
 async def test_queued_jobs_survive_stop_and_sigkill(config: Config) -> None:
