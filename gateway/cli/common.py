@@ -7,6 +7,8 @@ import sys
 from pathlib import Path
 
 from gateway.config import Config, ConfigError, load_config
+from gateway.memory.scopes import ScopeError, root_for, user_scope
+from gateway.memory.store import MemoryStore
 
 DEFAULT_CONFIG = "config.yaml"
 
@@ -16,6 +18,20 @@ def config_path(args: argparse.Namespace) -> str | None:
     if path:
         return str(path)
     return DEFAULT_CONFIG if Path(DEFAULT_CONFIG).exists() else None
+
+
+def user_store(config: Config, user: str) -> MemoryStore | None:
+    """A user's existing memory store for commands that work on the files alone; None (after saying
+    why on stderr) for an invalid user id or a user with no memory."""
+    try:
+        root = root_for(config.data_dir, user_scope(user))
+    except ScopeError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return None
+    if not root.is_dir():
+        print(f"error: no memory for user {user!r}", file=sys.stderr)
+        return None
+    return MemoryStore(root, max_file_bytes=config.memory.max_file_bytes)
 
 
 def load_or_exit(args: argparse.Namespace) -> Config:

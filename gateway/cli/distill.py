@@ -14,7 +14,7 @@ import sys
 from dataclasses import asdict
 from datetime import UTC, datetime
 
-from gateway.cli.common import load_or_exit
+from gateway.cli.common import load_or_exit, user_store
 from gateway.config import Config
 
 
@@ -31,19 +31,11 @@ async def distill(config: Config, user: str, tier: str, *, as_json: bool = False
     from gateway.llm.provider import make_provider
     from gateway.memory import progress
     from gateway.memory.distill import DistillOutputError, run_tier
-    from gateway.memory.scopes import ScopeError, root_for, user_scope
-    from gateway.memory.store import MemoryStore
     from gateway.state import State
 
-    try:
-        root = root_for(config.data_dir, user_scope(user))
-    except ScopeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    store = user_store(config, user)
+    if store is None:
         return 2
-    if not root.is_dir():
-        print(f"error: no memory for user {user!r}", file=sys.stderr)
-        return 2
-    store = MemoryStore(root, max_file_bytes=config.memory.max_file_bytes)
     provider = make_provider(config.llm)  # one client; the request's role picks the model (main / cheap)
     state = State(config.data_dir / "state.sqlite")
     progress.distill_started(state.db, user, tier)

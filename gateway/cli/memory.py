@@ -16,7 +16,7 @@ from collections.abc import Awaitable, Callable
 from dataclasses import asdict
 from typing import Any
 
-from gateway.cli.common import load_or_exit
+from gateway.cli.common import load_or_exit, user_store
 from gateway.cli.daemon import DaemonError, ask_daemon
 from gateway.config import Config
 from gateway.memory.index import IndexBusyError
@@ -150,19 +150,11 @@ def _rollback(args: argparse.Namespace) -> int:
     """Works on the files alone (no index needed, so it also runs next to a live gateway, whose index
     picks the restored USER.md up through its sync)."""
     from gateway.memory.curation import audit, rollback
-    from gateway.memory.scopes import root_for
-    from gateway.memory.store import MemoryStore
 
     config = load_or_exit(args)
-    try:
-        root = root_for(config.data_dir, user_scope(args.user))
-    except ScopeError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    store = user_store(config, args.user)
+    if store is None:
         return 2
-    if not root.is_dir():
-        print(f"error: no memory for user {args.user!r}", file=sys.stderr)
-        return 2
-    store = MemoryStore(root, max_file_bytes=config.memory.max_file_bytes)
     run_id = args.run
     if run_id is None:
         records = list(audit.read_records(store, "USER.md"))
