@@ -8,11 +8,9 @@ the first thing the budgeter trims.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from datetime import datetime
 
 from gateway.context import TRIM_RECALLED
 from gateway.memory.recall import Hit
-from gateway.memory.service import MemoryService
 from gateway.types import ContextSection, Stability
 
 SOURCE = "memory.recall"
@@ -50,18 +48,3 @@ def hits_section(hits: Sequence[Hit], *, budget_tokens: int = 600) -> ContextSec
         as_data=True,
     )
 
-
-async def recall_section(
-    service: MemoryService,
-    *,
-    scopes: str | Sequence[str],
-    query: str,
-    k: int,
-    budget_tokens: int = 600,
-    now: datetime | None = None,
-) -> ContextSection | None:
-    """Recall ``k`` memories for ``query`` in ``scopes`` (the user's, plus a group's channel scope)."""
-    if k <= 0 or not query.strip():
-        return None
-    hits = await service.recall(scope=scopes, query=query, k=k, now=now)
-    return hits_section(hits, budget_tokens=budget_tokens)
