@@ -12,9 +12,9 @@ import asyncio
 import logging
 from collections import defaultdict
 from typing import TYPE_CHECKING
-from zoneinfo import ZoneInfo
 
 from gateway.hookspecs import hookimpl
+from gateway.memory import jobscope
 from gateway.memory.errors import FileTooLargeError
 from gateway.memory.scopes import channel_scope, user_scope
 from gateway.memory.store import MemoryStore
@@ -37,10 +37,7 @@ class SessionLog:
 
     def add(self, turn: Turn, reply: Reply) -> None:
         assert turn.user is not None and turn.session is not None
-        try:
-            tz = ZoneInfo(turn.user.timezone)
-        except Exception:
-            tz = ZoneInfo("UTC")
+        tz = jobscope.zone(turn.user.timezone)
         local = turn.received_at.astimezone(tz)
         rel = f"sessions/{local:%Y-%m-%d}.md"
         speaker = turn.message.display_name or turn.message.account_id
