@@ -66,11 +66,12 @@ async def explain(
     sections = []
     for i, s in enumerate(request.system):
         trim = trims.get(s.source)
+        text = render_section(s)
         sections.append({
-            "title": s.title, "source": s.source, "tokens": estimate_tokens(render_section(s)),
+            "title": s.title, "source": s.source, "tokens": estimate_tokens(text),
             "stability": s.stability.value, "cached": i < int(request.metadata.get("stable_count", 0)),
             "priority": s.priority, "trim_rank": s.trim_rank, "protected": s.protected, "as_data": s.as_data,
-            "trimmed_from": trim.before_tokens if trim else None, "text": render_section(s),
+            "trimmed_from": trim.before_tokens if trim else None, "text": text,
         })
     messages = [{"role": m["role"], "tokens": estimate_tokens(str(m["content"])), "content": m["content"]}
                 for m in api_messages(request.messages)]
