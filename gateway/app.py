@@ -295,5 +295,4 @@ class Gateway:
 
     def _cron_users(self) -> list[tuple[str, str]]:
         """(user id, timezone) of every known user, for cron jobs that fire per user."""
-        rows = self.state.db.execute("SELECT user_id, timezone FROM users").fetchall()
-        return [(r[0], r[1] or self.config.timezone) for r in rows]
+        return [(r["user_id"], r["timezone"] or self.config.timezone) for r in self.state.users()]
