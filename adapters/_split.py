@@ -1,7 +1,7 @@
-"""Splitting long replies to a platform's limit, and escaping for Telegram's parse modes.
+"""Rendering a reply's Markdown as Telegram HTML.
 
-Splitting (``gateway.text.split_text``, re-exported here) works on the text the user sees, so a split
-never lands inside an escape sequence or a tag: adapters split first and render each chunk afterwards.
+Splitting (``gateway.text.split_text``) works on the text the user sees, so a split never lands inside
+an escape sequence or a tag: adapters split first and render each chunk afterwards.
 """
 
 from __future__ import annotations
@@ -9,19 +9,7 @@ from __future__ import annotations
 import html
 import re
 
-from gateway.text import split_text
-
-__all__ = ["escape_markdown_v2", "markdown_to_telegram_html", "split_text"]
-
-# -------------------------------------------------------------------------------- Telegram MarkdownV2
-
-_MDV2_SPECIAL = re.compile(r"([_*\[\]()~`>#+\-=|{}.!\\])")
-
-
-def escape_markdown_v2(text: str) -> str:
-    """Escape every character MarkdownV2 treats as markup, so ``text`` shows literally."""
-    return _MDV2_SPECIAL.sub(r"\\\1", text)
-
+__all__ = ["markdown_to_telegram_html"]
 
 # ------------------------------------------------------------------------------------- Telegram HTML
 

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Callable
 
+from gateway.adapter import AdapterRegistry
 from gateway.hookspecs import hookimpl
 
 log = logging.getLogger("kith.adapters")
@@ -22,7 +22,7 @@ ADAPTERS: tuple[tuple[str, str], ...] = (
 
 
 @hookimpl
-def gateway_register_adapters(register: Callable[..., None]) -> None:
+def gateway_register_adapters(register: AdapterRegistry) -> None:
     for module, cls in ADAPTERS:
         try:
             adapter = getattr(importlib.import_module(module), cls)

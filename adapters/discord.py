@@ -28,8 +28,8 @@ import discord
 import yarl
 from discord.gateway import DiscordWebSocket
 
-from adapters.base import Adapter, AdapterAuthError
 from adapters.ratelimit import RateLimiter, with_retry
+from gateway.adapter import Adapter, AdapterAuthError
 from gateway.config import DiscordChannel
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 
@@ -102,6 +102,11 @@ class DiscordAdapter(Adapter):
             if client.is_ready():
                 self.touch()
 
+        async def on_connect() -> None:
+            # READY received: the session is up and receives messages. on_ready waits up to
+            # guild_ready_timeout for guild data first, so it would report "running" seconds late.
+            self.mark_connected()
+
         async def on_ready() -> None:
             self.stats["connects"] += 1
             self.touch()
@@ -113,6 +118,7 @@ class DiscordAdapter(Adapter):
             task.add_done_callback(self._tasks.discard)
 
         client.event(on_socket_raw_receive)
+        client.event(on_connect)
         client.event(on_ready)
         client.event(on_message)
         _guard_parsers(client)

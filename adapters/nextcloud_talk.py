@@ -33,8 +33,9 @@ from typing import TYPE_CHECKING, Any, ClassVar
 import aiohttp
 from aiohttp import web
 
-from adapters.base import Adapter
+from adapters.body import BodyTooLarge, read_body
 from adapters.ratelimit import RateLimiter, with_retry
+from gateway.adapter import Adapter
 from gateway.config import NextcloudChannel
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 
@@ -127,7 +128,7 @@ class NextcloudTalkAdapter(Adapter):
     async def run(self) -> None:
         self._stopped.clear()
         self._session = aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=30))
-        self.touch()
+        self.mark_connected()
         log.info("nextcloud: accepting webhooks on %s", self.cfg.webhook_path)
         await self._stopped.wait()
 
@@ -152,16 +153,16 @@ class NextcloudTalkAdapter(Adapter):
             self.stats["rejected_signature"] += 1
             log.warning("nextcloud: webhook without a well-formed signature from %s", request.remote)
             return web.Response(status=401)
-        declared = request.content_length
-        if declared is not None and declared > self.cfg.max_body_bytes:
+        try:
+            body = await read_body(request, self.cfg.max_body_bytes)
+        except BodyTooLarge as exc:
             self.stats["rejected_payload"] += 1
-            log.warning("nextcloud: webhook body of %d bytes refused (max %d)", declared, self.cfg.max_body_bytes)
+            log.warning("nextcloud: webhook body too large (%s, max %d) refused", exc, self.cfg.max_body_bytes)
             return web.Response(status=413)
-        body = await request.content.read(self.cfg.max_body_bytes + 1)
-        if len(body) > self.cfg.max_body_bytes:
+        except TimeoutError:
             self.stats["rejected_payload"] += 1
-            log.warning("nextcloud: webhook body over %d bytes refused", self.cfg.max_body_bytes)
-            return web.Response(status=413)
+            log.warning("nextcloud: webhook body not complete in time from %s", request.remote)
+            return web.Response(status=408)
         expected = sign(self._secret, random, body)
         if not hmac.compare_digest(expected.encode(), signature.encode("utf-8", "replace")):
             self.stats["rejected_signature"] += 1

@@ -1,9 +1,12 @@
-"""Outbound pacing: a token bucket per conversation plus retries on the platform's 429.
+"""Rate limits: outbound pacing that waits, inbound allowances that refuse.
 
-Each platform publishes a send rate (Telegram ~1 msg/s per chat and 30/s overall, Discord 5 per 5 s
-per channel, Nextcloud brute-force protection); pacing ourselves keeps chunks of one long reply in
-order and avoids most 429s. When one comes anyway, the caller's ``retry_after`` extractor says how long
-the platform asked us to wait, and we wait exactly that (capped) before trying the same chunk again.
+Outbound: each platform publishes a send rate (Telegram ~1 msg/s per chat and 30/s overall, Discord 5
+per 5 s per channel, Nextcloud brute-force protection); pacing ourselves keeps chunks of one long reply
+in order and avoids most 429s. When one comes anyway, the caller's ``retry_after`` extractor says how
+long the platform asked us to wait, and we wait exactly that (capped) before trying the same chunk again.
+
+Inbound (``Allowance``, ``Allowances``): a client over its allowance is told so at once; nothing waits
+in a queue on its behalf.
 """
 
 from __future__ import annotations
@@ -11,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
+from collections import OrderedDict
 from collections.abc import Awaitable, Callable
 from typing import TypeVar
 
@@ -60,6 +64,53 @@ class RateLimiter:
             bucket = self._buckets[key] = TokenBucket(*self._per_key)
         await bucket.acquire()
         await self._global.acquire()
+
+
+class Allowance:
+    """A token bucket that answers at once: ``per_minute`` refill, at most ``burst`` saved up."""
+
+    __slots__ = ("capacity", "rate", "tokens", "updated")
+
+    def __init__(self, per_minute: float, burst: int) -> None:
+        self.rate = per_minute / 60.0
+        self.capacity = float(burst)
+        self.tokens = float(burst)
+        self.updated = time.monotonic()
+
+    def take(self) -> bool:
+        now = time.monotonic()
+        self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
+        self.updated = now
+        if self.tokens >= 1:
+            self.tokens -= 1
+            return True
+        return False
+
+
+class Allowances:
+    """One ``Allowance`` per key (a user, a client address), the least recently used dropped first.
+
+    Keys outlive connections, so reconnecting does not refill anything. The bound keeps memory flat
+    under a flood of keys; the key evicted is the one idle longest, whose bucket has refilled anyway
+    unless ``max_keys`` others were busier since.
+    """
+
+    def __init__(self, per_minute: float, burst: int, *, max_keys: int = 10_000) -> None:
+        self.per_minute, self.burst, self.max_keys = per_minute, burst, max_keys
+        self._buckets: OrderedDict[str, Allowance] = OrderedDict()
+
+    def __len__(self) -> int:
+        return len(self._buckets)
+
+    def take(self, key: str) -> bool:
+        bucket = self._buckets.get(key)
+        if bucket is None:
+            bucket = self._buckets[key] = Allowance(self.per_minute, self.burst)
+            if len(self._buckets) > self.max_keys:
+                self._buckets.popitem(last=False)
+        else:
+            self._buckets.move_to_end(key)
+        return bucket.take()
 
 
 async def with_retry(

@@ -33,8 +33,9 @@ from telegram.ext import Application, ContextTypes, TypeHandler
 from telegram.request import HTTPXRequest
 
 from adapters._split import markdown_to_telegram_html
-from adapters.base import Adapter, AdapterAuthError
+from adapters.body import BodyTooLarge, read_body
 from adapters.ratelimit import RateLimiter, with_retry
+from gateway.adapter import Adapter, AdapterAuthError
 from gateway.config import TelegramChannel
 from gateway.logs import install_redaction
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
@@ -186,7 +187,7 @@ class TelegramAdapter(Adapter):
                     secret_token=self.cfg.webhook_secret.get_secret_value() if self.cfg.webhook_secret else None,
                     allowed_updates=["message"],
                 )
-            self.touch()
+            self.mark_connected()
             self.ready.set()
             log.info("telegram: @%s connected (%s)", self._bot_username, self.cfg.mode)
             stop = asyncio.create_task(self._stop.wait())
@@ -254,11 +255,12 @@ class TelegramAdapter(Adapter):
         app = self._app
         if app is None:
             return web.Response(status=503)  # not started yet: Telegram retries later
-        if (request.content_length or 0) > _MAX_UPDATE_BYTES:
-            return self._bad("body too large")
-        body = await request.content.read(_MAX_UPDATE_BYTES + 1)
-        if len(body) > _MAX_UPDATE_BYTES:
-            return self._bad("body too large")
+        try:
+            body = await read_body(request, _MAX_UPDATE_BYTES)
+        except BodyTooLarge as exc:
+            return self._bad(f"body too large ({exc})")
+        except TimeoutError:
+            return self._bad("body not complete in time")
         try:
             data = json.loads(body)
             if not isinstance(data, dict) or not isinstance(data.get("update_id"), int):

@@ -3,27 +3,29 @@
 Security, in the order it is applied: the Origin header is checked before the upgrade (cross-site
 pages cannot drive a local assistant); when a token is configured (always, beyond loopback) the
 connection must authenticate (Authorization header or a first ``auth`` frame) before anything else;
-frames above ``server.max_frame_bytes`` close the connection with 1009; each connection has a token
-bucket rate limit. Authenticated connections are trusted senders: they skip the pairing policy.
+frames above ``server.max_frame_bytes`` close the connection with 1009. A connection is one client for
+its lifetime (its first ``hello``); new clients, messages and concurrent turns are limited by
+``adapters.ws_limits`` with keys that outlive connections. Authenticated connections are trusted
+senders: they skip the pairing policy.
 """
 
 from __future__ import annotations
 
 import asyncio
-import hmac
 import json
 import logging
 import re
-import time
 from datetime import UTC, datetime
 from importlib import resources
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from adapters.base import Adapter
+from adapters.ws_limits import WebSocketLimits
+from gateway.adapter import Adapter, AdapterRegistry
 from gateway.hookspecs import hookimpl
+from gateway.http.auth import tokens_match
+from gateway.http.guard import HTTP_POLICY
 from gateway.types import ConversationAddress, ConversationKind, InboundMessage, Reply
 
 if TYPE_CHECKING:
@@ -37,23 +39,6 @@ _CLIENT_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 MAX_TEXT_CHARS = 32_000
 
 
-class TokenBucket:
-    def __init__(self, per_minute: int, burst: int) -> None:
-        self.rate = per_minute / 60.0
-        self.capacity = float(burst)
-        self.tokens = float(burst)
-        self.updated = time.monotonic()
-
-    def take(self) -> bool:
-        now = time.monotonic()
-        self.tokens = min(self.capacity, self.tokens + (now - self.updated) * self.rate)
-        self.updated = now
-        if self.tokens >= 1:
-            self.tokens -= 1
-            return True
-        return False
-
-
 class FrameError(Exception):
     def __init__(self, code: str, message: str) -> None:
         super().__init__(message)
@@ -65,6 +50,10 @@ def parse_frame(data: str) -> dict[str, Any]:
         frame = json.loads(data)
     except ValueError as exc:
         raise FrameError("bad_json", "frame is not valid JSON") from exc
+    except RecursionError:
+        # The C decoder stops at the interpreter's recursion limit; no frame of ours nests deeper
+        # than three levels, so anything that deep is not a frame.
+        raise FrameError("bad_json", "frame nests too deeply") from None
     if not isinstance(frame, dict) or not isinstance(frame.get("type"), str):
         raise FrameError("bad_frame", "frame must be a JSON object with a string 'type'")
     return frame
@@ -73,14 +62,14 @@ def parse_frame(data: str) -> dict[str, Any]:
 class Connection:
     """One client connection: auth state, identity and ordered message handling."""
 
-    def __init__(self, adapter: WebSocketAdapter, ws: web.WebSocketResponse, authed: bool) -> None:
+    def __init__(self, adapter: WebSocketAdapter, ws: web.WebSocketResponse, authed: bool, remote: str) -> None:
         self.adapter = adapter
         self.ws = ws
         self.authed = authed
-        self.client_id = ""
+        self.remote = remote  # the client's address: the key of its new-user allowance
+        self.client_id = ""  # set once, by the first hello: a connection is one client for its lifetime
+        self.user_id = ""
         self.name = ""
-        cfg = adapter.gateway.config.server.rate_limit
-        self.bucket = TokenBucket(cfg.messages_per_minute, cfg.burst)
         # Messages run one at a time, in order, in their own task, so the receive loop keeps
         # answering pings and reading frames while a long model call streams.
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=32)
@@ -89,7 +78,7 @@ class Connection:
         self.closing = False
 
     async def _work(self) -> None:
-        while not (self.closing and self.queue.empty()):
+        while not self.closing:
             frame = await self.queue.get()
             self.busy = True
             try:
@@ -103,14 +92,27 @@ class Connection:
                 self.busy = False
 
     def close(self) -> None:
-        # A turn already running finishes (and is persisted) even if its client went away.
+        """The client left. A turn already running finishes (and is persisted); messages still
+        waiting are dropped: nobody is there to read their replies, and they would spend model calls."""
         self.closing = True
-        if self.worker is not None and not self.busy and self.queue.empty():
+        dropped = 0
+        while not self.queue.empty():
+            self.queue.get_nowait()
+            dropped += 1
+        if dropped:
+            log.info("websocket client %s left; %d queued messages dropped", self.client_id or "-", dropped)
+        if self.worker is not None and not self.busy:
             self.worker.cancel()
 
-    async def send(self, frame: dict[str, Any]) -> None:
-        if not self.ws.closed:
+    async def send(self, frame: dict[str, Any]) -> bool:
+        """Send a frame; False when the socket is already closed (nothing was delivered)."""
+        if self.ws.closed:
+            return False
+        try:
             await self.ws.send_json(frame)
+        except ConnectionError:
+            return False
+        return True
 
     async def error(self, code: str, message: str, ref: Any = None) -> None:
         frame: dict[str, Any] = {"type": "error", "code": code, "message": message}
@@ -145,7 +147,7 @@ class Connection:
     async def _auth(self, frame: dict[str, Any]) -> None:
         token = self.adapter.token
         given = frame.get("token")
-        if token is not None and not (isinstance(given, str) and hmac.compare_digest(given, token)):
+        if token is not None and not (isinstance(given, str) and tokens_match(given, token)):
             await self.error("unauthorized", "invalid token")
             await self.ws.close(code=CLOSE_UNAUTHORIZED, message=b"unauthorized")
             return
@@ -164,10 +166,22 @@ class Connection:
         if not isinstance(name, str) or len(name) > 100:
             await self.error("bad_frame", "name must be a string of at most 100 characters")
             return
-        self.client_id, self.name = client_id, name
+        if self.client_id and client_id != self.client_id:
+            # One identity per connection: otherwise one socket mints users by the thousand, and
+            # the connections map keeps an entry for an id the socket no longer answers to.
+            await self.error("already_identified", f"this connection is client {self.client_id!r}; "
+                             "open a new connection for another client_id")
+            return
         gw = self.adapter.gateway
+        if not self.client_id and gw.identities.lookup("websocket", client_id) is None:
+            refusal = self.adapter.limits.new_user(self.remote)
+            if refusal is not None:
+                await self.error("rate_limited", refusal)
+                return
+        self.client_id, self.name = client_id, name
         user = gw.identities.resolve(self._message_obj("", ""))
         assert user is not None
+        self.user_id = user.user_id
         otr = gw.sessions.is_otr(user, self._message_obj("", ""))
         self.adapter.connections.setdefault(client_id, set()).add(self)
         await self.send({"type": "ready", "user_id": user.user_id, "otr": otr, "model_ready": gw.model_ready,
@@ -199,15 +213,23 @@ class Connection:
         if tier is not None and (not isinstance(tier, int) or isinstance(tier, bool) or not 1 <= tier <= 4):
             await self.error("bad_frame", "'tier' must be a context tier 1-4", ref)
             return
-        if not self.bucket.take():
-            await self.error("rate_limited", "too many messages; slow down", ref)
+        limits = self.adapter.limits
+        refusal = limits.message(self.user_id)
+        if refusal is not None:
+            await self.error("rate_limited", refusal, ref)
             return
         message_id = f"{self.client_id}:{ref}" if ref is not None else ""
 
         async def on_delta(piece: str) -> None:
             await self.send({"type": "delta", "id": ref, "text": piece})
 
-        reply = await self.adapter.gateway.handle_inbound(self._message_obj(text, message_id, tier), on_delta=on_delta)
+        with limits.turn() as slot:
+            if not slot:
+                await self.error("busy", f"the server is answering {limits.max_turns} messages already; "
+                                 "try again in a moment", ref)
+                return
+            reply = await self.adapter.gateway.handle_inbound(self._message_obj(text, message_id, tier),
+                                                              on_delta=on_delta)
         if reply is None:
             await self.send({"type": "reply", "id": ref, "text": "", "dropped": True})
             return
@@ -224,6 +246,7 @@ class WebSocketAdapter(Adapter):
         secret = gateway.config.server.token
         self.token: str | None = secret.get_secret_value() if secret is not None else None
         self.connections: dict[str, set[Connection]] = {}
+        self.limits = WebSocketLimits(gateway.config.server.rate_limit)
         self._stop = asyncio.Event()
 
     def routes(self) -> list[web.RouteDef]:
@@ -232,6 +255,7 @@ class WebSocketAdapter(Adapter):
 
     async def run(self) -> None:
         # The host's HTTP server serves the routes; this task only keeps the adapter "running".
+        self.mark_connected()
         await self._stop.wait()
 
     async def stop(self) -> None:
@@ -240,25 +264,26 @@ class WebSocketAdapter(Adapter):
                 await conn.ws.close(code=WSCloseCode.GOING_AWAY, message=b"server shutdown")
 
     def health(self) -> dict[str, Any]:
-        return {"connections": sum(len(c) for c in self.connections.values())}
+        return {"connections": sum(len(c) for c in self.connections.values()), **self.limits.health()}
 
     async def send(self, address: ConversationAddress, reply: Reply) -> None:
-        conns = self.connections.get(address.conversation_id, set())
-        if not conns:
+        frame = {"type": "reply", "id": None, "text": reply.text, "notice": reply.notice, "otr": reply.otr,
+                 "proactive": True}
+        delivered = 0
+        for conn in list(self.connections.get(address.conversation_id, ())):
+            delivered += await conn.send(frame)
+        if not delivered:
+            # The caller (a reminder job) must not mark it sent: raising makes the job retry later.
             raise LookupError(f"websocket client {address.conversation_id!r} is not connected")
-        for conn in list(conns):
-            await conn.send({"type": "reply", "id": None, "text": reply.text, "notice": reply.notice,
-                             "otr": reply.otr, "proactive": True})
 
     # ---------------------------------------------------------------------------------- HTTP
     def _origin_ok(self, request: web.Request) -> bool:
         origin = request.headers.get("Origin")
         if origin is None:
             return True  # non-browser clients send no Origin; they still need the token if set
-        if origin in self.gateway.config.server.allowed_origins:
-            return True
-        parts = urlsplit(origin)
-        return parts.scheme in ("http", "https") and parts.netloc == request.host
+        # Our own origins (server.allowed_origins, loopback and public names at our port), never the
+        # request's Host: on a rebound DNS name the attacker's page and its Host are the same site.
+        return request.app[HTTP_POLICY].origin_allowed(origin, self.gateway.port)
 
     async def websocket(self, request: web.Request) -> web.StreamResponse:
         if not self._origin_ok(request):
@@ -267,12 +292,12 @@ class WebSocketAdapter(Adapter):
         authed = self.token is None
         header = request.headers.get("Authorization", "")
         if self.token is not None and header.startswith("Bearer "):
-            if not hmac.compare_digest(header[7:], self.token):
+            if not tokens_match(header[7:], self.token):  # any header bytes: a mismatch, never a 500
                 raise web.HTTPUnauthorized(text="invalid token")
             authed = True
         ws = web.WebSocketResponse(max_msg_size=self.gateway.config.server.max_frame_bytes, heartbeat=30.0)
         await ws.prepare(request)
-        conn = Connection(self, ws, authed)
+        conn = Connection(self, ws, authed, request.remote or "")
         auth_deadline = None if authed else asyncio.get_running_loop().time() + AUTH_TIMEOUT_S
         try:
             while True:
@@ -329,5 +354,5 @@ _PAGE_HEADERS = {
 
 
 @hookimpl
-def gateway_register_adapters(register: Any) -> None:
+def gateway_register_adapters(register: AdapterRegistry) -> None:
     register(WebSocketAdapter)

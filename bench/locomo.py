@@ -1,7 +1,8 @@
 """``kith bench locomo --data FILE``: retrieval quality of memory recall on LoCoMo conversations.
 
-Each conversation is ingested through ``MemoryService.index_turns`` (the live turn path) into its
-own user scope, every turn stamped with its session's date-time. Every question except category 5
+Each conversation is ingested through ``MemoryService.index_turns`` (the batch form of per-turn
+indexing; the daemon itself re-indexes the session-log Markdown through the ``memory.index`` job) into
+its own user scope, every turn stamped with its session's date-time. Every question except category 5
 (adversarial, no evidence) is then asked through ``MemoryService.recall``; no LLM is involved.
 
 frac@k: share of a question's gold evidence turns among the first k retrieved turns (a hit that
@@ -59,7 +60,7 @@ def parse_session_time(text: str) -> datetime:
 
 
 def turns_of(conv: dict[str, Any]) -> list[dict[str, Any]]:
-    from gateway.memory.transcript import TurnRecord
+    from gateway.memory.files.session_log import TurnRecord
 
     c = conv["conversation"]
     out = []
@@ -100,7 +101,7 @@ def score(ranked_turns: list[str], gold: list[str]) -> dict[str, float]:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from gateway.config import parse_config
-    from gateway.memory.service import MemoryService
+    from gateway.memory.search.service import MemoryService
 
     data = json.loads(await asyncio.to_thread(Path(args.data).read_text, encoding="utf-8"))
     if args.limit:

@@ -35,10 +35,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from gateway.config import parse_config
-    from gateway.memory.embed import load_embedder
-    from gateway.memory.index import open_index
-    from gateway.memory.service import MemoryService
-    from gateway.memory.sparse import SparseEncoder
+    from gateway.memory.search.embed import load_embedder
+    from gateway.memory.search.index import open_index
+    from gateway.memory.search.service import MemoryService
+    from gateway.memory.search.sparse import SparseEncoder
 
     rng = random.Random(args.seed)
     embedder = load_embedder("minilm-l6-int8")

@@ -24,8 +24,8 @@ from typing import Any
 from bench.common import machine, percentile
 from gateway.app import Gateway
 from gateway.config import parse_config
-from gateway.memory import jobscope
-from gateway.memory.sleep import NightScope, run_night
+from gateway.memory.background import jobscope
+from gateway.memory.background.sleep import NightScope, run_night
 from gateway.types import InboundMessage, LLMRequest, LLMResponse
 
 CITIES = ["Munich", "Lisbon", "Oslo", "Tromsø", "Ghent", "Porto", "Kyoto", "Lyon"]
@@ -90,7 +90,8 @@ async def run(turns: int, nights: int) -> dict[str, Any]:
                     text = f"Night {n}, message {i}: thinking about {CITIES[i % 8]} and plan {i % 17} with friends."
                     msg = InboundMessage(channel="websocket", account_id="alice", text=text, display_name="Alice",
                                          trusted=True, timestamp=datetime.now(UTC))  # fmt: skip
-                    user = await gw.hooks.call_first("gateway_resolve_identity", gateway=gw, message=msg)
+                    user = await gw.hooks.resolve_identity(gw, msg)
+                    assert user is not None
                     session = gw.sessions.current(user, msg, msg.timestamp)
                     gw.sessions.record(session, turn_id=f"n{n}t{i}", user_text=text, reply_text=f"Noted: {text}",
                                        channel="websocket", speaker="Alice", at=msg.timestamp)  # fmt: skip
@@ -101,7 +102,7 @@ async def run(turns: int, nights: int) -> dict[str, Any]:
                 at = datetime.now(UTC) + timedelta(minutes=n)
                 model.night = n
                 t0 = time.perf_counter()
-                result = await run_night(db=gw.state.db, kg=gw.kg, store=jobscope.store(gw, scope), provider=model,
+                result = await run_night(state=gw.state, kg=gw.kg, store=jobscope.store(gw, scope), provider=model,
                                          scope=ns, slot=at.strftime("%Y-%m-%dT%H:%M"), before=at, tz=scope.tz,
                                          cfg=cfg.background.sleep, rails=cfg.background.curation)  # fmt: skip
                 night_ms.append((time.perf_counter() - t0) * 1000)

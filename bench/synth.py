@@ -32,7 +32,7 @@ def sentence(rng: random.Random) -> str:
 def fill(index: Any, embedder: Any, sparse: Any, scope: str, count: int, *, seed: int = 7,
          batch: int = 2000, ts: float = 0.0) -> None:
     """Upsert ``count`` synthetic file chunks into ``scope`` (blocking: run it in a thread)."""
-    from gateway.memory.index import IndexPoint, point_id
+    from gateway.memory.search.index import IndexPoint, point_id
 
     rng = random.Random(seed)
     nprng = np.random.default_rng(seed)

@@ -69,7 +69,12 @@ async def run(clients: int, turns: int, core: bool = False) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="kith-bench-") as tmp:
         cfg = parse_config({
             "data_dir": str(Path(tmp) / "data"), "llm": {"provider": "echo"},
-            "server": {"port": 0, "rate_limit": {"messages_per_minute": 1_000_000, "burst": 1_000_000}},
+            # The bench is one address creating many users and sending as fast as it can: lift the limits.
+            "server": {"port": 0, "rate_limit": {
+                "messages_per_minute": 1_000_000, "burst": 1_000_000, "global_messages_per_minute": 1_000_000,
+                "global_burst": 1_000_000, "new_users_per_minute": 1_000_000, "new_users_burst": 1_000_000,
+                "global_new_users_per_minute": 1_000_000, "global_new_users_burst": 1_000_000,
+                "max_concurrent_turns": 1_000_000}},
             "plugins": {"entry_points": False, "deny": MEMORY_STAGES if core else []}, "log_level": "WARNING",
         }, env={})
         async with Gateway(cfg, entry_points=False) as gw:
@@ -113,7 +118,7 @@ PROFILE = "# Sam\n\n## Basics\n" + "".join(
 
 
 def _seed_files(gw: Gateway) -> None:
-    from gateway.memory import working
+    from gateway.memory.files import working
 
     store = gw.memory_store("measured")
     store.write("USER.md", PROFILE, source="bench")
@@ -182,7 +187,11 @@ async def run_memory_scale(memories: int, turns: int) -> dict[str, Any]:
                     overheads.append((time.perf_counter() - t) * 1000)
             await gw.settle(timeout=600)
             # Transcript rows that compaction has folded into working memory by the end of the run.
-            compacted = gw.state.one("SELECT COALESCE(SUM(upto_seq), 0) AS n FROM compactions")["n"]
+            # (The run is one session: Sam's, on one channel, with no idle gap.)
+            uid = gw.identities.lookup("websocket", "sam")
+            session = gw.state.sessions.open_in(f"user:{uid}")
+            done = gw.state.compactions.get(session.session_id) if session else None
+            compacted = done.upto_seq if done else 0
     tokens = prompt.tokens[5:]
     return {
         "memories": memories, "turns": len(overheads), "load_s": round(load_s, 1),

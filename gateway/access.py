@@ -1,4 +1,4 @@
-"""Who may reach the model: per-channel DM policy, group gating and the pairing queue.
+"""Who may reach the model: per-channel DM policy, group gating, invites and the pairing queue.
 
 Policies (``channels.<name>.dm_policy``):
 
@@ -9,52 +9,50 @@ Policies (``channels.<name>.dm_policy``):
 * ``allowlist``: only ``allow_from`` account ids (and previously approved senders).
 * ``open``: anyone may DM. ``disabled``: no DMs at all.
 
+Under ``pairing`` and ``allowlist`` a stranger who sends an owner's invite (``kith pairing invite``) is
+approved at once: the invite never enters the queue, so no flood of strangers can keep an invited
+person out.
+
+The queue is shared by everyone who writes, so one attacker with many account ids must not be able
+to keep it full (before issue 12, three ids did, for good). It stays fair this way:
+
+* an account gets at most ``PAIRING_CODES_PER_ACCOUNT`` codes a day: holding slots costs fresh accounts;
+* when the queue is full, a newcomer takes the slot of the oldest request once that one has had
+  ``PAIRING_MIN_AGE`` (or its whole lifetime, if shorter) to be approved; before that, newcomers get
+  silence. Every code handed out can be approved for at least that long, whatever comes after it, and
+  a full queue admits at most ``pairing_max_pending`` newcomers per ``PAIRING_MIN_AGE``;
+* refusals, evictions and exhausted quotas are counted per channel, logged, and shown by
+  ``kith pairing list``, so the owner sees a flood and can answer it with invites.
+
 Groups are separate: the conversation must be in ``group_allow`` (``"*"`` = any) and, unless
 ``require_mention`` is off, the bot must be mentioned or replied to.
 
-The pairing queue and approvals live in their own tables in ``<data_dir>/state.sqlite``, on this
-module's own connection, so the CLI (another process) and the running gateway share them.
+The pairing queue, invites and approvals live in the state (``State.access``): the running gateway
+uses its own state, the CLI (another process) opens the same database.
 """
 
 from __future__ import annotations
 
 import secrets
-import sqlite3
-import threading
-from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import NamedTuple
 
 from gateway.config import ChannelAccess, Config
-from gateway.state import enable_wal
+from gateway.state import ApprovedAccount, Invite, PairingRequest, QueueStats, State, open_state
+from gateway.state.interface import Counter
 from gateway.types import AccessDecision, ConversationKind, Drop, InboundMessage
 
 # No 0/O, 1/I/L: codes are read off a phone screen and typed into a terminal.
 _ALPHABET = "ABCDEFGHJKMNPQRSTUVWXYZ23456789"
 CODE_LENGTH = 8
-
-_SCHEMA = """
-CREATE TABLE IF NOT EXISTS access_pairing (
-    code TEXT PRIMARY KEY,
-    channel TEXT NOT NULL,
-    account_id TEXT NOT NULL,
-    display_name TEXT NOT NULL DEFAULT '',
-    created_at TEXT NOT NULL,
-    expires_at TEXT NOT NULL,
-    last_reply_at TEXT NOT NULL,
-    requests INTEGER NOT NULL DEFAULT 1,
-    UNIQUE (channel, account_id)
-);
-CREATE TABLE IF NOT EXISTS access_approved (
-    channel TEXT NOT NULL,
-    account_id TEXT NOT NULL,
-    display_name TEXT NOT NULL DEFAULT '',
-    approved_at TEXT NOT NULL,
-    via TEXT NOT NULL DEFAULT 'pairing',
-    PRIMARY KEY (channel, account_id)
-);
-"""
-
+# Invites are never queued and never rate limited, so they are long instead: 31^16 is about 2^79.
+INVITE_LENGTH = 16
+INVITE_TTL_S = 7 * 86400
+PAIRING_CODES_PER_ACCOUNT = 2  # per account per PAIRING_QUOTA_WINDOW: a second chance, not a supply
+PAIRING_QUOTA_WINDOW = timedelta(days=1)
+PAIRING_MIN_AGE = timedelta(minutes=10)  # a handed-out code survives a flood at least this long
+STATS_WINDOW = timedelta(days=1)  # counters shown to the owner start again after a quiet day
 
 def _now() -> datetime:
     return datetime.now(UTC)
@@ -72,79 +70,50 @@ def normalize_code(code: str) -> str:
     return "".join(ch for ch in code.upper() if ch.isalnum())
 
 
-@dataclass(frozen=True, slots=True, kw_only=True)
-class PairingRequest:
-    code: str
-    channel: str
-    account_id: str
-    display_name: str
-    created_at: str
-    expires_at: str
-    requests: int
+def format_invite(code: str) -> str:
+    return "-".join(code[i : i + 4] for i in range(0, len(code), 4))
+
+
+class Admission(NamedTuple):
+    """What the queue did with a stranger's message."""
+
+    code: str | None  # the code to show, or None
+    answer: bool  # whether to answer at all (a repeat within the reply interval gets silence)
+    refused: str = ""  # why no code: "pairing queue full", "pairing code quota used"
 
 
 class AccessStore:
-    """The pairing queue and the approved senders, in ``state.sqlite`` (WAL)."""
+    """The pairing queue, invites and approved senders: the rules of this module on ``State.access``."""
 
-    def __init__(self, path: Path) -> None:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        # check_same_thread=False + our lock: the gateway calls from the loop thread, tests from others.
-        self._db = sqlite3.connect(path, timeout=10, isolation_level=None, check_same_thread=False)
-        self._db.row_factory = sqlite3.Row
-        self._lock = threading.Lock()
-        with self._lock:
-            self._db.execute("PRAGMA busy_timeout=10000")
-            enable_wal(self._db)
-            self._db.executescript(_SCHEMA)
+    def __init__(self, state: State, *, owned: bool = False) -> None:
+        self.state = state
+        self._owned = owned  # opened by for_config: closed by close()
 
     @classmethod
     def for_config(cls, config: Config) -> AccessStore:
-        return cls(Path(config.data_dir) / "state.sqlite")
+        """A store on the data directory's state database, with a connection of its own (the CLI)."""
+        return cls(open_state(Path(config.data_dir) / "state.sqlite"), owned=True)
 
     def close(self) -> None:
-        with self._lock:
-            self._db.close()
+        if self._owned:
+            self.state.close()
 
     # ---------------------------------------------------------------------------------- approvals
     def is_approved(self, channel: str, account_id: str) -> bool:
-        with self._lock:
-            row = self._db.execute(
-                "SELECT 1 FROM access_approved WHERE channel=? AND account_id=?", (channel, account_id)
-            ).fetchone()
-        return row is not None
+        return self.state.access.is_approved(channel, account_id)
 
     def approve_account(self, channel: str, account_id: str, *, display_name: str = "", via: str) -> None:
-        with self._lock:
-            self._db.execute(
-                "INSERT OR REPLACE INTO access_approved(channel, account_id, display_name, approved_at, via)"
-                " VALUES (?,?,?,?,?)",
-                (channel, account_id, display_name, _ts(_now()), via),
-            )
-            self._db.execute(
-                "DELETE FROM access_pairing WHERE channel=? AND account_id=?", (channel, account_id)
-            )
+        self.state.access.approve(channel, account_id, display_name=display_name, via=via, at=_now())
 
     def revoke(self, channel: str, account_id: str) -> bool:
-        with self._lock:
-            cur = self._db.execute(
-                "DELETE FROM access_approved WHERE channel=? AND account_id=?", (channel, account_id)
-            )
-        return cur.rowcount > 0
+        return self.state.access.revoke(channel, account_id)
 
-    def approved(self) -> list[sqlite3.Row]:
-        with self._lock:
-            return self._db.execute("SELECT * FROM access_approved ORDER BY approved_at").fetchall()
+    def approved(self) -> list[ApprovedAccount]:
+        return self.state.access.approved()
 
     # ------------------------------------------------------------------------------------ pairing
     def pending(self, channel: str | None = None) -> list[PairingRequest]:
-        now = _ts(_now())
-        sql = "SELECT * FROM access_pairing WHERE expires_at > ?"
-        args: tuple[str, ...] = (now,)
-        if channel:
-            sql, args = sql + " AND channel=?", (now, channel)
-        with self._lock:
-            rows = self._db.execute(sql + " ORDER BY created_at", args).fetchall()
-        return [_pairing(r) for r in rows]
+        return self.state.access.pending(_now(), channel)
 
     def request(
         self,
@@ -155,51 +124,74 @@ class AccessStore:
         ttl_s: float,
         max_pending: int,
         reply_interval_s: float,
-    ) -> tuple[str | None, bool]:
-        """Record a pairing request. Returns (code to show or None, whether to answer at all)."""
+    ) -> Admission:
+        """Record a stranger's message in the queue (see the module docstring for the fairness rules)."""
         now = _now()
-        with self._lock:
-            self._db.execute("BEGIN IMMEDIATE")
-            try:
-                self._db.execute("DELETE FROM access_pairing WHERE expires_at <= ?", (_ts(now),))
-                row = self._db.execute(
-                    "SELECT code, last_reply_at FROM access_pairing WHERE channel=? AND account_id=?",
-                    (channel, account_id),
-                ).fetchone()
-                if row is not None:
-                    due = datetime.fromisoformat(row["last_reply_at"]) + timedelta(seconds=reply_interval_s)
-                    answer = now >= due
-                    self._db.execute(
-                        "UPDATE access_pairing SET requests=requests+1, last_reply_at=? WHERE code=?",
-                        (_ts(now) if answer else row["last_reply_at"], row["code"]),
-                    )
-                    self._db.execute("COMMIT")
-                    return row["code"], answer
-                (count,) = self._db.execute(
-                    "SELECT COUNT(*) FROM access_pairing WHERE channel=?", (channel,)
-                ).fetchone()
-                if count >= max_pending:
-                    self._db.execute("COMMIT")
-                    return None, False
-                code = new_code()
-                self._db.execute(
-                    "INSERT INTO access_pairing(code, channel, account_id, display_name, created_at,"
-                    " expires_at, last_reply_at) VALUES (?,?,?,?,?,?,?)",
-                    (
-                        code,
-                        channel,
-                        account_id,
-                        display_name[:200],
-                        _ts(now),
-                        _ts(now + timedelta(seconds=ttl_s)),
-                        _ts(now),
-                    ),
-                )
-                self._db.execute("COMMIT")
-                return code, True
-            except BaseException:
-                self._db.execute("ROLLBACK")
-                raise
+        with self.state.tx():
+            return self._request(now, channel, account_id, display_name, ttl_s=ttl_s,
+                                 max_pending=max_pending, reply_interval_s=reply_interval_s)  # fmt: skip
+
+    def _request(self, now: datetime, channel: str, account_id: str, display_name: str, *, ttl_s: float,
+                 max_pending: int, reply_interval_s: float) -> Admission:
+        access = self.state.access
+        access.expire_pairing(now)
+        waiting = access.pairing_of(channel, account_id)
+        if waiting is not None:
+            code, last_reply_at = waiting
+            answer = now >= last_reply_at + timedelta(seconds=reply_interval_s)
+            access.repeat_request(code, answered_at=now if answer else None)
+            return Admission(code, answer)
+        if access.codes_issued(channel, account_id, since=now - PAIRING_QUOTA_WINDOW) >= PAIRING_CODES_PER_ACCOUNT:
+            self._count(channel, "over_quota", now)
+            return Admission(None, False, "pairing code quota used")
+        if access.queued(channel) >= max_pending:
+            protected = min(PAIRING_MIN_AGE, timedelta(seconds=ttl_s))
+            oldest = access.oldest_pairing(channel)
+            assert oldest is not None  # the queue is full, so not empty
+            if oldest[1] > now - protected:
+                self._count(channel, "refused", now)
+                return Admission(None, False, "pairing queue full")
+            access.delete_pairing(oldest[0])
+            self._count(channel, "evicted", now)
+        code = new_code()
+        access.add_pairing(code, channel=channel, account_id=account_id, display_name=display_name[:200], at=now,
+                           expires_at=now + timedelta(seconds=ttl_s))  # fmt: skip
+        return Admission(code, True)
+
+    def _count(self, channel: str, counter: Counter, now: datetime) -> None:
+        self.state.access.count(channel, counter, now, window_start=now - STATS_WINDOW)
+
+    def stats(self) -> list[QueueStats]:
+        """Per channel: requests waiting, and how many strangers the queue turned away lately."""
+        now = _now()
+        return self.state.access.stats(now, since=now - STATS_WINDOW)
+
+    # ------------------------------------------------------------------------------------ invites
+    def create_invite(self, *, channel: str = "", ttl_s: float = INVITE_TTL_S, note: str = "") -> Invite:
+        now = _now()
+        invite = Invite(code="".join(secrets.choice(_ALPHABET) for _ in range(INVITE_LENGTH)), channel=channel,
+                        note=note[:200], created_at=_ts(now), expires_at=_ts(now + timedelta(seconds=ttl_s)))
+        self.state.access.add_invite(invite, now)
+        return invite
+
+    def invites(self) -> list[Invite]:
+        return self.state.access.invites(_now())
+
+    def revoke_invite(self, code: str) -> bool:
+        return self.state.access.delete_invite(normalize_code(code))
+
+    def use_invite(self, text: str, channel: str, account_id: str, display_name: str) -> bool:
+        """Approve the sender if ``text`` is a live invite for this channel (``CODE`` or ``/start CODE``)."""
+        words = text.strip().split()
+        if words[:1] == ["/start"] or (words and words[0].startswith("/start@")):
+            words = words[1:]
+        candidate = normalize_code("".join(words))
+        if len(candidate) != INVITE_LENGTH:
+            return False  # not even shaped like an invite: no database work for ordinary first messages
+        if not self.state.access.use_invite(candidate, channel, _now()):
+            return False
+        self.approve_account(channel, account_id, display_name=display_name, via="invite")
+        return True
 
     def approve(self, code: str) -> PairingRequest | None:
         """Approve a live code: its sender becomes an approved account. None if unknown/expired."""
@@ -212,25 +204,7 @@ class AccessStore:
         return self._take(code)
 
     def _take(self, code: str) -> PairingRequest | None:
-        normalized = normalize_code(code)
-        with self._lock:
-            row = self._db.execute(
-                "SELECT * FROM access_pairing WHERE code=? AND expires_at > ?", (normalized, _ts(_now()))
-            ).fetchone()
-            self._db.execute("DELETE FROM access_pairing WHERE code=?", (normalized,))
-        return None if row is None else _pairing(row)
-
-
-def _pairing(row: sqlite3.Row) -> PairingRequest:
-    return PairingRequest(
-        code=row["code"],
-        channel=row["channel"],
-        account_id=row["account_id"],
-        display_name=row["display_name"],
-        created_at=row["created_at"],
-        expires_at=row["expires_at"],
-        requests=row["requests"],
-    )
+        return self.state.access.take_pairing(normalize_code(code), _now())
 
 
 def pairing_instructions(code: str, channel: str) -> str:
@@ -279,9 +253,11 @@ class AccessPolicy:
         listed = message.account_id in cfg.allow_from
         if listed or self.store.is_approved(message.channel, message.account_id):
             return AccessDecision.ALLOW
+        if self.store.use_invite(message.text, message.channel, message.account_id, message.display_name):
+            return AccessDecision.ALLOW  # the owner said yes in advance: never queued, never crowded out
         if policy == "allowlist":
             return Drop(reason="sender not in allow_from")
-        code, answer = self.store.request(
+        admission = self.store.request(
             message.channel,
             message.account_id,
             message.display_name,
@@ -289,8 +265,8 @@ class AccessPolicy:
             max_pending=cfg.pairing_max_pending,
             reply_interval_s=cfg.pairing_reply_interval_s,
         )
-        if code is None:
-            return Drop(reason="pairing queue full")
-        if not answer:
+        if admission.code is None:
+            return Drop(reason=admission.refused)
+        if not admission.answer:
             return Drop(reason="pairing pending (already answered recently)")
-        return Drop(reason="pairing requested", reply=pairing_instructions(code, message.channel))
+        return Drop(reason="pairing requested", reply=pairing_instructions(admission.code, message.channel))

@@ -18,25 +18,27 @@ from typing import Any, Literal
 
 from aiohttp import web
 
-from adapters.base import Adapter
-from gateway.bus import JobBus, specs_from_plugins
-from gateway.config import Config, ConfigError
+from gateway.adapter import Adapter
+from gateway.bus import JobBus, UserDirectory
+from gateway.config import Config
 from gateway.dedupe import Dedupe
-from gateway.explain import route as explain_route
-from gateway.hookcall import HookCaller
-from gateway.identity import Identities
+from gateway.hooks import Hooks, Registrations
+from gateway.http.accept import BackoffSite
+from gateway.http.guard import install as install_http_guard
+from gateway.http.operator_api import routes as operator_routes
+from gateway.identity.users import Identities
 from gateway.llm.base import NO_MODEL_HELP, Provider
 from gateway.llm.provider import NoModelProvider, make_provider
+from gateway.llm.routed import RoutedModel
 from gateway.logs import collect_secrets, install_redaction
-from gateway.memory.kg import KnowledgeGraph
-from gateway.memory.service import MemoryService
-from gateway.memory.store import MemoryStore
-from gateway.operator_api import routes as operator_routes
+from gateway.memory.files.store import MemoryStore
+from gateway.memory.knowledge.graph import KnowledgeGraph
+from gateway.memory.search.service import MemoryService
 from gateway.plugins import PluginHost, build_plugin_host
 from gateway.sessions import Sessions
-from gateway.state import State, ts
+from gateway.state import State, open_state_async
 from gateway.supervisor import Supervisor
-from gateway.types import ConversationAddress, InboundMessage, Reply, Turn
+from gateway.types import ConversationAddress, InboundMessage, Reply, Stash, Turn
 
 log = logging.getLogger("kith.gateway")
 
@@ -64,27 +66,29 @@ class Gateway:
         self.run_jobs = run_jobs and mode == "daemon"
         self.data_dir = Path(config.data_dir)
         self.plugin_host: PluginHost = build_plugin_host(config, extra_plugins=plugins, entry_points=entry_points)
-        self.hooks = HookCaller(self.plugin_host.pm, timeout_s=config.plugins.hook_timeout_s)
+        self.hooks: Hooks = self.plugin_host.hooks
         self.serve_http = serve_http
         self.supervise = supervise
         self.adapters: dict[str, Adapter] = {}
         self.supervisor = Supervisor()
         self.http_app = web.Application(client_max_size=1024 * 1024)
         self.http_app[GATEWAY_KEY] = self
+        install_http_guard(self.http_app, self)  # Host, proxy, Origin, operator and CSRF checks on every route
         self.http_app.router.add_get("/healthz", self._healthz)
-        self.http_app.router.add_routes([explain_route(self), *operator_routes(self)])
+        self.http_app.router.add_routes(operator_routes(self))
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
         self._providers: dict[str, Provider] = {}
         self.started_at = time.time()
         self._background: set[asyncio.Task[Any]] = set()
-        # Per-gateway state of built-in plugins (modules), keyed by plugin: two gateways in one
-        # process (tests, kith worker next to a daemon) never share it.
-        self.plugin_state: dict[str, Any] = {}
+        # Per-gateway state of plugins (modules), under typed keys (``gateway.stash[KEY]``): two
+        # gateways in one process (tests, kith worker next to a daemon) never share it.
+        self.stash = Stash()
         self._bus_tasks: list[asyncio.Task[None]] = []
         self.memory: MemoryService | None = None
         self.bus: JobBus | None = None
         self.kg: KnowledgeGraph | None = None
+        self.registrations: Registrations  # collected in start()
         self.state: State
         self.identities: Identities
         self.sessions: Sessions
@@ -105,23 +109,27 @@ class Gateway:
     async def start(self) -> None:
         install_redaction(collect_secrets(self.config))
         self.data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        self.plugin_host.pm.hook.gateway_configure.call_historic(kwargs={"config": self.config})
-        self.state = State(self.data_dir / "state.sqlite")
+        self.hooks.configure(self.config)
+        # Adapters, jobs and tools from every plugin, before anything is opened: every problem
+        # (a name registered twice, a bad spec) refuses startup in one error.
+        self.registrations = self.hooks.registrations(self.config)
+        # Opened in a worker thread: the WAL switch and migrations may wait for another process.
+        self.state = await open_state_async(self.data_dir / "state.sqlite")
         self.identities = Identities(self.state, self.config)
         self.identities.apply_config_links()
         self.sessions = Sessions(self.state, self.config)
         self.dedupe = Dedupe(self.state)
         self._providers["main"] = make_provider(self.config.llm)
-        self.kg = KnowledgeGraph(self.data_dir / "state.sqlite")
+        self.kg = KnowledgeGraph(self.state)  # on the state's one connection
         self.memory = MemoryService(self.config, detach_if_busy=self.mode == "worker")
         await self.memory.start()
-        self._register_adapters()
+        self._create_adapters()
         self.bus = JobBus(
-            self.config, specs_from_plugins(self.plugin_host.pm), ctx_factory=lambda: self,
+            self.config, self.registrations.jobs.specs, ctx_factory=lambda: self,
             users_provider=self._cron_users, own_server=self.mode == "daemon",
         )
         await self.bus.start()
-        await self.hooks.call_all("gateway_startup", timeout=None, gateway=self)
+        await self.hooks.startup(self)
         if self.run_jobs:
             if self.config.bus.workers_in_process:
                 self._bus_tasks.append(asyncio.create_task(self.bus.run_workers(), name="bus:workers"))
@@ -139,7 +147,7 @@ class Gateway:
             await self._runner.cleanup()
             self._runner = None
         if hasattr(self, "state"):
-            await self.hooks.call_all("gateway_shutdown", timeout=None, gateway=self)
+            await self.hooks.shutdown(self)
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
         if self.bus is not None:
@@ -166,19 +174,9 @@ class Gateway:
         if hasattr(self, "state"):
             self.state.close()
 
-    def _register_adapters(self) -> None:
-        classes: dict[str, type[Adapter]] = {}
-        problems: list[str] = []
-
-        def register(cls: type[Adapter]) -> None:
-            if cls.name in classes:
-                problems.append(f"two plugins register an adapter named {cls.name!r}")
-            classes[cls.name] = cls
-
-        self.hooks.call_sync_all("gateway_register_adapters", register=register)
-        if problems:
-            raise ConfigError(problems, "adapters")
-        for name, cls in classes.items():
+    def _create_adapters(self) -> None:
+        """One adapter per registered class whose channel is enabled; its webhook routes are mounted."""
+        for name, cls in self.registrations.adapters.items():
             channel_cfg = getattr(self.config.channels, name, None)
             if channel_cfg is not None and not getattr(channel_cfg, "enabled", True):
                 continue
@@ -189,15 +187,25 @@ class Gateway:
     async def _start_http(self) -> None:
         self._runner = web.AppRunner(self.http_app, access_log=None, handle_signals=False)
         await self._runner.setup()
-        site = web.TCPSite(self._runner, self.config.server.host, self.config.server.port)
+        # BackoffSite: accepting pauses (and logs once) when descriptors run out (gateway/http/accept.py)
+        site = BackoffSite(self._runner, self.config.server.host, self.config.server.port)
         await site.start()
         sockets = getattr(site._server, "sockets", None) or []
         self.port = sockets[0].getsockname()[1] if sockets else self.config.server.port
         log.info("listening on http://%s:%s", self.config.server.host, self.port)
 
     async def _healthz(self, request: web.Request) -> web.Response:
+        from gateway.writefailures import write_failures
+
+        # "degraded": the daemon answers, but something is not at full service (indexing paused
+        # for lack of disk space, turns answered but not stored); each reason is one line.
+        problems = self.memory.health_problems() if self.memory is not None else []
+        persist = write_failures(self.stash).problem()
+        if persist:
+            problems.append(persist)
         return web.json_response({
-            "status": "ok",
+            "status": "degraded" if problems else "ok",
+            "degraded": problems,
             "uptime_s": round(time.time() - self.started_at, 1),
             "model": {"provider": self.llm().name, "ready": self.model_ready},
             "adapters": self.supervisor.health(),
@@ -212,9 +220,7 @@ class Gateway:
         turn = Turn(turn_id=uuid.uuid4().hex, message=message, received_at=message.timestamp or datetime.now(UTC))
         if on_delta is not None:
             turn.stash[ON_DELTA] = on_delta
-        result = await self.hooks.call_first("gateway_handle_turn", isolate=False, timeout=None,
-                                             gateway=self, turn=turn)
-        return result if isinstance(result, Reply) else None
+        return await self.hooks.handle_turn(self, turn)
 
     async def send(self, address: ConversationAddress, reply: Reply) -> None:
         """Deliver a message outside a turn (reminders, notices) through the owning adapter."""
@@ -226,23 +232,27 @@ class Gateway:
     def remember_conversation(self, turn: Turn) -> None:
         """Keep enough about each conversation to reach it later (proactive messages)."""
         m = turn.message
-        self.state.db.execute(
-            "INSERT INTO conversations(conversation_key, channel, conversation_id, kind, user_id, persona,"
-            " last_seen_at) VALUES (?,?,?,?,?,?,?) ON CONFLICT(conversation_key) DO UPDATE SET"
-            " user_id=excluded.user_id, last_seen_at=excluded.last_seen_at",
-            (m.conversation_key, m.channel, m.conversation_id or m.account_id, m.kind.value,
-             turn.user.user_id if turn.user else "", turn.session.persona if turn.session else "default", ts()),
+        self.state.conversations.remember(
+            conversation_key=m.conversation_key, channel=m.channel, conversation_id=m.conversation_id or m.account_id,
+            kind=m.kind.value, user_id=turn.user.user_id if turn.user else "",
+            persona=turn.session.persona if turn.session else "default",
         )
 
     async def merge_users(self, *, into: str, source: str) -> None:
         """Merge user ``source`` into ``into`` (link flow): plugins flush, the host moves, plugins reindex."""
-        await self.hooks.call_all("gateway_before_users_merge", timeout=None, gateway=self, into=into, source=source)
+        await self.hooks.before_users_merge(self, into=into, source=source)
         self.identities.merge(into=into, source=source)
-        await self.hooks.call_all("gateway_users_merged", gateway=self, into=into, source=source)
+        await self.hooks.users_merged(self, into=into, source=source)
 
     # ------------------------------------------------------------------------------- services
     def llm(self, role: str = "main") -> Provider:
+        """The provider behind ``role`` (its name, readiness). Calls go through ``model(role)``."""
         return self._providers.get(role) or self._providers.get("main") or NoModelProvider()
+
+    def model(self, role: str = "main") -> RoutedModel:
+        """The model for ``role`` through ``gateway_llm_call``: the path every call takes, background
+        jobs included, so plugins overriding the hook see them all."""
+        return RoutedModel(self, role)
 
     @property
     def model_ready(self) -> bool:
@@ -280,7 +290,7 @@ class Gateway:
         deadline = time.monotonic() + timeout
         quiet = 0
         while quiet < 2:  # two quiet polls in a row: a finishing job may enqueue a follow-up
-            await self.hooks.call_all("gateway_flush", timeout=None, gateway=self)
+            await self.hooks.flush(self)
             if self._background:
                 await asyncio.gather(*list(self._background), return_exceptions=True)
             if self.memory is not None and not self.memory.detached:
@@ -293,6 +303,8 @@ class Gateway:
                 raise TimeoutError("background work did not settle")
             await asyncio.sleep(0.02 if busy else 0)
 
-    def _cron_users(self) -> list[tuple[str, str]]:
-        """(user id, timezone) of every known user, for cron jobs that fire per user."""
-        return [(r["user_id"], r["timezone"] or self.config.timezone) for r in self.state.users()]
+    def _cron_users(self) -> UserDirectory:
+        """Users for cron jobs that fire per user: the State, read by timezone and a page at a time,
+        so a scheduler tick costs what is due, not what is stored (gateway/bus/cronusers.py). A user
+        whose timezone is empty or unknown runs in ``config.timezone`` (the scheduler's default)."""
+        return self.state.users

@@ -8,8 +8,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gateway.hookspecs import hookimpl
-from gateway.identity import LinkError
-from gateway.memory.errors import MemoryStoreError
+from gateway.identity.link_command import link_command
+from gateway.memory.files.errors import MemoryStoreError
 from gateway.personas import persona_store, resolve
 from gateway.types import ConversationKind, Reply, Turn
 
@@ -22,7 +22,8 @@ Commands:
 /new: start a fresh session (I still remember you)
 /otr on|off: Off-The-Record: nothing of what follows is stored, indexed or learned
 /link: get a code to connect another account (Telegram, Discord, ...) to this one
-/link CODE: connect this account to the one that produced CODE
+/link CODE: ask to connect this account to the one that produced CODE (both accounts confirm)
+/link confirm CODE, /link cancel: answer a link request
 /help: this text"""
 
 
@@ -77,18 +78,5 @@ async def gateway_handle_command(gateway: Gateway, turn: Turn, command: str, arg
             return _notice("This channel keeps its own identity (identity scope 'channel'); linking is off.")
         if msg.kind is ConversationKind.GROUP:
             return _notice("Linking only works in a direct conversation with me.")
-        if not args:
-            code = gateway.identities.create_link_code(user.user_id, msg.channel, msg.account_id)
-            minutes = gateway.config.identity.link_code_ttl_s // 60
-            return _notice(
-                f"Your link code is {code}. Within {minutes} minutes, send `/link {code}` to me from the "
-                "other account you want to connect. Don't share it with anyone else."
-            )
-        try:
-            target, merge_from = gateway.identities.redeem_link_code(args, msg.channel, msg.account_id)
-        except LinkError as exc:
-            return _notice(str(exc))
-        if merge_from is not None:
-            await gateway.merge_users(into=target, source=merge_from)
-        return _notice("Linked. This account now shares one memory with your other account.")
+        return await link_command(gateway, turn, args)
     return None

@@ -11,7 +11,7 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
@@ -40,25 +40,100 @@ class Section(BaseModel):
 
 
 class RateLimit(Section):
-    messages_per_minute: int = Field(60, ge=1)
+    """WebSocket limits (docs/protocol.md#limits). Message buckets belong to the user, not the
+    connection, so reconnecting refills nothing; a client over a limit is refused at once."""
+
+    messages_per_minute: int = Field(60, ge=1)  # per user
     burst: int = Field(20, ge=1)
+    global_messages_per_minute: int = Field(600, ge=1)  # all WebSocket users together
+    global_burst: int = Field(100, ge=1)
+    # A client_id seen for the first time creates a user: per client address, and for everyone.
+    new_users_per_minute: int = Field(5, ge=1)
+    new_users_burst: int = Field(10, ge=1)
+    global_new_users_per_minute: int = Field(30, ge=1)
+    global_new_users_burst: int = Field(60, ge=1)
+    max_concurrent_turns: int = Field(16, ge=1)  # more at once are answered "busy", never queued
+
+
+_HOST_NAME = re.compile(r"^(?=.{1,253}$)[a-z0-9_]([a-z0-9_-]{0,62})(\.[a-z0-9_]([a-z0-9_-]{0,62}))*$")
+
+
+def canonical_host(value: str) -> str | None:
+    """A host name or IP literal in the one form Host headers are compared in (lowercase; IPv6 in
+    brackets, compressed), or None when it is neither. No port, no scheme."""
+    v = value.strip().lower()
+    if v.startswith("[") and v.endswith("]"):
+        v = v[1:-1]
+    try:
+        ip = ipaddress.ip_address(v)
+    except ValueError:
+        return v if _HOST_NAME.match(v) and not v.replace(".", "").isdigit() else None
+    return f"[{ip.compressed}]" if ip.version == 6 else ip.compressed
+
+
+def parse_origin(value: str) -> tuple[str, str, int] | None:
+    """``scheme://host[:port]`` -> (scheme, canonical host, port with the scheme's default filled in),
+    None for anything else (a path, user info, ``null``, another scheme)."""
+    from urllib.parse import urlsplit
+
+    try:
+        parts = urlsplit(value.strip())
+        port = parts.port
+    except ValueError:
+        return None
+    scheme = parts.scheme.lower()
+    if scheme not in ("http", "https") or parts.path not in ("", "/") or parts.query or parts.fragment:
+        return None
+    if not parts.netloc or "@" in parts.netloc or parts.hostname is None:
+        return None
+    host = canonical_host(parts.hostname)
+    if host is None:
+        return None
+    return scheme, host, port if port is not None else (443 if scheme == "https" else 80)
+
+
+def _refuse_unparsed(values: list[str], parse: Callable[[str], object], want: str) -> None:
+    """One error naming every value ``parse`` rejects (returns None for): all fixed in one round trip."""
+    bad = [v for v in values if parse(v) is None]
+    if bad:
+        raise ValueError(f"want {want}, got {bad}")
 
 
 class ServerConfig(Section):
     host: str = "127.0.0.1"
     port: int = Field(8765, ge=0, le=65535)
     token: SecretStr | None = None
+    # Host names (or IP addresses) this server answers to besides localhost, 127.0.0.1 and [::1]:
+    # the name of a reverse proxy in front of it, a LAN address. Every other Host header is refused
+    # (DNS rebinding, docs/security.md#host-and-origin).
+    public_names: list[str] = Field(default_factory=list)
     allowed_origins: list[str] = Field(default_factory=list)
     max_frame_bytes: int = Field(64 * 1024, ge=1024)
     rate_limit: RateLimit = Field(default_factory=RateLimit)
 
+    @field_validator("public_names")
+    @classmethod
+    def _names_are_hosts(cls, v: list[str]) -> list[str]:
+        _refuse_unparsed(v, canonical_host, "host names or IP addresses without scheme or port")
+        return [canonical_host(n) or n for n in v]
+
+    @field_validator("allowed_origins")
+    @classmethod
+    def _origins_are_origins(cls, v: list[str]) -> list[str]:
+        _refuse_unparsed(v, parse_origin, "origins like https://chat.example.org or http://localhost:3000")
+        return v
+
     def is_loopback(self) -> bool:
-        if self.host in ("localhost", ""):
-            return self.host == "localhost"
-        try:
-            return ipaddress.ip_address(self.host).is_loopback
-        except ValueError:
-            return False
+        return is_loopback_host(self.host)
+
+
+def is_loopback_host(host: str) -> bool:
+    if host in ("localhost", ""):
+        return host == "localhost"
+    try:
+        return ipaddress.ip_address(host.strip("[]")).is_loopback
+    except ValueError:
+        return False
 
 
 class LLMConfig(Section):
@@ -192,6 +267,10 @@ class MemoryConfig(Section):
     group_private_profile: bool = False
     people_file_tokens: int = Field(800, ge=50)  # per people/ file in the prompt
     people_recent_participants: int = Field(5, ge=0, le=50)
+    # Below this much free space on the index's filesystem, index writes (and opening the embedded
+    # index) pause instead of risking a SIGBUS in Qdrant's memory-mapped files (docs/memory.md); 0 = off.
+    min_free_mb: int = Field(256, ge=0)
+    disk_check_s: float = Field(10.0, gt=0)  # how often free space is re-checked (resume, /healthz)
 
 
 # --------------------------------------------------------------------------------------- background
@@ -323,7 +402,7 @@ class ChannelAccess(Section):
     group_allow: list[str] = Field(default_factory=list)  # conversation ids; "*" = any group
     require_mention: bool = True
     pairing_code_ttl_s: int = Field(3600, ge=60, le=7 * 86400)
-    pairing_max_pending: int = Field(3, ge=1, le=100)  # per channel; more strangers get silence
+    pairing_max_pending: int = Field(20, ge=1, le=1000)  # per channel; see gateway/access.py for the fairness rules
     pairing_reply_interval_s: float = Field(600, ge=0)  # answer a waiting stranger at most this often
     # Supervision: restart the adapter when the platform has been silent this long (0 = never).
     stall_after_s: float = Field(0, ge=0)
@@ -468,6 +547,22 @@ def _format_loc(loc: tuple[Any, ...]) -> str:
     return out or "<root>"
 
 
+def _telegram_is_public(tg: TelegramChannel) -> bool:
+    """Webhook mode where the Bot API calling us is not on this machine: the real Telegram (no
+    ``base_url``) only calls public HTTPS URLs, and a ``webhook_url`` off this machine is public too."""
+    from urllib.parse import urlsplit
+
+    if not tg.enabled or tg.mode != "webhook":
+        return False
+    url = tg.webhook_url or tg.base_url
+    if url is None:
+        return True
+    try:
+        return not is_loopback_host(urlsplit(url).hostname or "")
+    except ValueError:
+        return True
+
+
 def _semantic_problems(cfg: Config) -> list[str]:
     problems = []
     if not cfg.server.is_loopback() and cfg.server.token is None:
@@ -480,6 +575,13 @@ def _semantic_problems(cfg: Config) -> list[str]:
         problems.append("channels.telegram.token: required when the Telegram channel is enabled")
     if tg.enabled and tg.mode == "webhook" and tg.webhook_secret is None:
         problems.append("channels.telegram.webhook_secret: webhook mode refuses to start without a secret")
+    if cfg.server.token is None and _telegram_is_public(tg):
+        # Telegram reaches a public URL, so something (a proxy, a tunnel, a port forward) exposes this
+        # server to the internet, where loopback is no proof of anything (docs/security.md#proxies).
+        problems.append(
+            f"server.token: required when Telegram calls a public webhook ({tg.webhook_url or 'set outside kith'}); "
+            "set it with ${KITH_TOKEN} or KITH__SERVER__TOKEN (docs/security.md#proxies)"
+        )
     if cfg.channels.discord.enabled and cfg.channels.discord.token is None:
         problems.append("channels.discord.token: required when the Discord channel is enabled")
     nc = cfg.channels.nextcloud

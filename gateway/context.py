@@ -5,6 +5,9 @@ breakpoint placed after the last stable section covers persona and profile snaps
 Trimming: each section is first cut to its own budget; if the total still overflows, sections are
 cut in ascending ``trim_rank`` (recalled < facts < dated < playbooks by convention, see
 docs/memory.md) and ``protected`` sections (profile, channel memory) are never touched.
+
+Budgets count what the model receives: the rendered section (its title line, and ``> `` before every
+line of a data section) plus the separator that joins it to the next, not the section's raw text.
 """
 
 from __future__ import annotations
@@ -62,19 +65,48 @@ class Assembled:
     stable_count: int  # the cache breakpoint goes after sections[stable_count - 1]
 
 
+SECTION_SEPARATOR = "\n\n"  # how providers join rendered sections into one system prompt
+
+
+def sent_tokens(section: ContextSection) -> int:
+    """Tokens the model receives for a section: rendered, plus the separator to the next one."""
+    return estimate_tokens(render_section(section) + SECTION_SEPARATOR)
+
+
+def fit_section(section: ContextSection, tokens: int, *, minimum: int = 1) -> ContextSection:
+    """``section`` cut so that ``sent_tokens`` of the result is at most ``tokens``.
+
+    The rendering overhead grows with the kept text (one ``> `` per line of a data section), so the
+    cut is refined until the rendered result fits. Text becomes empty when fewer than ``minimum``
+    tokens of it would fit.
+    """
+    if sent_tokens(section) <= tokens:
+        return section
+    keep = tokens - sent_tokens(replace(section, text=""))
+    while keep >= minimum:
+        cut = replace(section, text=truncate_to_tokens(section.text, keep))
+        over = sent_tokens(cut) - tokens
+        if over <= 0:
+            return cut
+        keep -= over
+    return replace(section, text="")
+
+
 def assemble(sections: list[ContextSection], budget_tokens: int) -> Assembled:
     trims: list[Trim] = []
     fitted: list[ContextSection] = []
     for s in sections:
         if not s.text.strip():
             continue
-        n = estimate_tokens(s.text)
+        n = sent_tokens(s)
         if s.budget and n > s.budget and not s.protected:
-            s = replace(s, text=truncate_to_tokens(s.text, s.budget))
-            trims.append(Trim(s.source, n, estimate_tokens(s.text), "section budget"))
+            s = fit_section(s, s.budget)
+            trims.append(Trim(s.source, n, sent_tokens(s) if s.text else 0, "section budget"))
+            if not s.text:
+                continue
         fitted.append(s)
 
-    total = sum(estimate_tokens(s.text) for s in fitted)
+    total = sum(sent_tokens(s) for s in fitted)
     if total > budget_tokens:
         order = sorted(
             (i for i, s in enumerate(fitted) if not s.protected),
@@ -84,11 +116,9 @@ def assemble(sections: list[ContextSection], budget_tokens: int) -> Assembled:
             if total <= budget_tokens:
                 break
             s = fitted[i]
-            n = estimate_tokens(s.text)
-            keep = max(0, n - (total - budget_tokens))
-            new_text = truncate_to_tokens(s.text, keep) if keep >= 16 else ""
-            fitted[i] = replace(s, text=new_text)
-            after = estimate_tokens(new_text)
+            n = sent_tokens(s)
+            fitted[i] = fit_section(s, max(0, n - (total - budget_tokens)), minimum=16)
+            after = sent_tokens(fitted[i]) if fitted[i].text else 0
             trims.append(Trim(s.source, n, after, "total budget"))
             total -= n - after
         fitted = [s for s in fitted if s.text]
@@ -103,7 +133,7 @@ def assemble(sections: list[ContextSection], budget_tokens: int) -> Assembled:
     return Assembled(
         sections=ordered,
         trims=tuple(trims),
-        total_tokens=sum(estimate_tokens(s.text) for s in ordered),
+        total_tokens=sum(sent_tokens(s) for s in ordered),
         stable_count=len(stable),
     )
 

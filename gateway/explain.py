@@ -2,8 +2,8 @@
 
 ``explain`` runs the real context stages and the budgeter for a message from a user on a channel,
 without running the model and without writing anything (the session is peeked, not created; no
-turn, no log, no job). ``kith context`` prints it, and the daemon serves it as ``POST /context`` so
-the CLI sees the live memory index the daemon holds.
+turn, no log, no job). ``kith context`` prints it, and the daemon serves it as ``POST /context``
+(``gateway.http.operator_api``) so the CLI sees the live memory index the daemon holds.
 """
 
 from __future__ import annotations
@@ -12,14 +12,11 @@ import uuid
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from aiohttp import web
-
 from gateway.context import estimate_tokens, render_section
-from gateway.httpauth import require_operator
 from gateway.llm.anthropic import api_messages, system_blocks
 from gateway.tiers import tier_of
 from gateway.turn import ASSEMBLED, build_request
-from gateway.types import ConversationKind, InboundMessage, LLMRequest, Turn, UserRef
+from gateway.types import ConversationKind, InboundMessage, Turn, UserRef
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -30,9 +27,8 @@ class ExplainError(ValueError):
 
 
 def _account(gateway: Gateway, user_id: str, channel: str) -> str:
-    row = gateway.state.one("SELECT account_id FROM identities WHERE user_id=? AND channel=? LIMIT 1",
-                            user_id, channel)
-    return str(row["account_id"]) if row else user_id
+    account = gateway.state.identities.account_on(user_id, channel)
+    return account.account_id if account else user_id
 
 
 async def explain(
@@ -44,23 +40,21 @@ async def explain(
     conversation: str = "",
     tier: int | None = None,
 ) -> dict[str, Any]:
-    row = gateway.state.user(user_id)
-    if row is None:
+    user = gateway.state.users.get(user_id)
+    if user is None:
         raise ExplainError(f"unknown user {user_id!r} (see `kith memory stats` or the users table)")
     now = datetime.now(UTC)
     message = InboundMessage(
         channel=channel, account_id=_account(gateway, user_id, channel), text=text,
         conversation_id=conversation, kind=ConversationKind.GROUP if conversation else ConversationKind.DM,
-        display_name=row["display_name"], timestamp=now, trusted=True, mentioned=True,
+        display_name=user.display_name, timestamp=now, trusted=True, mentioned=True,
     )
     turn = Turn(turn_id="explain-" + uuid.uuid4().hex, message=message, received_at=now, tier=tier,
-                user=UserRef(user_id=user_id, display_name=row["display_name"], timezone=row["timezone"]))
+                user=UserRef(user_id=user_id, display_name=user.display_name, timezone=user.timezone))
     turn.session = gateway.sessions.peek(turn.user, message, now)  # type: ignore[arg-type]
     turn.history = gateway.sessions.history(turn.session)
     request = await build_request(gateway, turn)
-    replaced = await gateway.hooks.call_first("gateway_before_llm_call", gateway=gateway, turn=turn, request=request)
-    if isinstance(replaced, LLMRequest):
-        request = replaced
+    request = await gateway.hooks.before_llm_call(gateway, turn, request) or request
     assembled: Any = turn.stash[ASSEMBLED]
     trims = {t.source: t for t in assembled.trims}
     sections = []
@@ -88,25 +82,3 @@ async def explain(
         "tools": [t.name for t in request.tools],
         "system": system_blocks(request, caching=gateway.config.llm.prompt_caching),
     }
-
-
-def route(gateway: Gateway) -> web.RouteDef:
-    async def handle(request: web.Request) -> web.Response:
-        require_operator(gateway.config, request)
-        try:
-            body = await request.json()
-        except ValueError:
-            raise web.HTTPBadRequest(text="body must be JSON") from None
-        if not isinstance(body, dict) or not all(isinstance(body.get(k), str) for k in ("user", "message")):
-            raise web.HTTPBadRequest(text='want {"user": ..., "channel": ..., "message": ...}')
-        tier = body.get("tier")
-        try:
-            result = await explain(
-                gateway, user_id=body["user"], channel=str(body.get("channel") or "websocket"), text=body["message"],
-                conversation=str(body.get("conversation") or ""), tier=int(tier) if tier is not None else None,
-            )
-        except (ExplainError, ValueError) as exc:
-            raise web.HTTPBadRequest(text=str(exc)) from None
-        return web.json_response(result)
-
-    return web.post("/context", handle)

@@ -3,6 +3,9 @@
 pluggy has no async support: an ``async def`` implementation returns a coroutine, which is never
 ``None``, so ``firstresult`` through ``pm.hook.x()`` would always stop at the first async plugin.
 Here every implementation is called and awaited one by one, in pluggy's order.
+
+These are the mechanics under ``gateway.hooks.Hooks``, whose typed methods (one per hook) are the only
+callers: nothing else names a hook by string (tests/core/test_import_rules.py).
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import logging
 from typing import Any
 
 import pluggy
+
+from gateway.registry import Registry
 
 log = logging.getLogger("kith.hooks")
 
@@ -90,20 +95,24 @@ class HookCaller:
                 return result
         return None
 
-    def call_sync_all(self, hook_name: str, **kwargs: Any) -> list[Any]:
-        """For sync registration hooks (adapters, jobs, tools); failures isolated like call_all."""
-        results = []
+    def call_historic(self, hook_name: str, **kwargs: Any) -> None:
+        """Bootstrap hooks (``gateway_addhooks``, ``gateway_configure``): sync, and replayed to any
+        plugin registered later. A failure propagates: it refuses startup with the plugin's reason."""
+        getattr(self.pm.hook, hook_name).call_historic(kwargs=kwargs)
+
+    def call_register(self, hook_name: str, registry: Registry[Any], **kwargs: Any) -> None:
+        """Registration hooks: each implementation gets ``registry`` as ``register``, attributed to its
+        plugin. A plugin that raises (or is async) becomes one of the registry's problems: collection
+        goes on, so start-up reports every problem at once."""
+        kwargs = {**kwargs, "register": registry}
         for impl in self._impls(hook_name):
             args = [kwargs[name] for name in impl.argnames]
-            try:
-                result = impl.function(*args)
-                if inspect.isawaitable(result):
-                    result.close()  # type: ignore[union-attr]
-                    raise TypeError(f"{hook_name} must be a plain function, not async")
-            except Exception:
-                self._record_failure(impl.plugin_name)
-                log.exception("plugin %s failed in %s; skipped", impl.plugin_name, hook_name)
-                continue
-            if result is not None:
-                results.append(result)
-        return results
+            with registry.attributed(impl.plugin_name):
+                try:
+                    result = impl.function(*args)
+                    if inspect.isawaitable(result):
+                        result.close()  # type: ignore[attr-defined]
+                        raise TypeError(f"{hook_name} must be a plain function, not async")
+                except Exception as exc:
+                    log.exception("plugin %s failed in %s", impl.plugin_name, hook_name)
+                    registry.problem(f"failed in {hook_name}: {type(exc).__name__}: {exc}")

@@ -8,6 +8,11 @@ Rules that hold for all hooks:
   plugin's name and the others still run. "first" hooks stop at the first non-``None`` awaited
   result; the built-in default is registered ``trylast`` so any plugin overrides it.
 * Every call is bounded by ``plugins.hook_timeout_s`` unless the hook's docstring says otherwise.
+* The host calls each hook through its typed method on ``gateway.hooks`` (``gateway/hooks.py``).
+* The three registration hooks (adapters, jobs, tools) get a typed registry as ``register`` and the
+  configuration; they run once, in ``Gateway.start`` after ``gateway_configure``. One policy for all
+  three (``gateway/registry.py``): entries are attributed to their plugin, and every problem (a name
+  registered twice, a bad entry, a plugin raising) refuses startup, all reported in one ``ConfigError``.
 """
 
 from __future__ import annotations
@@ -18,8 +23,11 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from gateway.adapter import AdapterRegistry
     from gateway.app import Gateway
+    from gateway.bus.registry import JobRegistry
     from gateway.config import Config
+    from gateway.tools import ToolRegistry
     from gateway.types import (
         AccessDecision,
         ContextSection,
@@ -72,10 +80,11 @@ def gateway_shutdown(gateway: Gateway) -> None:
 
 
 @hookspec
-def gateway_register_adapters(register: Callable[..., None]) -> None:
-    """``register(AdapterClass)`` for each channel adapter the plugin provides.
+def gateway_register_adapters(register: AdapterRegistry, config: Config) -> None:
+    """``register(AdapterClass)`` for each channel adapter (``gateway.adapter.Adapter``) the plugin
+    provides. The host creates those whose channel is enabled in ``config.channels``.
 
-    Rule: all, sync, once at startup. A duplicate adapter name is a startup error.
+    Rule: all, sync, once at startup. A name registered twice is a startup error.
     """
 
 
@@ -133,8 +142,9 @@ def gateway_handle_turn(gateway: Gateway, turn: Turn) -> Reply | None:
     """Run the whole turn and return the reply (``None`` = no reply, e.g. dropped).
 
     Rule: first; the default (``gateway.turn``) is trylast and calls, in order: filter -> access ->
-    dedupe -> identity -> session -> commands -> context sections -> before_llm_call -> llm_call ->
-    render_reply -> persist -> after_turn. Not bounded by the hook timeout (the LLM call is).
+    dedupe -> identity -> commands (answered without a session or a model) -> session -> context
+    sections -> before_llm_call -> llm_call -> render_reply -> persist -> after_turn. Not bounded by
+    the hook timeout (the LLM call is).
     """
 
 
@@ -165,7 +175,10 @@ def gateway_llm_call(
     gateway: Gateway, turn: Turn | None, request: LLMRequest, on_delta: Callable[[str], Any] | None
 ) -> LLMResponse | None:
     """Make the model call; stream text pieces to ``on_delta`` when given. Rule: first; the default
-    calls the configured provider (trylast). Bounded by ``llm.timeout_s``, not the hook timeout."""
+    calls the configured provider (trylast). Bounded by ``llm.timeout_s``, not the hook timeout.
+
+    Every model call takes this path: turns (``turn`` set) and background jobs through
+    ``gateway.model(role)`` (``turn`` is None; ``request.role`` names the role)."""
 
 
 
@@ -208,10 +221,12 @@ def gateway_turn_error(gateway: Gateway, turn: Turn, error: BaseException) -> No
 
 
 @hookspec
-def gateway_register_jobs(register: Callable[..., None]) -> None:
-    """``register(handler, name=..., timeout=..., max_tries=..., cron=...)`` for background jobs.
+def gateway_register_jobs(register: JobRegistry, config: Config) -> None:
+    """``register(handler, name=..., timeout=..., max_tries=..., cron=..., per_user=..., needs_index=...)``
+    for background jobs; cron expressions come from ``config``.
 
-    Rule: all, sync, at startup. Handlers receive ``(ctx, payload)``; payloads carry ids, not text.
+    Rule: all, sync, once at startup. Handlers receive ``(ctx, payload)``; payloads carry ids, not text.
+    An invalid spec or a name registered twice is a startup error.
     """
 
 
@@ -219,12 +234,14 @@ def gateway_register_jobs(register: Callable[..., None]) -> None:
 
 
 @hookspec
-def gateway_register_tools(register: Callable[..., None]) -> None:
+def gateway_register_tools(register: ToolRegistry, config: Config) -> None:
     """``register(tool)`` for each model tool (``gateway.tools.Tool``) the plugin provides.
 
-    Rule: all, sync, collected once per gateway on first use. A tool is offered to the model only from
-    the context tier that loads its item (``gateway.tiers``), never in group conversations when it
-    touches a user's private memory, and never in Off-The-Record sessions when it writes.
+    Rule: all, sync, once at startup; a name registered twice is a startup error.
+
+    A tool is offered to the model only from the context tier that loads its item (``gateway.tiers``),
+    never in group conversations when it touches a user's private memory, and never in
+    Off-The-Record sessions when it writes.
     """
 
 

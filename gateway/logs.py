@@ -7,6 +7,7 @@ libraries that echo URLs or headers (a Telegram bot token is part of every Bot A
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Iterable
 
 from pydantic import BaseModel, SecretStr
@@ -68,6 +69,37 @@ def install_redaction(secrets: Iterable[str]) -> None:
         logging.getLogger(noisy).setLevel(logging.WARNING)
 
 
+class RepeatFilter(logging.Filter):
+    """Lets one record through per ``interval_s`` for each distinct message (and exception); the
+    next one through says how many were held back.
+
+    Installed on the ``asyncio`` logger: the event loop reports some conditions (an accept loop out
+    of file descriptors, for one) from a callback that fires again at once, thousands of times a
+    second. kith's own accept loop backs off (``gateway/http/accept.py``); this keeps any other server a
+    plugin starts from burying the log the same way.
+    """
+
+    def __init__(self, interval_s: float = 30.0, max_keys: int = 1000) -> None:
+        super().__init__()
+        self.interval_s, self.max_keys = interval_s, max_keys
+        self._seen: dict[tuple[str, str], tuple[float, int]] = {}  # key -> (last passed at, held back since)
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        exc = record.exc_info[1] if record.exc_info else None
+        key = (record.getMessage(), f"{type(exc).__name__}: {exc}" if exc is not None else "")
+        now = time.monotonic()
+        last = self._seen.get(key)
+        if last is not None and now - last[0] < self.interval_s:
+            self._seen[key] = (last[0], last[1] + 1)
+            return False
+        if len(self._seen) >= self.max_keys:
+            self._seen.clear()  # distinct messages: nothing repeats, so nothing is lost by forgetting
+        self._seen[key] = (now, 0)
+        if last is not None and last[1]:
+            record.msg = f"{record.msg} (the same message {last[1]} more times in the last {now - last[0]:.1f} s)"
+        return True
+
+
 def setup_logging(config: Config) -> None:
     handler = logging.StreamHandler()
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
@@ -77,3 +109,6 @@ def setup_logging(config: Config) -> None:
     root.setLevel(config.log_level)
     for noisy in ("httpx", "httpcore", "aiohttp.access", "telegram.ext", "discord"):
         logging.getLogger(noisy).setLevel(max(logging.WARNING, root.level))
+    asyncio_log = logging.getLogger("asyncio")
+    if not any(isinstance(f, RepeatFilter) for f in asyncio_log.filters):
+        asyncio_log.addFilter(RepeatFilter())

@@ -17,6 +17,7 @@ import pluggy
 
 from gateway import hookspecs
 from gateway.config import Config, ConfigError, PluginsConfig
+from gateway.hooks import Hooks
 
 log = logging.getLogger("kith.plugins")
 
@@ -24,7 +25,7 @@ log = logging.getLogger("kith.plugins")
 # override their firstresult hooks. Order matters only for "all" hooks without tryfirst/trylast.
 BUILTIN_PLUGINS: tuple[str, ...] = (
     "gateway.turn",
-    "gateway.identity",
+    "gateway.identity.users",
     "gateway.commands",
     "gateway.llm.provider",
     "plugins.system_block",
@@ -55,11 +56,13 @@ class PluginInfo:
 
 
 class PluginHost:
-    """Typed facade over the pluggy manager: records where every plugin came from."""
+    """The pluggy manager, where every plugin came from, and ``hooks``: the typed method per hook
+    (``gateway.hooks.Hooks``) through which the host calls them."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, hook_timeout_s: float = 5.0) -> None:
         self.pm = pluggy.PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
+        self.hooks = Hooks(self.pm, timeout_s=hook_timeout_s)
         self.sources: dict[str, str] = {}
         self.blocked: list[tuple[str, str]] = []
 
@@ -101,8 +104,8 @@ def build_plugin_host(
     entry_points: bool | None = None,
 ) -> PluginHost:
     """Build the plugin host. Raises ConfigError listing every plugin that failed to load."""
-    host = PluginHost()
     cfg = config.plugins
+    host = PluginHost(hook_timeout_s=cfg.hook_timeout_s)
     problems: list[str] = []
 
     for module in builtins:
@@ -143,7 +146,7 @@ def build_plugin_host(
             host.register(plugin, name=name, source="test")
 
     # Plugins may add hookspecs; do that before checking that every implementation has a spec.
-    host.pm.hook.gateway_addhooks.call_historic(kwargs={"pluginmanager": host.pm})
+    host.hooks.addhooks()
     try:
         host.pm.check_pending()
     except pluggy.PluginValidationError as exc:

@@ -8,14 +8,18 @@ never written to SQLite, files, indexes or jobs, and they vanish on ``/otr off``
 
 from __future__ import annotations
 
+import logging
 import uuid
+from collections import OrderedDict
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from typing import Any
 
 from gateway.config import Config
-from gateway.state import State, parse_ts, ts
+from gateway.state import State, StorageError, StoredSession, TranscriptEntry
 from gateway.types import ConversationKind, HistoryMessage, InboundMessage, Session, UserRef
+
+log = logging.getLogger("kith.sessions")
+_MAX_AWAITING = 10_000
 
 
 def scope_key_for(user: UserRef, message: InboundMessage) -> str:
@@ -35,6 +39,8 @@ class Sessions:
         self.state = state
         self.config = config
         self.otr: dict[str, OtrSession] = {}
+        # turn id -> session id of messages stored by ``record_message`` whose reply is not stored yet
+        self._awaiting_reply: OrderedDict[str, str] = OrderedDict()
 
     @property
     def idle_gap(self) -> timedelta:
@@ -50,11 +56,11 @@ class Sessions:
             else:
                 otr.session = replace(otr.session, last_active_at=now, is_new=False)
                 return otr.session
-        row = self.state.open_session(key)
-        live = self._live(row, key, message, now)
+        stored = self.state.sessions.open_in(key)
+        live = self._live(stored, key, message, now)
         if live is not None:
             return live
-        return self._start(user, message, key, now, previous=row["session_id"] if row else None)
+        return self._start(user, message, key, now, previous=stored.session_id if stored else None)
 
     def peek(self, user: UserRef, message: InboundMessage, now: datetime) -> Session:
         """The session ``message`` would join, without creating or touching anything (``kith context``).
@@ -65,7 +71,7 @@ class Sessions:
         otr = self.otr.get(key)
         if otr is not None:
             return otr.session
-        live = self._live(self.state.open_session(key), key, message, now)
+        live = self._live(self.state.sessions.open_in(key), key, message, now)
         return live if live is not None else self._fresh(user, message, key, now, "preview-" + uuid.uuid4().hex)
 
     def _fresh(
@@ -78,43 +84,39 @@ class Sessions:
             persona=self.config.personas.for_conversation(message.channel, message.conversation_key),
         )
 
-    def _live(self, row: Any, key: str, message: InboundMessage, now: datetime) -> Session | None:
-        if row is None or now - parse_ts(row["last_active_at"]) > self.idle_gap:
+    def _live(self, stored: StoredSession | None, key: str, message: InboundMessage, now: datetime) -> Session | None:
+        if stored is None or now - stored.last_active_at > self.idle_gap:
             return None
         # A session opened by /new has no turns yet: its first turn is still its start.
-        fresh = self.state.one("SELECT 1 FROM turns WHERE session_id=? LIMIT 1", row["session_id"]) is None
+        fresh = not self.state.turns.has_turns(stored.session_id)
         return Session(
             is_new=fresh,
-            session_id=row["session_id"],
-            user_id=row["user_id"],
+            session_id=stored.session_id,
+            user_id=stored.user_id,
             scope=key,
             conversation_key=message.conversation_key,
-            started_at=parse_ts(row["started_at"]),
+            started_at=stored.started_at,
             last_active_at=now,
-            persona=row["persona"],
+            persona=stored.persona,
         )
 
     def _start(
         self, user: UserRef, message: InboundMessage, key: str, now: datetime, previous: str | None
     ) -> Session:
         session = self._fresh(user, message, key, now, uuid.uuid4().hex)
-        with self.state.tx() as db:
+        with self.state.tx():
             if previous:
-                db.execute("UPDATE sessions SET ended_at=? WHERE session_id=?", (ts(now), previous))
-            db.execute(
-                "INSERT INTO sessions(session_id, user_id, scope_key, conversation_key, persona, started_at,"
-                " last_active_at) VALUES (?,?,?,?,?,?,?)",
-                (session.session_id, user.user_id, key, message.conversation_key, session.persona,
-                 ts(now), ts(now)),
-            )
+                self.state.sessions.end(previous, now)
+            self.state.sessions.create(session.session_id, user_id=user.user_id, scope_key=key,
+                                       conversation_key=message.conversation_key, persona=session.persona, at=now)
         return session
 
     def new(self, user: UserRef, message: InboundMessage, now: datetime) -> Session:
         """``/new``: end the current session (OTR or not) and start a fresh one."""
         key = scope_key_for(user, message)
         self.otr.pop(key, None)
-        row = self.state.open_session(key)
-        return self._start(user, message, key, now, previous=row["session_id"] if row else None)
+        stored = self.state.sessions.open_in(key)
+        return self._start(user, message, key, now, previous=stored.session_id if stored else None)
 
     def start_otr(self, user: UserRef, message: InboundMessage, now: datetime) -> Session:
         key = scope_key_for(user, message)
@@ -137,19 +139,53 @@ class Sessions:
             return ()
         # Turns a compaction summarised are replaced by its summary (a context section); the
         # transcript keeps them all.
-        compacted = self.state.compaction(session.session_id)
+        compacted = self.state.compactions.get(session.session_id)
         return tuple(
-            HistoryMessage(role=r["role"], content=r["content"], timestamp=parse_ts(r["created_at"]),
-                           turn_id=r["turn_id"])
-            for r in self.state.history(session.session_id, limit, compacted["upto_seq"] if compacted else 0)
+            HistoryMessage(role=r.role, content=r.content, timestamp=r.created_at, turn_id=r.turn_id)
+            for r in self.state.turns.history(session.session_id, limit, compacted.upto_seq if compacted else 0)
         )
+
+    def record_message(
+        self, session: Session, *, turn_id: str, text: str, channel: str, speaker: str, at: datetime,
+        user_id: str = "",
+    ) -> None:
+        """Persist the user's side of a turn before the model is called, so a crash during the call
+        keeps the message; ``record`` completes the turn with the reply. Nothing for OTR. A failing
+        write (a full disk) is logged and left to ``record``, which writes both sides then."""
+        if session.otr:
+            return
+        try:
+            with self.state.tx():  # a failed COMMIT (SQLITE_FULL) is rolled back by tx()
+                self.state.turns.append(TranscriptEntry(
+                    turn_id=turn_id, session_id=session.session_id, user_id=user_id or session.user_id, role="user",
+                    content=text, channel=channel, conversation_key=session.conversation_key, speaker=speaker,
+                    created_at=at,
+                ))  # fmt: skip
+                self.state.sessions.touch(session.session_id, at)
+        except StorageError as exc:
+            log.warning("could not store the message of turn %s before the model call: %s", turn_id, exc)
+            return
+        self._awaiting_reply[turn_id] = session.session_id
+        while len(self._awaiting_reply) > _MAX_AWAITING:  # turns cancelled mid-call never complete
+            self._awaiting_reply.popitem(last=False)
+
+    def discard_message(self, session: Session, turn_id: str) -> None:
+        """The model call failed and the person was told so: the turn did not happen (they send it
+        again), so the message stored by ``record_message`` goes, as if it had never been stored."""
+        if self._awaiting_reply.pop(turn_id, None) is None:
+            return
+        try:
+            self.state.turns.discard_message(session.session_id, turn_id)
+        except StorageError as exc:
+            log.warning("could not take back the message of failed turn %s: %s", turn_id, exc)
 
     def record(
         self, session: Session, *, turn_id: str, user_text: str, reply_text: str, channel: str,
         speaker: str, at: datetime, reply_at: datetime | None = None, user_id: str = "",
     ) -> None:
-        """Persist both sides of a turn (in memory only for OTR). ``user_id``: the speaker (in a group
-        session, not necessarily the member whose message opened it)."""
+        """Persist both sides of a turn (in memory only for OTR); only the reply when ``record_message``
+        stored the message already. ``user_id``: the speaker (in a group session, not necessarily the
+        member whose message opened it)."""
         user_id = user_id or session.user_id
         reply_at = reply_at or datetime.now(UTC)
         if session.otr:
@@ -160,17 +196,15 @@ class Sessions:
                     HistoryMessage(role="assistant", content=reply_text, timestamp=reply_at, turn_id=turn_id)
                 )
             return
-        with self.state.tx() as db:
-            db.executemany(
-                "INSERT INTO turns(turn_id, session_id, user_id, role, content, channel, conversation_key,"
-                " speaker, created_at) VALUES (?,?,?,?,?,?,?,?,?)",
-                [
-                    (turn_id, session.session_id, user_id, "user", user_text, channel,
-                     session.conversation_key, speaker, ts(at)),
-                    (turn_id, session.session_id, user_id, "assistant", reply_text, channel,
-                     session.conversation_key, "assistant", ts(reply_at)),
-                ],
-            )
-            db.execute(
-                "UPDATE sessions SET last_active_at=? WHERE session_id=?", (ts(reply_at), session.session_id)
-            )
+        rows = [TranscriptEntry(turn_id=turn_id, session_id=session.session_id, user_id=user_id, role="assistant",
+                                content=reply_text, channel=channel, conversation_key=session.conversation_key,
+                                speaker="assistant", created_at=reply_at)]  # fmt: skip
+        if self._awaiting_reply.get(turn_id) != session.session_id:
+            rows.insert(0, TranscriptEntry(turn_id=turn_id, session_id=session.session_id, user_id=user_id,
+                                           role="user", content=user_text, channel=channel,
+                                           conversation_key=session.conversation_key, speaker=speaker,
+                                           created_at=at))  # fmt: skip
+        with self.state.tx():
+            self.state.turns.append(*rows)
+            self.state.sessions.touch(session.session_id, reply_at)
+        self._awaiting_reply.pop(turn_id, None)

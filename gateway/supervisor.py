@@ -16,7 +16,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from adapters.base import Adapter, AdapterAuthError, AdapterStalled
+from gateway.adapter import Adapter, AdapterAuthError, AdapterStalled
 
 log = logging.getLogger("kith.supervisor")
 
@@ -71,12 +71,17 @@ class Supervisor:
 
     async def _loop(self, name: str, item: Supervised) -> None:
         backoff = Backoff(self.base_delay, self.max_delay)
+
+        def connected() -> None:
+            if item.state is AdapterState.STARTING:
+                item.state = AdapterState.RUNNING
+
         while True:
             item.state = AdapterState.STARTING
+            item.adapter.on_connected = connected
             item.adapter.touch()
             started = time.monotonic()
             try:
-                item.state = AdapterState.RUNNING
                 await item.adapter.run()
                 item.last_error = "run() returned"
                 log.warning("adapter %s stopped serving; restarting", name)
@@ -110,7 +115,8 @@ class Supervisor:
             now = time.monotonic()
             for name, item in self.items.items():
                 limit = item.adapter.stall_after_s
-                if (limit and item.state is AdapterState.RUNNING and item.task is not None
+                # A run stuck connecting (STARTING) is as dead as one that stopped receiving.
+                if (limit and item.state in (AdapterState.RUNNING, AdapterState.STARTING) and item.task is not None
                         and now - item.adapter.last_activity > limit):
                     log.warning("adapter %s received nothing for %.0fs; restarting it", name, limit)
                     self._restart(name, item, AdapterStalled(f"no activity for {limit:.0f}s"))

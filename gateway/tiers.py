@@ -81,11 +81,17 @@ def loads(tier: int, item: str) -> bool:
     return tier >= entry
 
 
+# The table's files by a normalized name: a caller may spell a path "./SCRATCH.md", "/SCRATCH.md" or
+# (on a case-insensitive file system, the same file) "scratch.md".
+_TIER_OF_FILE: Mapping[str, int] = {item.casefold(): entry for item, entry in TIER_OF_ITEM.items() if "." in item}
+
+
 def file_loads(tier: int, path: str) -> bool:
     """Whether a memory file may appear at ``tier``: a file of the table only from its tier, any other
-    file (sessions/, people/, notes) always. For stages that quote pieces of files (recall), so a
-    tier-4 scratchpad does not surface at tier 2 through a search hit."""
-    entry = TIER_OF_ITEM.get(path)
+    file (sessions/, people/, notes) always. For stages and tools that read or quote files (recall,
+    ``memory_get``, ``memory_search``), so a tier-4 scratchpad does not surface at tier 2."""
+    normalized = "/".join(p for p in path.strip().split("/") if p not in ("", "."))
+    entry = _TIER_OF_FILE.get(normalized.casefold())
     return entry is None or tier >= entry
 
 

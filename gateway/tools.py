@@ -1,7 +1,8 @@
 """Model tools: the registry, which tools a turn offers, and the runner the LLM provider calls.
 
-Plugins register ``Tool`` objects through ``gateway_register_tools(register)``. For each turn the host
-offers only the tools that turn may use:
+Plugins register ``Tool`` objects through ``gateway_register_tools(register)``, collected once when the
+gateway starts (``gateway.registrations.tools``). For each turn the host offers only the tools that
+turn may use:
 
 * the turn's context tier loads the tool's item (``gateway.tiers.loads``): a tier-1 turn gets no
   memory tools, scratchpad and tasks need tier 4;
@@ -20,18 +21,18 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
-import weakref
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from gateway.memory.errors import MemoryStoreError
+from gateway.memory.files.errors import MemoryStoreError
+from gateway.registry import Registry
 from gateway.tiers import TIER_OF_ITEM, loads, tier_of
 from gateway.types import ConversationKind, ToolCall, ToolResult, ToolRunner, ToolSpec, Turn
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
-    from gateway.memory.store import MemoryStore
+    from gateway.memory.files.store import MemoryStore
 
 log = logging.getLogger("kith.tools")
 
@@ -100,50 +101,18 @@ class Tool:
         return ToolSpec(name=self.name, description=self.description, input_schema=self.input_schema)
 
 
-@dataclass(slots=True)
-class ToolRegistry:
-    tools: dict[str, Tool] = field(default_factory=dict)
-    problems: list[str] = field(default_factory=list)
+class ToolRegistry(Registry[Tool]):
+    """The ``register`` handed to ``gateway_register_tools``: ``register(tool)``, each tool attributed to
+    its plugin (``Tool.plugin``). Two plugins answering to one name would make the model's calls
+    ambiguous: a duplicate refuses startup (gateway/registry.py)."""
 
+    kind = "tool"
 
-_REGISTRIES: weakref.WeakKeyDictionary[Any, ToolRegistry] = weakref.WeakKeyDictionary()
-
-
-def collect_tools(pm: Any) -> ToolRegistry:
-    """Call ``gateway_register_tools`` on every plugin, attributing each tool to its plugin.
-
-    A duplicate name keeps the first registration and is reported: two plugins answering to one name
-    would make the model's calls ambiguous.
-    """
-    reg = ToolRegistry()
-    for impl in reversed(pm.hook.gateway_register_tools.get_hookimpls()):
-        plugin = impl.plugin_name
-
-        def register(tool: Tool, plugin: str = plugin) -> None:
-            if not isinstance(tool, Tool):
-                reg.problems.append(f"plugin {plugin} registered {tool!r}, not a gateway.tools.Tool")
-                return
-            if tool.name in reg.tools:
-                reg.problems.append(f"tool {tool.name!r} registered twice ({reg.tools[tool.name].plugin} and {plugin})")
-                return
-            reg.tools[tool.name] = replace(tool, plugin=plugin)
-
-        try:
-            impl.function(**({"register": register} if "register" in impl.argnames else {}))
-        except Exception as exc:  # one broken plugin must not take every tool away
-            reg.problems.append(f"plugin {plugin} failed in gateway_register_tools: {type(exc).__name__}: {exc}")
-    for problem in reg.problems:
-        log.error("tools: %s", problem)
-    return reg
-
-
-def registry(gateway: Gateway) -> ToolRegistry:
-    """The gateway's tools, collected on first use (plugins are fixed once a gateway is built)."""
-    reg = _REGISTRIES.get(gateway)
-    if reg is None:
-        reg = collect_tools(gateway.plugin_host.pm)
-        _REGISTRIES[gateway] = reg
-    return reg
+    def __call__(self, tool: Tool) -> None:
+        if not isinstance(tool, Tool):
+            self.problem(f"registered {tool!r}, not a gateway.tools.Tool")
+            return
+        self.add(tool.name, replace(tool, plugin=self.plugin))
 
 
 def refusal(gateway: Gateway, turn: Turn, tool: Tool, tier: int) -> str:
@@ -163,7 +132,7 @@ def refusal(gateway: Gateway, turn: Turn, tool: Tool, tier: int) -> str:
 
 def offered(gateway: Gateway, turn: Turn) -> list[Tool]:
     """The tools this turn may use, sorted by name (a stable list keeps the prompt cache warm)."""
-    tools = registry(gateway).tools
+    tools = gateway.registrations.tools
     if not tools:
         return []
     tier = tier_of(gateway, turn)
@@ -212,13 +181,12 @@ async def run_tool(gateway: Gateway, turn: Turn, tools: Mapping[str, Tool], call
     if missing:
         return _error(call, f"missing required input: {', '.join(missing)}")
     try:
-        veto = await gateway.hooks.call_first("gateway_before_tool_call", isolate=False, gateway=gateway, turn=turn,
-                                              call=call)
+        veto = await gateway.hooks.before_tool_call(gateway, turn, call)
     except Exception:
         # A policy plugin that crashes must not turn into "allowed".
         log.exception("gateway_before_tool_call failed for %s; refusing the call", call.name)
         return _error(call, "the call was refused: a policy check failed")
-    if isinstance(veto, str) and veto:
+    if veto is not None:
         log.info("tool call %s vetoed: %s", call.name, veto)
         return _error(call, f"the call was refused: {veto}")
     assert turn.user is not None  # refusal() checked it

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -28,7 +29,6 @@ from gateway.text import split_text
 from gateway.tools import toolset
 from gateway.types import (
     AccessDecision,
-    ContextSection,
     Drop,
     HistoryMessage,
     LLMRequest,
@@ -37,6 +37,7 @@ from gateway.types import (
     StashKey,
     Turn,
 )
+from gateway.writefailures import write_failures
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -59,19 +60,8 @@ def parse_command(text: str) -> tuple[str, str] | None:
     return name, args.strip()
 
 
-async def collect_sections(gateway: Gateway, turn: Turn) -> list[ContextSection]:
-    results = await gateway.hooks.call_all("gateway_context_sections", gateway=gateway, turn=turn)
-    sections: list[ContextSection] = []
-    for r in results:
-        if isinstance(r, ContextSection):
-            sections.append(r)
-        else:
-            sections.extend(s for s in r if isinstance(s, ContextSection))
-    return sections
-
-
 async def build_request(gateway: Gateway, turn: Turn) -> LLMRequest:
-    sections = await collect_sections(gateway, turn)
+    sections = await gateway.hooks.context_sections(gateway, turn)
     assembled = assemble(sections, gateway.config.context.budget_tokens)
     turn.stash[ASSEMBLED] = assembled
     user_msg = HistoryMessage(role="user", content=turn.message.text, timestamp=turn.received_at,
@@ -88,36 +78,51 @@ async def build_request(gateway: Gateway, turn: Turn) -> LLMRequest:
     )
 
 
-async def _admit(gateway: Gateway, turn: Turn) -> Reply | bool | None:
-    """Steps 1-3. True = go on; a Reply or None = stop here."""
+@dataclass(frozen=True, slots=True)
+class Proceed:
+    """Admitted: the turn goes on."""
+
+
+@dataclass(frozen=True, slots=True)
+class Stop:
+    """Not admitted: the turn ends here, answering ``reply`` (``None``: without a word)."""
+
+    reply: Reply | None = None
+
+
+Admission = Proceed | Stop
+
+
+async def _admit(gateway: Gateway, turn: Turn) -> Admission:
+    """Steps 1-3: filter, access, dedupe."""
     msg = turn.message
     hooks = gateway.hooks
-    drop = await hooks.call_first("gateway_filter_inbound", message=msg)
-    if isinstance(drop, Drop):
+    drop = await hooks.filter_inbound(msg)
+    if drop is not None:
         log.info("dropped %s message from %s: %s", msg.channel, msg.account_id, drop.reason)
-        return None
+        return Stop()
     if not msg.trusted:
-        decision = await hooks.call_first("gateway_check_access", gateway=gateway, message=msg)
+        decision = await hooks.check_access(gateway, msg)
         if isinstance(decision, Drop):
             log.info("access denied for %s:%s: %s", msg.channel, msg.account_id, decision.reason)
-            return Reply(text=decision.reply, chunks=(decision.reply,), notice=True) if decision.reply else None
+            return Stop(Reply(text=decision.reply, chunks=(decision.reply,), notice=True) if decision.reply else None)
         if decision is not AccessDecision.ALLOW:
             log.info("access denied for %s:%s (no policy allowed it)", msg.channel, msg.account_id)
-            return None
+            return Stop()
     if msg.message_id and not gateway.dedupe.claim(msg.channel, msg.message_id):
         log.info("duplicate %s message %s ignored", msg.channel, msg.message_id)
-        return None
-    return True
+        return Stop()
+    return Proceed()
 
 
 @hookimpl(trylast=True)
 async def gateway_handle_turn(gateway: Gateway, turn: Turn) -> Reply | None:
-    admitted = await _admit(gateway, turn)
-    if admitted is not True:
-        return admitted or None
+    admission = await _admit(gateway, turn)
+    if isinstance(admission, Stop):
+        return admission.reply
     msg = turn.message
     hooks = gateway.hooks
-    user = await hooks.call_first("gateway_resolve_identity", isolate=False, gateway=gateway, message=msg)
+    user = await hooks.resolve_identity(gateway, msg)
     if user is None:
         log.error("no plugin resolved an identity for %s:%s", msg.channel, msg.account_id)
         return None
@@ -126,10 +131,8 @@ async def gateway_handle_turn(gateway: Gateway, turn: Turn) -> Reply | None:
     command = parse_command(msg.text)
     if command is not None:
         was_otr = gateway.sessions.is_otr(user, msg)
-        answer = await hooks.call_first(
-            "gateway_handle_command", gateway=gateway, turn=turn, command=command[0], args=command[1]
-        )
-        if isinstance(answer, Reply):
+        answer = await hooks.handle_command(gateway, turn, command[0], command[1])
+        if answer is not None:
             # Commands entering or leaving Off-The-Record leave no trace either.
             if not was_otr and not gateway.sessions.is_otr(user, msg):
                 gateway.dedupe.persist(msg.channel, msg.message_id)
@@ -138,45 +141,64 @@ async def gateway_handle_turn(gateway: Gateway, turn: Turn) -> Reply | None:
     session = gateway.sessions.current(user, msg, turn.received_at)
     turn.session = session
     if session.is_new:
-        await hooks.call_all("gateway_session_started", gateway=gateway, turn=turn, session=session)
+        await hooks.session_started(gateway, turn, session)
     turn.history = gateway.sessions.history(session)
+    # The message is stored before the model is called, so a crash during the call keeps it; the
+    # persist step below completes the turn with the reply (a failed call takes the message back).
+    gateway.sessions.record_message(
+        session, turn_id=turn.turn_id, text=msg.text, channel=msg.channel,
+        speaker=msg.display_name or msg.account_id, at=turn.received_at, user_id=user.user_id,
+    )
 
     response: LLMResponse | None = None
     try:
         request = await build_request(gateway, turn)
-        replaced = await hooks.call_first("gateway_before_llm_call", gateway=gateway, turn=turn, request=request)
-        if isinstance(replaced, LLMRequest):
-            request = replaced
-        response = await hooks.call_first(
-            "gateway_llm_call", isolate=False, timeout=None,
-            gateway=gateway, turn=turn, request=request, on_delta=turn.stash.get(ON_DELTA),
-        )
+        request = await hooks.before_llm_call(gateway, turn, request) or request
+        response = await hooks.llm_call(gateway, turn, request, turn.stash.get(ON_DELTA))
         if response is None:
             raise LLMError("no plugin answered gateway_llm_call")
     except LLMError as exc:
+        gateway.sessions.discard_message(session, turn.turn_id)
         log.warning("model call failed for turn %s: %s", turn.turn_id, exc)
-        await hooks.call_all("gateway_turn_error", gateway=gateway, turn=turn, error=exc)
+        await hooks.turn_error(gateway, turn, exc)
         return await _render_notice(gateway, turn, Reply(text=exc.user_message, notice=True))
     except Exception as exc:
+        gateway.sessions.discard_message(session, turn.turn_id)
         log.exception("turn %s failed", turn.turn_id)
-        await hooks.call_all("gateway_turn_error", gateway=gateway, turn=turn, error=exc)
+        await hooks.turn_error(gateway, turn, exc)
         return await _render_notice(gateway, turn, Reply(text=GENERIC_ERROR, notice=True))
 
-    reply = await hooks.call_first("gateway_render_reply", gateway=gateway, turn=turn, response=response)
-    if not isinstance(reply, Reply):
-        reply = default_render(gateway, turn, response.text)
+    reply = await hooks.render_reply(gateway, turn, response) or default_render(gateway, turn, response.text)
 
+    # Persist + after. The reply exists: a write failing now (a full disk, a broken database) is
+    # logged and shown in /healthz, never turned into an error instead of the answer. Each write is
+    # tried on its own, so the after-turn hooks (session log, jobs) still get the turn.
+    failures = write_failures(gateway.stash)
+    ok = True
     if not session.otr:
-        gateway.dedupe.persist(msg.channel, msg.message_id)
-    gateway.sessions.record(
+        ok &= _persist(gateway, turn, "dedupe key", lambda: gateway.dedupe.persist(msg.channel, msg.message_id))
+    ok &= _persist(gateway, turn, "transcript", lambda: gateway.sessions.record(
         session, turn_id=turn.turn_id, user_text=msg.text, reply_text=reply.text, channel=msg.channel,
         speaker=msg.display_name or msg.account_id, at=turn.received_at, reply_at=datetime.now(UTC),
         user_id=user.user_id,
-    )
+    ))
     if not session.otr:
-        gateway.remember_conversation(turn)
-        await hooks.call_all("gateway_after_turn", gateway=gateway, turn=turn, reply=reply, response=response)
+        ok &= _persist(gateway, turn, "conversation address", lambda: gateway.remember_conversation(turn))
+        await hooks.after_turn(gateway, turn, reply, response)
+    if ok:
+        failures.success()
     return reply
+
+
+def _persist(gateway: Gateway, turn: Turn, what: str, write: Callable[[], object]) -> bool:
+    try:
+        write()
+    except Exception as exc:
+        # No transaction is left open: State.tx() rolls back a failed COMMIT (SQLITE_FULL), and so does
+        # a failed single statement (gateway/state/sqlite/database.py), or every later BEGIN would fail.
+        write_failures(gateway.stash).failure(what, turn.turn_id, exc)
+        return False
+    return True
 
 
 def default_render(gateway: Gateway, turn: Turn, text: str, *, notice: bool = False) -> Reply:

@@ -24,8 +24,9 @@ class ConversationKind(enum.StrEnum):
 
 
 class AccessDecision(enum.StrEnum):
+    """A policy lets a message through with ``ALLOW``; a refusal is a ``Drop`` (with its reason)."""
+
     ALLOW = "allow"
-    DENY = "deny"
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -123,12 +124,19 @@ class ContextSection:
 
 
 class StashKey(Generic[T]):
-    """Typed key for per-turn plugin state (``turn.stash[KEY]``)."""
+    """Typed key for plugin state: per turn (``turn.stash[KEY]``) or per gateway (``gateway.stash[KEY]``).
+
+    Declare one per thing kept, at module level, typed with what it holds (``KEY = StashKey[int]()``):
+    the key's identity is the name, so two plugins can never collide on a string.
+    """
 
     __slots__ = ()
 
 
 class Stash:
+    """State keyed by ``StashKey``: a turn's (lives as long as the turn) or a gateway's (lives as long
+    as the gateway, so two gateways in one process, tests or a worker next to a daemon, never share)."""
+
     def __init__(self) -> None:
         self._data: dict[StashKey[Any], Any] = {}
 
@@ -140,6 +148,13 @@ class Stash:
 
     def get(self, key: StashKey[T], default: T | None = None) -> T | None:
         return self._data.get(key, default)
+
+    def setdefault(self, key: StashKey[T], default: T) -> T:
+        """The value at ``key``, after storing ``default`` there when there was none."""
+        return self._data.setdefault(key, default)  # type: ignore[no-any-return]
+
+    def pop(self, key: StashKey[T], default: T | None = None) -> T | None:
+        return self._data.pop(key, default)  # type: ignore[no-any-return]
 
     def __contains__(self, key: object) -> bool:
         return key in self._data

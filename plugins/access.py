@@ -1,31 +1,31 @@
 """Built-in access plugin: applies ``gateway.access.AccessPolicy`` in ``gateway_check_access``.
 
-One policy (and one SQLite connection) per running gateway, created at startup and closed at shutdown;
-keyed weakly by the gateway so several gateways in one process (tests) never share state.
+One policy (on the gateway's state) per running gateway, created at startup and closed at shutdown;
+kept in the gateway's stash so several gateways in one process (tests) never share state.
 """
 
 from __future__ import annotations
 
 import logging
-import weakref
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from gateway.access import AccessPolicy, AccessStore
 from gateway.hookspecs import hookimpl
-from gateway.types import AccessDecision, Drop, InboundMessage
+from gateway.types import AccessDecision, Drop, InboundMessage, StashKey
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
 
 log = logging.getLogger("kith.access")
 
-_policies: weakref.WeakKeyDictionary[Gateway, AccessPolicy] = weakref.WeakKeyDictionary()
+POLICY: StashKey[AccessPolicy] = StashKey()
 
 
 def policy_for(gateway: Gateway) -> AccessPolicy:
-    policy = _policies.get(gateway)
+    policy = gateway.stash.get(POLICY)
     if policy is None:
-        policy = _policies[gateway] = AccessPolicy(gateway.config, AccessStore.for_config(gateway.config))
+        policy = gateway.stash[POLICY] = AccessPolicy(gateway.config, AccessStore(gateway.state))
     return policy
 
 
@@ -36,9 +36,14 @@ def gateway_startup(gateway: Gateway) -> None:
 
 @hookimpl
 def gateway_shutdown(gateway: Gateway) -> None:
-    policy = _policies.pop(gateway, None)
+    policy = gateway.stash.pop(POLICY)
     if policy is not None:
         policy.store.close()
+
+
+_PRESSURE = {"pairing queue full", "pairing code quota used"}
+_WARN_EVERY = timedelta(minutes=10)
+PRESSURE_WARNED: StashKey[dict[str, datetime]] = StashKey()  # channel -> last warning, per gateway
 
 
 @hookimpl
@@ -47,4 +52,22 @@ def gateway_check_access(gateway: Gateway, message: InboundMessage) -> AccessDec
     if isinstance(decision, Drop):
         # Account ids are not secrets, but message text never goes to this log line.
         log.info("access: %s:%s dropped: %s", message.channel, message.account_id, decision.reason)
+        if decision.reason in _PRESSURE:
+            _warn_pressure(gateway, message.channel, decision.reason)
     return decision
+
+
+def _warn_pressure(gateway: Gateway, channel: str, reason: str) -> None:
+    """Tell the owner once per interval that strangers are being turned away (a flood, or bad luck)."""
+    now = datetime.now(UTC)
+    warned = gateway.stash.setdefault(PRESSURE_WARNED, {})
+    last = warned.get(channel)
+    if last is not None and now - last < _WARN_EVERY:
+        return
+    warned[channel] = now
+    log.warning(
+        "access: the pairing queue on %s is turning strangers away (%s). `kith pairing list` shows the "
+        "counts; people you know can skip the queue with an invite (`kith pairing invite`).",
+        channel,
+        reason,
+    )

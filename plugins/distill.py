@@ -11,8 +11,8 @@ HTTP, on the gateway's one aiohttp application:
   answers 202 with the job id;
 * ``GET /distill/status[?user=<id>]``: the last run of each tier per user, and the tier settings.
 
-Both need ``Authorization: Bearer <server.token>``; with no token configured only loopback clients
-are served (the server refuses a non-loopback bind without a token anyway).
+Both need the operator credential (``Authorization: Bearer``, gateway/http/auth.py), and the POST a
+``Content-Type: application/json`` request (an empty body is fine): docs/security.md.
 """
 
 from __future__ import annotations
@@ -25,19 +25,20 @@ from typing import TYPE_CHECKING, Any
 from aiohttp import web
 
 from gateway.bus.context import JobContext
+from gateway.bus.registry import JobRegistry
 from gateway.config import Config
 from gateway.hookspecs import hookimpl
-from gateway.httpauth import require_operator
+from gateway.http.auth import require_operator
+from gateway.http.guard import json_object
 from gateway.llm.provider import model_configured
-from gateway.memory import jobscope, progress
-from gateway.memory.distill import FILES, TIERS, DistillResult, Tier, run_tier
+from gateway.memory.background import jobscope
+from gateway.memory.background.distill import FILES, TIERS, DistillResult, Tier, run_tier
 from gateway.types import ConversationAddress, ConversationKind, Reply
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
 
 log = logging.getLogger("kith.plugins.distill")
-_CRON: dict[str, str] = {"short": "0 3 * * *", "mid": "30 3 * * 0", "long": "0 4 1 * *"}
 
 
 async def distill(gateway: Any, user_id: str, tier: Tier, *, force: bool = False,
@@ -45,16 +46,16 @@ async def distill(gateway: Any, user_id: str, tier: Tier, *, force: bool = False
     """Run one tier for one user on a gateway's services, recording it (jobs and the CLI share this)."""
     cfg = gateway.config.background.distill
     scope = jobscope.for_user(gateway, user_id)
-    db = gateway.state.db
-    progress.distill_started(db, user_id, tier)
-    providers = {"main": gateway.llm("main"), "cheap": gateway.llm("cheap")}
+    progress = gateway.state.progress
+    progress.distill_started(user_id, tier)
+    providers = {"main": gateway.model("main"), "cheap": gateway.model("cheap")}
     try:
         result = await run_tier(tier, store=jobscope.store(gateway, scope), cfg=cfg, providers=providers,
                                 now=now or datetime.now(UTC), force=force)  # fmt: skip
     except Exception as exc:
-        progress.distill_finished(db, user_id, tier, "failed", f"{type(exc).__name__}: {exc}", 0)
+        progress.distill_finished(user_id, tier, "failed", f"{type(exc).__name__}: {exc}", 0)
         raise
-    progress.distill_finished(db, user_id, tier, result.status, result.detail, result.chars)
+    progress.distill_finished(user_id, tier, result.status, result.detail, result.chars)
     if result.status == "written" and tier in cfg.notify_tiers and cfg.notify_conversation:
         await notify(gateway, cfg.notify_conversation, f"Memory distilled for {user_id}: {result.file} "
                      f"updated ({result.chars} characters).")  # fmt: skip
@@ -63,15 +64,13 @@ async def distill(gateway: Any, user_id: str, tier: Tier, *, force: bool = False
 
 async def notify(gateway: Any, conversation_key: str, text: str) -> None:
     """Best effort: a notice that cannot be delivered is logged, the distillation stands."""
-    row = gateway.state.one(
-        "SELECT channel, conversation_id, kind, user_id, persona FROM conversations WHERE conversation_key=?",
-        conversation_key,
-    )
-    if row is None:
+    conversation = gateway.state.conversations.get(conversation_key)
+    if conversation is None:
         log.warning("distill notification: conversation %s is unknown (no message seen from it)", conversation_key)
         return
-    address = ConversationAddress(channel=row[0], conversation_id=row[1], kind=ConversationKind(row[2]),
-                                  user_id=row[3], persona=row[4])  # fmt: skip
+    address = ConversationAddress(channel=conversation.channel, conversation_id=conversation.conversation_id,
+                                  kind=ConversationKind(conversation.kind), user_id=conversation.user_id,
+                                  persona=conversation.persona)  # fmt: skip
     try:
         await gateway.send(address, Reply(text=text, chunks=(text,), notice=True))
     except Exception as exc:
@@ -92,15 +91,10 @@ def _job(tier: Tier) -> Any:
 
 
 @hookimpl
-def gateway_configure(config: Config) -> None:
+def gateway_register_jobs(register: JobRegistry, config: Config) -> None:
     for tier in TIERS:
-        _CRON[tier] = getattr(config.background.distill, tier).cron  # jobs are registered without a config
-
-
-@hookimpl
-def gateway_register_jobs(register: Any) -> None:
-    for tier in TIERS:
-        register(_job(tier), name=f"distill_{tier}", cron=_CRON[tier], timeout=600, max_tries=3)
+        cron = getattr(config.background.distill, tier).cron
+        register(_job(tier), name=f"distill_{tier}", cron=cron, timeout=600, max_tries=3)
 
 
 # ------------------------------------------------------------------------------------------- HTTP
@@ -108,19 +102,13 @@ def gateway_register_jobs(register: Any) -> None:
 
 def routes(gateway: Gateway) -> list[web.RouteDef]:
     async def start(request: web.Request) -> web.Response:
-        require_operator(gateway.config, request)
+        require_operator(request)
         tier = request.match_info["tier"]
         if tier not in TIERS:
             raise web.HTTPNotFound(text=f"unknown tier {tier!r}; one of {', '.join(TIERS)}")
-        body: dict[str, Any] = {}
-        if request.can_read_body:
-            try:
-                loaded = await request.json()
-            except ValueError:
-                raise web.HTTPBadRequest(text="body must be JSON") from None
-            body = loaded if isinstance(loaded, dict) else {}
+        body = await json_object(request, empty_ok=True)
         user = str(body.get("user") or request.query.get("user") or "")
-        if not user or gateway.state.user(user) is None:
+        if not user or gateway.state.users.get(user) is None:
             raise web.HTTPBadRequest(text="unknown or missing user")
         if gateway.bus is None:
             raise web.HTTPServiceUnavailable(text="the job bus is not running")
@@ -129,11 +117,11 @@ def routes(gateway: Gateway) -> list[web.RouteDef]:
         return web.json_response({"job_id": job_id, "tier": tier, "user": user, "file": FILES[tier]}, status=202)
 
     async def status(request: web.Request) -> web.Response:
-        require_operator(gateway.config, request)
+        require_operator(request)
         cfg = gateway.config.background.distill
         tiers = {t: {"enabled": getattr(cfg, t).enabled, "cron": getattr(cfg, t).cron,
                      "backend": getattr(cfg, t).backend, "file": FILES[t]} for t in TIERS}  # fmt: skip
-        runs = progress.distill_status(gateway.state.db, request.query.get("user") or None)
+        runs = gateway.state.progress.distill_status(request.query.get("user") or None)
         return web.json_response({"tiers": tiers, "runs": runs})
 
     return [web.post("/distill/{tier}", start), web.get("/distill/status", status)]

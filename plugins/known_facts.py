@@ -11,8 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gateway.hookspecs import hookimpl
-from gateway.memory.kg import format_facts
-from gateway.memory.scopes import channel_scope
+from gateway.memory.files.scopes import channel_scope
+from gateway.memory.knowledge.graph import format_facts
 from gateway.tiers import loads, tier_of
 from gateway.types import ContextSection, ConversationKind, Stability, Turn
 

@@ -5,6 +5,10 @@ re-embedding never runs in a turn and survives a crash (the job is redelivered; 
 idempotent by content hash). At startup each known root gets a ``memory.sync`` job that catches up
 on edits made while the daemon was down. A link merge rebuilds the surviving user's scope and purges
 the merged one. When the bus refuses a job the write is indexed in-process instead: never dropped.
+
+While the memory service has paused indexing for lack of disk space, these jobs succeed at once and
+the service keeps their work for later (``MemoryService`` replays it when space returns): failing
+them instead would retry each job into the dead-letter queue during a pause longer than its backoff.
 """
 
 from __future__ import annotations
@@ -15,19 +19,14 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from gateway.bus import BusError, JobContext
+from gateway.bus import BusError, JobContext, JobRegistry
 from gateway.hookspecs import hookimpl
-from gateway.memory.scopes import user_scope
+from gateway.memory.files.scopes import user_scope
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
 
 log = logging.getLogger("kith.memory.index")
-
-# Jobs that need the memory index itself: a ``kith worker`` without it (embedded index held by the
-# daemon) leaves these queues to the daemon's in-process workers.
-INDEX_JOBS = ("memory.index", "memory.sync", "memory.rebuild", "memory.purge")
-
 
 def _job_id(kind: str, scope: str, rel: str = "") -> str:
     digest = hashlib.blake2b(f"{scope}\x00{rel}".encode(), digest_size=10).hexdigest()
@@ -58,11 +57,13 @@ async def purge_scope(ctx: JobContext, payload: dict[str, Any]) -> None:
 
 
 @hookimpl
-def gateway_register_jobs(register: Any) -> None:
-    register(index_file, name="memory.index", timeout=300, max_tries=5)
-    register(sync_scope, name="memory.sync", timeout=3600, max_tries=3)
-    register(rebuild_scope, name="memory.rebuild", timeout=3600, max_tries=3)
-    register(purge_scope, name="memory.purge", timeout=600, max_tries=3)
+def gateway_register_jobs(register: JobRegistry) -> None:
+    # needs_index: a ``kith worker`` without the index (the daemon holds the embedded one) leaves
+    # these queues to the daemon's in-process workers.
+    register(index_file, name="memory.index", timeout=300, max_tries=5, needs_index=True)
+    register(sync_scope, name="memory.sync", timeout=3600, max_tries=3, needs_index=True)
+    register(rebuild_scope, name="memory.rebuild", timeout=3600, max_tries=3, needs_index=True)
+    register(purge_scope, name="memory.purge", timeout=600, max_tries=3, needs_index=True)
 
 
 async def _enqueue_index(gateway: Gateway, scope: str, rel: str) -> None:
@@ -104,7 +105,11 @@ async def gateway_startup(gateway: Gateway) -> None:
     memory.index_sink = sink
     if gateway.run_jobs and not memory.detached:
         for scope in memory.known_scopes():
-            await bus.enqueue("memory.sync", {"scope": scope}, job_id=_job_id("sync", scope))
+            try:
+                await bus.enqueue("memory.sync", {"scope": scope}, job_id=_job_id("sync", scope))
+            except BusError as exc:  # e.g. redis refusing writes on a full disk: catch up in-process
+                log.warning("startup sync of %s in-process: %s", scope, exc)
+                memory.enqueue_sync(scope)
 
 
 @hookimpl

@@ -17,10 +17,11 @@ import logging
 from typing import TYPE_CHECKING, Any
 
 from gateway.bus.context import JobContext
+from gateway.bus.registry import JobRegistry
 from gateway.hookspecs import hookimpl
 from gateway.llm.provider import model_configured
-from gateway.memory import jobscope, progress
-from gateway.memory.writer import count_pending, run_writer
+from gateway.memory.background import jobscope
+from gateway.memory.background.writer import count_pending, run_writer
 from gateway.types import LLMResponse, Reply, Session, Turn
 
 if TYPE_CHECKING:
@@ -34,30 +35,22 @@ async def memory_writer(ctx: JobContext, payload: dict[str, Any]) -> None:
     gw = ctx.gateway
     cfg = gw.config.background.writer
     session_id = str(payload.get("session_id", ""))
-    row = gw.state.one("SELECT scope_key FROM sessions WHERE session_id=?", session_id)
-    if not cfg.enabled or row is None or not model_configured(gw, cfg.backend, JOB, structured=True):
+    session = gw.state.sessions.get(session_id)
+    if not cfg.enabled or session is None or not model_configured(gw, cfg.backend, JOB, structured=True):
         return
     if payload.get("reason") == "idle":
-        latest = gw.state.one(
-            "SELECT turn_id FROM turns WHERE session_id=? AND role='user' ORDER BY seq DESC LIMIT 1", session_id
-        )
-        if latest is not None and latest[0] != payload.get("turn_id"):
+        latest = gw.state.turns.latest_message(session_id)
+        if latest is not None and latest != payload.get("turn_id"):
             return  # the session went on; the newer turn's check decides
-    scope = jobscope.for_session_scope(gw, row[0])
-    result = await run_writer(db=gw.state.db, store=jobscope.store(gw, scope), provider=gw.llm(cfg.backend),
+    scope = jobscope.for_session_scope(gw, session.scope_key)
+    result = await run_writer(state=gw.state, store=jobscope.store(gw, scope), provider=gw.model(cfg.backend),
                               session_id=session_id, settings=cfg, tz=scope.tz)  # fmt: skip
     log.debug("memory writer %s: %s", session_id, result.status)
 
 
 @hookimpl
-def gateway_register_jobs(register: Any) -> None:
+def gateway_register_jobs(register: JobRegistry) -> None:
     register(memory_writer, name=JOB, timeout=600, max_tries=5)
-
-
-@hookimpl
-def gateway_startup(gateway: Gateway) -> None:
-    # The bg_* progress tables of every background job, created before any turn or job needs them.
-    progress.ensure(gateway.state.db)
 
 
 @hookimpl
@@ -66,8 +59,8 @@ async def gateway_after_turn(gateway: Gateway, turn: Turn, reply: Reply, respons
     if turn.otr or turn.session is None or gateway.bus is None or not cfg.enabled:
         return
     sid = turn.session.session_id
-    if count_pending(gateway.state.db, sid) >= cfg.turn_threshold:
-        wm = progress.writer_watermark(gateway.state.db, sid)
+    if count_pending(gateway.state, sid) >= cfg.turn_threshold:
+        wm = gateway.state.progress.writer_watermark(sid)
         await gateway.bus.enqueue(JOB, {"session_id": sid, "reason": "turns"}, job_id=f"writer:{sid}:{wm}")
     await gateway.bus.enqueue(JOB, {"session_id": sid, "turn_id": turn.turn_id, "reason": "idle"},
                               job_id=f"writer-idle:{turn.turn_id}", delay=cfg.idle_seconds)  # fmt: skip
@@ -78,11 +71,7 @@ async def gateway_session_started(gateway: Gateway, turn: Turn, session: Session
     cfg = gateway.config.background.writer
     if session.otr or gateway.bus is None or not cfg.enabled or not cfg.on_session_end:
         return
-    prev = gateway.state.one(
-        "SELECT session_id FROM sessions WHERE scope_key=? AND session_id<>? AND ended_at IS NOT NULL "
-        "ORDER BY ended_at DESC LIMIT 1",
-        session.scope, session.session_id,
-    )  # fmt: skip
-    if prev is not None and count_pending(gateway.state.db, prev[0]) > 0:
-        await gateway.bus.enqueue(JOB, {"session_id": prev[0], "reason": "session_end"},
-                                  job_id=f"writer-end:{prev[0]}")  # fmt: skip
+    prev = gateway.state.sessions.last_ended(session.scope, excluding=session.session_id)
+    if prev is not None and count_pending(gateway.state, prev) > 0:
+        await gateway.bus.enqueue(JOB, {"session_id": prev, "reason": "session_end"},
+                                  job_id=f"writer-end:{prev}")  # fmt: skip

@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING
 
 from gateway.context import TRIM_PEOPLE, truncate_to_tokens
 from gateway.hookspecs import hookimpl
-from gateway.memory.store import MemoryStore
-from gateway.memory.writer import ALIASES, person_slug
+from gateway.memory.background.writer import ALIASES, person_slug
+from gateway.memory.files.store import MemoryStore
 from gateway.tiers import loads, tier_of
 from gateway.types import ContextSection, ConversationKind, Stability, Turn
 
@@ -64,14 +64,8 @@ def mentioned(text: str, known: dict[str, str]) -> list[str]:
 
 def recent_participants(gateway: Gateway, turn: Turn, limit: int) -> list[str]:
     msg = turn.message
-    rows = gateway.state.all(
-        "SELECT i.account_id FROM turns t JOIN identities i ON i.user_id=t.user_id AND i.channel=?"
-        " WHERE t.conversation_key=? AND t.role='user' GROUP BY i.account_id ORDER BY MAX(t.seq) DESC LIMIT ?",
-        msg.channel,
-        msg.conversation_key,
-        limit,
-    )
-    return [person_slug(msg.channel, r["account_id"]) for r in rows]
+    speakers = gateway.state.turns.recent_speakers(msg.channel, msg.conversation_key, limit)
+    return [person_slug(msg.channel, account_id) for account_id in speakers]
 
 
 def ordered_slugs(gateway: Gateway, turn: Turn, store: MemoryStore) -> list[str]:

@@ -26,7 +26,9 @@ from gateway.hookspecs import hookimpl
 from gateway.personas import FileCache, PersonaError, ensure_configured, persona_store, resolve, source_for
 from gateway.tiers import loads, tier_of
 from gateway.types import ContextSection, ConversationKind, Stability, Turn
-from plugins.tools import REMINDERS, SCRATCH, TASKS, render_reminders, render_tasks
+from plugins.tools.reminders import REMINDERS, render_reminders
+from plugins.tools.scratchpad import SCRATCH
+from plugins.tools.tasks import TASKS, render_tasks
 
 if TYPE_CHECKING:
     from gateway.app import Gateway

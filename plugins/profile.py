@@ -24,10 +24,10 @@ from typing import TYPE_CHECKING
 
 from gateway.context import TRIM_WORKING
 from gateway.hookspecs import hookimpl
-from gateway.memory import working
-from gateway.memory.store import MemoryStore
+from gateway.memory.files import working
+from gateway.memory.files.store import MemoryStore
 from gateway.tiers import loads, tier_of
-from gateway.types import ContextSection, ConversationKind, Stability, Turn
+from gateway.types import ContextSection, ConversationKind, Stability, StashKey, Turn
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -82,7 +82,7 @@ def take_snapshot(gateway: Gateway, turn: Turn) -> Snapshot:
         if text := _file(user_store, "PATTERNS.md"):
             out.append(("PATTERNS.md", _section("memory.patterns", "Their patterns", text, 79, protected=True)))
     wm = working.read(wm_store, turn.received_at)
-    if wm is not None and turn.session is not None and gateway.state.compaction(turn.session.session_id):
+    if wm is not None and turn.session is not None and gateway.state.compactions.get(turn.session.session_id):
         # This session compacted (and a restart dropped the snapshot): WORKING.md is its own summary,
         # already in the prompt as the session summary, which folded in the previous working memory.
         wm = None
@@ -94,8 +94,11 @@ def take_snapshot(gateway: Gateway, turn: Turn) -> Snapshot:
     return Snapshot(tuple(out), wm is not None)
 
 
+SNAPSHOTS: StashKey[OrderedDict[str, Snapshot]] = StashKey()
+
+
 def _snapshots(gateway: Gateway) -> OrderedDict[str, Snapshot]:
-    return gateway.plugin_state.setdefault("profile.snapshots", OrderedDict())  # type: ignore[no-any-return]
+    return gateway.stash.setdefault(SNAPSHOTS, OrderedDict())
 
 
 @hookimpl

@@ -14,9 +14,9 @@ import logging
 from typing import TYPE_CHECKING
 
 from gateway.hookspecs import hookimpl
-from gateway.memory.recall import Hit
-from gateway.memory.recall_context import hits_section
-from gateway.memory.scopes import channel_scope, user_scope
+from gateway.memory.files.scopes import channel_scope, user_scope
+from gateway.memory.search.recall import Hit
+from gateway.memory.search.recall_context import hits_section
 from gateway.tiers import file_loads, loads, tier_of
 from gateway.types import ContextSection, ConversationKind, StashKey, Turn
 

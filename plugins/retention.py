@@ -12,12 +12,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gateway.bus.context import JobContext
+from gateway.bus.registry import JobRegistry
 from gateway.config import Config
 from gateway.hookspecs import hookimpl
-from gateway.memory import jobscope
-from gateway.memory.prune import PruneReport, run_retention
-
-_CRON = {"cron": "15 4 * * *"}
+from gateway.memory.background import jobscope
+from gateway.memory.background.retention_job import PruneReport, run_retention
 
 
 def _now(payload: dict[str, Any]) -> datetime:
@@ -33,7 +32,7 @@ async def prune(gateway: Any, scope: jobscope.JobScope, now: datetime) -> PruneR
         sink(scope.memory_scope, rel)
 
     return await run_retention(
-        db=gateway.state.db, store=jobscope.store(gateway, scope), kg=gateway.kg, scope=scope.memory_scope,
+        state=gateway.state, store=jobscope.store(gateway, scope), kg=gateway.kg, scope=scope.memory_scope,
         sessions_scope=scope.sessions, kg_scope=scope.kg_scope,
         retention_days=gateway.config.background.retention.memory_retention_days, tz=scope.tz, now=now,
         reindex=reindex,
@@ -51,17 +50,12 @@ async def retention_groups(ctx: JobContext, payload: dict[str, Any]) -> None:
     gw = ctx.gateway
     if gw.config.background.retention.memory_retention_days <= 0:
         return
-    for (key,) in gw.state.all("SELECT conversation_key FROM conversations WHERE kind='group'"):
+    for key in gw.state.conversations.group_keys():
         await prune(gw, jobscope.for_conversation(gw, key), _now(payload))
 
 
 @hookimpl
-def gateway_configure(config: Config) -> None:
-    _CRON["cron"] = config.background.retention.cron  # jobs are registered without a config
-
-
-@hookimpl
-def gateway_register_jobs(register: Any) -> None:
-    register(retention, name="retention", cron=_CRON["cron"], timeout=600, max_tries=3)
-    register(retention_groups, name="retention_groups", cron=_CRON["cron"], per_user=False, timeout=1800,
-             max_tries=3)  # fmt: skip
+def gateway_register_jobs(register: JobRegistry, config: Config) -> None:
+    cron = config.background.retention.cron
+    register(retention, name="retention", cron=cron, timeout=600, max_tries=3)
+    register(retention_groups, name="retention_groups", cron=cron, per_user=False, timeout=1800, max_tries=3)

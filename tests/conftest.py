@@ -12,23 +12,13 @@ import aiohttp
 import pytest
 
 from gateway.app import Gateway
-from gateway.config import Config, parse_config
+from gateway.config import Config
+from gateway.testing import GatewayFactory, test_config
 from tests.fakes.anthropic import API_KEY, FakeAnthropic
 
 
 def make_config(tmp_path: Path, **overrides: Any) -> Config:
-    data: dict[str, Any] = {
-        "data_dir": str(tmp_path / "data"),
-        "llm": {"provider": "echo"},
-        "server": {"port": 0},
-        "plugins": {"entry_points": False},
-    }
-    for key, value in overrides.items():
-        if isinstance(value, dict) and isinstance(data.get(key), dict):
-            data[key] = {**data[key], **value}
-        else:
-            data[key] = value
-    return parse_config(data, env={})
+    return test_config(tmp_path / "data", **overrides)
 
 
 @pytest.fixture
@@ -44,23 +34,10 @@ def anthropic_llm(fake_anthropic: FakeAnthropic) -> dict[str, Any]:
             "timeout_s": 10}
 
 
-GatewayFactory = Callable[..., Awaitable[Gateway]]
-
-
 @pytest.fixture
-async def make_gateway(tmp_path: Path) -> AsyncIterator[GatewayFactory]:
-    opened: list[Gateway] = []
-
-    async def factory(*, plugins: tuple[Any, ...] = (), config: Config | None = None, **overrides: Any) -> Gateway:
-        cfg = config or make_config(tmp_path, **overrides)
-        gw = Gateway(cfg, plugins=plugins, entry_points=False)
-        await gw.__aenter__()
-        opened.append(gw)
-        return gw
-
-    yield factory
-    for gw in reversed(opened):
-        await gw.close()
+def make_gateway(kith_gateway: GatewayFactory) -> GatewayFactory:
+    """kith's own tests build gateways with the public host fixture (gateway/testing.py)."""
+    return kith_gateway
 
 
 class WSClient:

@@ -17,3 +17,10 @@ class UnknownJob(BusError):
 
 class PayloadError(BusError):
     """A payload is not a JSON object, is too large, or cannot be encoded."""
+
+
+def server_refuses_writes(exc: Exception) -> bool:
+    """MISCONF: the server could not write its append-only file (a full disk) and refuses writes,
+    XREADGROUP and the upkeep scripts included, until its own retry of that write succeeds. Worker
+    loops wait it out instead of stopping."""
+    return str(exc).startswith("MISCONF")

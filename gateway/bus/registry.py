@@ -1,20 +1,22 @@
 """Jobs registered by plugins through ``gateway_register_jobs(register)``.
 
 Built-ins register exactly as third parties do: ``register(handler, name=..., timeout=...,
-max_tries=..., cron=..., per_user=...)``. Names are checked once, at startup, so a typo or a clash
-between two plugins stops the daemon with a reason instead of leaving a queue nobody reads.
+max_tries=..., cron=..., per_user=..., needs_index=...)``. Specs and names are checked once, at
+startup, with the adapters and tools (gateway/registry.py), so a typo or a clash between two plugins
+stops the daemon with every reason at once instead of leaving a queue nobody reads.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from croniter import croniter
 
 from gateway.bus.errors import BusError
+from gateway.registry import Registry
 
 if TYPE_CHECKING:
     from gateway.bus.context import JobContext
@@ -36,6 +38,9 @@ class JobSpec:
     # Cron jobs fire once per user in that user's timezone; per_user=False fires once per slot in
     # the gateway's timezone (``timezone`` in config) with no user in the payload.
     per_user: bool = True
+    # Needs the memory index itself: a ``kith worker`` without the index (the daemon holds the
+    # embedded one) leaves these queues to the daemon's in-process workers.
+    needs_index: bool = False
     plugin: str = ""
 
     def __post_init__(self) -> None:
@@ -54,14 +59,12 @@ class JobSpec:
             raise BusError(f"job {self.name!r}: invalid cron expression {self.cron!r} (5 fields expected)")
 
 
-class JobRegistry:
-    """Collects JobSpecs; ``register`` is the callable handed to the hook."""
+class JobRegistry(Registry[JobSpec]):
+    """The ``register`` handed to ``gateway_register_jobs`` (gateway/registry.py has the policy)."""
 
-    def __init__(self) -> None:
-        self._specs: dict[str, JobSpec] = {}
-        self.current_plugin = ""
+    kind = "job"
 
-    def register(
+    def __call__(
         self,
         handler: Handler,
         *,
@@ -70,44 +73,26 @@ class JobRegistry:
         max_tries: int | None = None,
         cron: str | None = None,
         per_user: bool = True,
-    ) -> JobSpec:
-        spec = JobSpec(
-            name=name or str(getattr(handler, "__name__", "")),
-            handler=handler,
-            timeout=timeout,
-            max_tries=max_tries,
-            cron=cron,
-            per_user=per_user,
-            plugin=self.current_plugin,
-        )
-        if spec.name in self._specs:
-            other = self._specs[spec.name].plugin or "?"
-            raise BusError(f"job {spec.name!r} registered twice ({other} and {spec.plugin or '?'})")
-        self._specs[spec.name] = spec
-        return spec
-
-    def add(self, specs: Iterable[JobSpec]) -> None:
-        for spec in specs:
-            if spec.name in self._specs:
-                raise BusError(f"job {spec.name!r} registered twice")
-            self._specs[spec.name] = spec
+        needs_index: bool = False,
+    ) -> JobSpec | None:
+        """Register a job; None (and a problem reported at start-up) when the spec is invalid or taken."""
+        try:
+            spec = JobSpec(
+                name=name or str(getattr(handler, "__name__", "")),
+                handler=handler,
+                timeout=timeout,
+                max_tries=max_tries,
+                cron=cron,
+                per_user=per_user,
+                needs_index=needs_index,
+                plugin=self.plugin,
+            )
+        except BusError as exc:
+            self.problem(str(exc))
+            return None
+        return spec if self.add(spec.name, spec) else None
 
     @property
     def specs(self) -> list[JobSpec]:
-        return list(self._specs.values())
+        return self.values()
 
-    def as_map(self) -> Mapping[str, JobSpec]:
-        return dict(self._specs)
-
-
-def specs_from_plugins(pm: Any) -> list[JobSpec]:
-    """Call ``gateway_register_jobs`` on every plugin of a pluggy manager, attributing each job.
-
-    The hook is sync, so impls are called directly, one by one, which also tells us the plugin name.
-    """
-    registry = JobRegistry()
-    for impl in reversed(pm.hook.gateway_register_jobs.get_hookimpls()):
-        registry.current_plugin = impl.plugin_name
-        impl.function(**({"register": registry.register} if "register" in impl.argnames else {}))
-    registry.current_plugin = ""
-    return registry.specs

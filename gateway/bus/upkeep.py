@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from redis.exceptions import RedisError, ResponseError
 
 from gateway.bus.envelope import Delivery, fields_to_dict
+from gateway.bus.errors import server_refuses_writes
 from gateway.bus.keys import GROUP
 
 if TYPE_CHECKING:
@@ -102,6 +103,9 @@ async def claim_loop(w: Worker) -> None:
                 janitor_at = time.monotonic() + JANITOR_EVERY_S
                 await janitor(w)
         except ResponseError as exc:
+            if server_refuses_writes(exc):  # a full disk: retried next round, the worker stays up
+                log.warning("claiming abandoned jobs failed (%s); retrying", exc)
+                continue
             if "NOGROUP" not in str(exc):
                 raise
             await w.ensure_groups()

@@ -27,6 +27,7 @@ from redis.exceptions import RedisError, ResponseError
 from gateway.bus import upkeep
 from gateway.bus.context import JobContext
 from gateway.bus.envelope import Delivery
+from gateway.bus.errors import server_refuses_writes
 from gateway.bus.keys import GROUP, Keys
 from gateway.bus.registry import JobSpec
 from gateway.bus.scripts import Scripts
@@ -152,6 +153,11 @@ class Worker:
                 )
                 delay = 0.05
             except ResponseError as exc:
+                if server_refuses_writes(exc):  # a full disk: wait it out, do not stop the worker
+                    log.warning("reading jobs failed (%s); retrying in %.2fs", exc, delay)
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+                    continue
                 if "NOGROUP" not in str(exc):
                     raise
                 log.warning("consumer group missing (server data lost?); recreating")

@@ -20,7 +20,11 @@ def run(args: argparse.Namespace) -> int:
     path = args.file or config_path(args)
     try:
         cfg = load_config(path)
-        build_plugin_host(cfg)  # plugins that fail to import are config problems too
+        # Plugins that fail to import, reject their own config section, or register a name twice are
+        # config problems too: found here, not first at `kith run`.
+        host = build_plugin_host(cfg)
+        host.hooks.configure(cfg)
+        host.hooks.registrations(cfg)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 2

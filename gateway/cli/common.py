@@ -7,8 +7,8 @@ import sys
 from pathlib import Path
 
 from gateway.config import Config, ConfigError, load_config
-from gateway.memory.scopes import ScopeError, root_for, user_scope
-from gateway.memory.store import MemoryStore
+from gateway.memory.files.scopes import ScopeError, root_for, user_scope
+from gateway.memory.files.store import MemoryStore
 
 DEFAULT_CONFIG = "config.yaml"
 

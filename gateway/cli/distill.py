@@ -29,22 +29,21 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 async def distill(config: Config, user: str, tier: str, *, as_json: bool = False) -> int:
     from gateway.llm.base import LLMError
     from gateway.llm.provider import make_provider
-    from gateway.memory import progress
-    from gateway.memory.distill import DistillOutputError, run_tier
-    from gateway.state import State
+    from gateway.memory.background.distill import DistillOutputError, run_tier
+    from gateway.state import open_state
 
     store = user_store(config, user)
     if store is None:
         return 2
     provider = make_provider(config.llm)  # one client; the request's role picks the model (main / cheap)
-    state = State(config.data_dir / "state.sqlite")
-    progress.distill_started(state.db, user, tier)
+    state = open_state(config.data_dir / "state.sqlite")
+    state.progress.distill_started(user, tier)
     try:
         result = await run_tier(tier, store=store, cfg=config.background.distill,  # type: ignore[arg-type]
                                 providers={"main": provider, "cheap": provider}, now=datetime.now(UTC), force=True)
-        progress.distill_finished(state.db, user, tier, result.status, result.detail, result.chars)
+        state.progress.distill_finished(user, tier, result.status, result.detail, result.chars)
     except (LLMError, DistillOutputError) as exc:
-        progress.distill_finished(state.db, user, tier, "failed", str(exc), 0)
+        state.progress.distill_finished(user, tier, "failed", str(exc), 0)
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:

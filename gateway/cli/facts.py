@@ -12,7 +12,8 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from gateway.cli.common import load_or_exit
-from gateway.memory.kg import Fact, KnowledgeGraph
+from gateway.memory.knowledge.graph import Fact, KnowledgeGraph
+from gateway.safetext import printable
 
 DB_NAME = "state.sqlite"
 
@@ -40,7 +41,8 @@ def _show(facts: Sequence[Fact], as_json: bool) -> None:
         span = f"{f.valid_from:%Y-%m-%d %H:%M} -> {until}"
         src = f"{f.source_type}:{f.source_ref}" if f.source_ref else f.source_type
         meta = f"{span}; conf {f.confidence:.2f}; {src}"
-        print(f"#{f.id:<5} [{f.user_id}] {f.subject} {f.predicate} {f.object}  ({meta})")
+        what = printable(f"{f.subject} {f.predicate} {f.object}")  # extracted from chat: no raw controls
+        print(f"#{f.id:<5} [{f.user_id}] {what}  ({meta})")
 
 
 def _list(args: argparse.Namespace) -> int:

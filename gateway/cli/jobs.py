@@ -7,8 +7,9 @@ import asyncio
 import json
 import sys
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import asdict
+from typing import Any
 
 from gateway.bus import BusError, JobBus
 from gateway.cli.common import load_or_exit
@@ -54,12 +55,17 @@ def _age(seconds: float | None) -> str:
     return f"{seconds:.1f}s"
 
 
+def _json_lines(records: Iterable[Any]) -> int:
+    """``--json``: one JSON object per line (a dataclass each), for ``jq`` and scripts."""
+    for record in records:
+        print(json.dumps(asdict(record)))
+    return 0
+
+
 async def _status(bus: JobBus, args: argparse.Namespace) -> int:
     queues = await bus.status()
     if args.json:
-        for q in queues:
-            print(json.dumps(asdict(q)))
-        return 0
+        return _json_lines(queues)
     if not queues:
         print("no queues yet")
         return 0
@@ -75,9 +81,7 @@ async def _status(bus: JobBus, args: argparse.Namespace) -> int:
 async def _dead(bus: JobBus, args: argparse.Namespace) -> int:
     letters = await bus.dead(args.limit)
     if args.json:
-        for d in letters:
-            print(json.dumps(asdict(d)))
-        return 0
+        return _json_lines(letters)
     if not letters:
         print("no dead letters")
     now = time.time()

@@ -19,9 +19,10 @@ from typing import Any
 from gateway.cli.common import load_or_exit, user_store
 from gateway.cli.daemon import DaemonError, ask_daemon
 from gateway.config import Config
-from gateway.memory.index import IndexBusyError
-from gateway.memory.recall import Hit
-from gateway.memory.service import MemoryService, ScopeError, user_scope
+from gateway.memory.search.index import IndexBusyError
+from gateway.memory.search.recall import Hit
+from gateway.memory.search.service import MemoryService, ScopeError, user_scope
+from gateway.safetext import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -113,9 +114,9 @@ def _print_hits(hits: list[Hit], args: argparse.Namespace) -> int:
         print("no memories found")
     for i, h in enumerate(hits, 1):
         when = f" {h.date[:10]}" if h.date else ""
-        print(f"{i:>2}. [{h.score:.3f}] {h.source}{when} ({h.chunk_id})")
+        print(f"{i:>2}. [{h.score:.3f}] {printable(h.source)}{when} ({h.chunk_id})")
         for line in h.text.strip().splitlines()[:6]:
-            print(f"      {line}")
+            print(f"      {printable(line)}")  # chat participants wrote it: no raw control characters
     return 0
 
 

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 
 from gateway.cli.common import load_or_exit
-from gateway.memory.errors import MemoryStoreError
-from gateway.memory.store import MemoryStore
+from gateway.memory.files.errors import MemoryStoreError
+from gateway.memory.files.store import MemoryStore
 from gateway.personas import PERSONA_FILES, PersonaError, bootstrap, persona_root, source_for, templates
 
 

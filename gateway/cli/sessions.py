@@ -17,10 +17,11 @@ from dataclasses import dataclass
 
 from gateway.cli.common import load_or_exit
 from gateway.cli.daemon import DaemonError, ask_daemon
-from gateway.memory.errors import InvalidPatternError
-from gateway.memory.index import IndexBusyError
-from gateway.memory.recall import Hit
-from gateway.memory.service import MemoryService, ScopeError, user_scope
+from gateway.memory.files.errors import InvalidPatternError
+from gateway.memory.search.index import IndexBusyError
+from gateway.memory.search.recall import Hit
+from gateway.memory.search.service import MemoryService, ScopeError, user_scope
+from gateway.safetext import printable
 
 _STOP = frozenset(
     ("a", "an", "and", "are", "did", "do", "does", "for", "from", "had", "has", "have", "how", "in", "is", "it",
@@ -158,7 +159,8 @@ def _main(args: argparse.Namespace) -> int:
         print(day)
         for e in sorted(by_date[day], key=lambda x: x.time):
             stamp = f"{e.time} " if e.time else ""
-            print(f"  {stamp}{highlight(excerpt(e.text, pattern), pattern, ansi=ansi)}")
+            # Names and text were written by chat participants: no raw control characters to the terminal.
+            print(f"  {stamp}{highlight(printable(excerpt(e.text, pattern)), pattern, ansi=ansi)}")
     return 0
 
 

@@ -11,7 +11,6 @@ import signal
 from gateway.bus import BusError
 from gateway.cli.common import load_or_exit
 from gateway.config import Config, ConfigError
-from plugins.memory_index import INDEX_JOBS
 
 log = logging.getLogger("kith.worker")
 
@@ -34,8 +33,9 @@ async def work(config: Config, concurrency: int | None) -> None:
     async with Gateway(config, serve_http=False, supervise=False, mode="worker") as gw:
         bus = gw.bus
         assert bus is not None and gw.memory is not None
-        # Without the memory index (the daemon holds the embedded one) index jobs stay the daemon's.
-        exclude = INDEX_JOBS if gw.memory.detached else ()
+        # Without the memory index (the daemon holds the embedded one) the jobs that need it stay the
+        # daemon's: their plugins say so when they register them (``needs_index``).
+        exclude = [s.name for s in bus.specs.values() if s.needs_index] if gw.memory.detached else []
         workers = asyncio.create_task(bus.run_workers(concurrency, exclude=exclude), name="bus:workers")
         stopper = asyncio.create_task(stop.wait())
         print(

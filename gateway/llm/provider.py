@@ -13,7 +13,7 @@ from gateway.config import LLMConfig
 from gateway.hookspecs import hookimpl
 from gateway.llm.base import NO_MODEL_HELP, DeltaCallback, LLMError, Provider
 from gateway.llm.echo import EchoProvider
-from gateway.types import LLMRequest, LLMResponse, Turn
+from gateway.types import LLMRequest, LLMResponse, StashKey, Turn
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -33,6 +33,9 @@ class NoModelProvider:
         return None
 
 
+NO_MODEL_WARNED: StashKey[set[str]] = StashKey()  # jobs already logged as skipped for want of a model
+
+
 def model_configured(gateway: Gateway, role: str, job: str, *, structured: bool = False) -> bool:
     """For background jobs: False (logged once per job) when no model can do the job for ``role``.
 
@@ -48,7 +51,7 @@ def model_configured(gateway: Gateway, role: str, job: str, *, structured: bool 
         reason = "the echo provider cannot write structured memory"
     else:
         return True
-    warned: set[str] = gateway.plugin_state.setdefault("llm.no_model_warned", set())
+    warned = gateway.stash.setdefault(NO_MODEL_WARNED, set())
     if job not in warned:
         warned.add(job)
         log.warning("%s skipped: %s", job, reason)

@@ -6,6 +6,7 @@ Markdown and knows no import format, so a later Character Card or lorebook impor
 these files (and ``lore/``). New personas are bootstrapped from templates shipped in this package
 (``templates/<name>/``) or copied from an existing persona; ``$name`` in a template becomes the
 persona's display name. Every write goes through the guarded ``MemoryStore`` of the persona's root.
+It may import ``gateway.config`` and ``gateway.memory.files``; never adapters or plugins.
 """
 
 from __future__ import annotations
@@ -19,8 +20,9 @@ from string import Template
 from typing import TYPE_CHECKING
 
 from gateway.config import PERSONA_NAME
-from gateway.memory.errors import MemoryStoreError
-from gateway.memory.store import MemoryStore
+from gateway.memory.files.errors import MemoryStoreError
+from gateway.memory.files.store import MemoryStore
+from gateway.types import StashKey
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -162,7 +164,7 @@ class FileCache:
         return text, st.mtime
 
 
-_WARNED: set[str] = set()
+WARNED: StashKey[set[str]] = StashKey()  # persona names already warned about, per gateway
 
 
 def resolve(gateway: Gateway, name: str) -> str:
@@ -174,8 +176,9 @@ def resolve(gateway: Gateway, name: str) -> str:
     except (PersonaError, MemoryStoreError):
         pass
     default = gateway.config.personas.default
-    if name != default and name not in _WARNED:
-        _WARNED.add(name)  # once per name: this runs every turn of such a session
+    warned = gateway.stash.setdefault(WARNED, set())
+    if name != default and name not in warned:
+        warned.add(name)  # once per name: this runs every turn of such a session
         log.warning("persona %r does not exist; using the default persona %r", name, default)
     return default
 

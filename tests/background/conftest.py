@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 
 from gateway.app import Gateway
-from gateway.types import ConversationKind, InboundMessage, Reply
+from gateway.types import ConversationKind, InboundMessage
 
 # Retries without waiting, so a failing job reaches its dead letter in the test's lifetime.
 FAST_BUS = {"retry_backoff_s": 0, "retry_backoff_max_s": 0, "claim_idle_ms": 2000}
@@ -25,14 +25,17 @@ def msg(text: str, account: str = "alice", *, group: str = "", channel: str = "w
                           timestamp=at or datetime.now(UTC), trusted=True, **extra)  # fmt: skip
 
 
-async def say(gw: Gateway, *texts: str, account: str = "alice", group: str = "") -> list[Reply | None]:
-    return [await gw.handle_inbound(msg(t, account, group=group)) for t in texts]
+async def say(gw: Gateway, *texts: str, account: str = "alice", group: str = "") -> str:
+    """``account`` says each of ``texts``, one turn each; returns its user id (it exists once it spoke)."""
+    for text in texts:
+        await gw.handle_inbound(msg(text, account, group=group))
+    return user_id(gw, account)
 
 
 def user_id(gw: Gateway, account: str = "alice") -> str:
-    row = gw.state.one("SELECT user_id FROM identities WHERE account_id=?", account)
-    assert row is not None
-    return str(row[0])
+    uid = gw.identities.lookup("websocket", account)
+    assert uid is not None
+    return uid
 
 
 BgFactory = Callable[..., Awaitable[Gateway]]

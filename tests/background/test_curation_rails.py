@@ -12,7 +12,7 @@ import yaml
 
 from gateway.cli.main import main as kith
 from gateway.memory.curation import audit
-from tests.background.conftest import BgFactory, say, user_id
+from tests.background.conftest import BgFactory, say
 from tests.background.nights import EXTRACTION, profile_bullets, read, run_night, slot_now
 
 PROFILE = """# Alice
@@ -52,8 +52,7 @@ async def test_rails_hold_against_a_model_that_deletes_everything_and_rollback_r
     bg_gateway: BgFactory, fake_anthropic: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     gw = await bg_gateway()
-    await say(gw, "Nothing new today, really.")
-    uid = user_id(gw)
+    uid = await say(gw, "Nothing new today, really.")
     gw.memory_store(uid).write("USER.md", PROFILE, source="test")
     slot, at = slot_now()
     fake_anthropic.enqueue(EXTRACTION)

@@ -7,7 +7,7 @@ from datetime import UTC, datetime, timedelta
 from typing import Any
 from zoneinfo import ZoneInfo
 
-from gateway.memory.daybook import TurnRow, gather
+from gateway.memory.background.daybook import TurnRow, gather
 from tests.background.conftest import BgFactory, say, user_id
 from tests.background.nights import run_night, slot_now
 

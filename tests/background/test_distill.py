@@ -13,12 +13,12 @@ import pytest
 import yaml
 
 from gateway.cli.main import main as kith
-from gateway.config import parse_config
-from gateway.httpauth import is_operator
-from gateway.memory.distill import short_digest
-from gateway.memory.store import MemoryStore
-from tests.background.conftest import BgFactory, say, user_id
+from gateway.http.auth import OPERATOR_TOKEN, is_operator
+from gateway.memory.background.distill import short_digest
+from gateway.memory.files.store import MemoryStore
+from tests.background.conftest import BgFactory, say
 from tests.background.nights import read
+from tests.storage import select_one
 
 TOKEN = "distill-test-token"
 MID = "## Themes\n- Alice is moving to Munich in June.\n## Decisions\n- Flat in Haidhausen."
@@ -50,8 +50,7 @@ async def test_api_runs_tiers_on_their_backends_and_notifies(
     ops = await ws_connect(gw, headers={"Authorization": f"Bearer {TOKEN}"})
     await ops.hello("ops")
     await ops.ask("I'm the operator.")  # the operator's conversation is now known and reachable
-    await say(gw, "We're moving from Berlin to Munich in June!")
-    uid = user_id(gw)
+    uid = await say(gw, "We're moving from Berlin to Munich in June!")
     await gw.settle()
     base = f"http://127.0.0.1:{gw.port}"
     auth = {"Authorization": f"Bearer {TOKEN}"}
@@ -73,7 +72,9 @@ async def test_api_runs_tiers_on_their_backends_and_notifies(
         assert "moving from Berlin to Munich" in read(gw, uid, "MEMORY_SHORT.md")
 
         fake_anthropic.enqueue(MID)
-        async with http.post(f"{base}/distill/mid?user={uid}", headers=auth) as r:
+        # No body (the user in the query), still declared JSON: the CSRF rule (docs/security.md).
+        json_auth = {**auth, "Content-Type": "application/json"}
+        async with http.post(f"{base}/distill/mid?user={uid}", headers=json_auth) as r:
             assert r.status == 202
         await gw.settle()
         notice = await ops.recv()
@@ -97,8 +98,7 @@ async def test_api_runs_tiers_on_their_backends_and_notifies(
 async def test_an_oversize_digest_fails_the_job_and_keeps_the_old_file(bg_gateway: BgFactory,
                                                                      fake_anthropic: Any) -> None:  # fmt: skip
     gw = await bg_gateway()
-    await say(gw, "We're moving from Berlin to Munich in June!")
-    uid = user_id(gw)
+    uid = await say(gw, "We're moving from Berlin to Munich in June!")
     await gw.settle()
     store = gw.memory_store(uid)
     store.write("MEMORY_SHORT.md", "# Recent sessions\n\n- moving to Munich\n", source="test")
@@ -109,18 +109,24 @@ async def test_an_oversize_digest_fails_the_job_and_keeps_the_old_file(bg_gatewa
     await gw.settle()
     assert read(gw, uid, "MEMORY_MID.md") == "# Mid-term memory\n\n- the old digest\n"
     assert "distill-mid-test" in [d.job_id for d in await gw.bus.dead()]
-    row = gw.state.one("SELECT status FROM bg_distill WHERE user_id=? AND tier='mid'", uid)
+    row = select_one(gw.state, "SELECT status FROM bg_distill WHERE user_id=? AND tier='mid'", uid)
     assert row[0] == "failed"
 
 
-async def test_loopback_without_a_token_is_served_and_nothing_else() -> None:
+async def test_loopback_alone_is_not_an_operator() -> None:
+    """Loopback used to be trusted without a token; behind a proxy or a rebound DNS name every
+    request is loopback (issue 12), so only the operator credential counts."""
+    from aiohttp import web
     from aiohttp.test_utils import make_mocked_request
 
-    config = parse_config({}, env={})
-    local = make_mocked_request("GET", "/distill/status", transport=_Transport("127.0.0.1"))
-    assert local.remote == "127.0.0.1" and is_operator(config, local)
-    remote = make_mocked_request("GET", "/distill/status", transport=_Transport("203.0.113.9"))
-    assert not is_operator(config, remote)
+    app = web.Application()
+    app[OPERATOR_TOKEN] = "operator-credential-0123456789"
+    for remote in ("127.0.0.1", "203.0.113.9"):
+        bare = make_mocked_request("GET", "/distill/status", transport=_Transport(remote), app=app)
+        assert bare.remote == remote and not is_operator(bare)
+        authed = make_mocked_request("GET", "/distill/status", transport=_Transport(remote), app=app,
+                                     headers={"Authorization": "Bearer operator-credential-0123456789"})
+        assert is_operator(authed)
 
 
 class _Transport:
@@ -136,8 +142,7 @@ class _Transport:
 
 async def test_cli_distill_short(bg_gateway: BgFactory, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     gw = await bg_gateway()
-    await say(gw, "Remember: the boat is at pier 17.")
-    uid = user_id(gw)
+    uid = await say(gw, "Remember: the boat is at pier 17.")
     await gw.settle()
     config = tmp_path / "kith.yaml"
     config.write_text(yaml.safe_dump({"data_dir": str(gw.config.data_dir), "llm": {"provider": "echo"}}))

@@ -10,10 +10,10 @@ from typing import Any
 
 import pytest
 
-from gateway.memory import progress
-from gateway.memory.scopes import user_scope
-from tests.background.conftest import BgFactory, say, user_id
+from gateway.memory.files.scopes import user_scope
+from tests.background.conftest import BgFactory, say
 from tests.background.nights import EXTRACTION, bullets, read, run_night, slot_now, snapshot
+from tests.storage import select_one
 
 GOOD_MEMORY = "- Alice is moving from Berlin to Munich in June."
 OVERSIZE = EXTRACTION + "".join(f"- filler memory line number {i} " + "x" * 60 + "\n" for i in range(900))
@@ -37,8 +37,7 @@ async def test_sleep_cycle_survives_malformed_extraction(
 ) -> None:
     answer, memories, facts, dead = CASES[case]
     gw = await bg_gateway(background={"sleep": {"curate": False}})
-    await say(gw, "We're moving from Berlin to Munich in June!")
-    uid = user_id(gw)
+    uid = await say(gw, "We're moving from Berlin to Munich in June!")
     gw.memory_store(uid).write("USER.md", "# Alice\n\n## Identity\n- Lives in Berlin.\n", source="test")
     await gw.settle()  # the session log is flushed before the night
     before = snapshot(gw, uid)
@@ -53,11 +52,11 @@ async def test_sleep_cycle_survives_malformed_extraction(
     assert {f.object for f in gw.kg.all(uid)} == facts
     assert read(gw, uid, "USER.md") == before["USER.md"]
     dead_ids = [d.job_id for d in await gw.bus.dead()]
-    run = progress.sleep_run(gw.state.db, user_scope(uid), slot)
+    run = gw.state.progress.sleep_run(user_scope(uid), slot)
     if dead:
         assert job_id in dead_ids and run is None  # retried, then dead-lettered; nothing stored
         assert snapshot(gw, uid) == before
-        assert progress.sleep_last_seq(gw.state.db, user_scope(uid)) == 0
+        assert gw.state.progress.sleep_last_seq(user_scope(uid)) == 0
         assert any("dead-lettered" in r.getMessage() for r in caplog.records)
     else:
         assert job_id not in dead_ids and run is not None and run.stage == "done"
@@ -78,11 +77,10 @@ async def test_memory_writer_survives_malformed_output(
 ) -> None:
     answer, dead = WRITER_CASES[case]
     gw = await bg_gateway()
-    await say(gw, "I'm moving to Munich in June.")
-    uid = user_id(gw)
+    uid = await say(gw, "I'm moving to Munich in June.")
     await gw.settle()
     before = snapshot(gw, uid)
-    sid = gw.state.one("SELECT session_id FROM sessions")[0]
+    sid = select_one(gw.state, "SELECT session_id FROM sessions")[0]
     for _ in range(5):
         fake_anthropic.enqueue(answer)
     caplog.set_level(logging.WARNING)
@@ -90,19 +88,18 @@ async def test_memory_writer_survives_malformed_output(
     await gw.settle()
     after = snapshot(gw, uid)
     if dead:
-        assert after == before and progress.writer_watermark(gw.state.db, sid) == 0
+        assert after == before and gw.state.progress.writer_watermark(sid) == 0
         assert "writer-test:" + sid in [d.job_id for d in await gw.bus.dead()]
     else:
         new = sorted(set(after) - set(before))
         assert [p for p in new if p.startswith("sessions/")] and not [p for p in new if p.startswith("people/")]
-        assert progress.writer_watermark(gw.state.db, sid) > 0
+        assert gw.state.progress.writer_watermark(sid) > 0
     assert any("memory writer output" in r.getMessage() or "dead-lettered" in r.getMessage() for r in caplog.records)
 
 
 async def test_unusable_curation_output_leaves_the_profile_alone(bg_gateway: BgFactory, fake_anthropic: Any) -> None:
     gw = await bg_gateway()
-    await say(gw, "We're moving from Berlin to Munich in June!")
-    uid = user_id(gw)
+    uid = await say(gw, "We're moving from Berlin to Munich in June!")
     profile = "# Alice\r\n\r\n## Identity\r\n- Lives in Berlin.   \r\n"  # CRLF and trailing spaces: kept byte for byte
     gw.memory_store(uid).write("USER.md", profile, source="test")
     slot, at = slot_now()
@@ -110,5 +107,5 @@ async def test_unusable_curation_output_leaves_the_profile_alone(bg_gateway: BgF
     fake_anthropic.enqueue('{"ops": [{"op": "explode"}, "delete everything", {"op": "remove"')
     await run_night(gw, uid, slot, at)
     assert read(gw, uid, "USER.md") == profile
-    run = progress.sleep_run(gw.state.db, user_scope(uid), slot)
+    run = gw.state.progress.sleep_run(user_scope(uid), slot)
     assert run is not None and run.stage == "done"  # the night's memories and facts stand

@@ -7,9 +7,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from gateway.memory.retention import cutoff_instant, expired_items, sqlite_cutoff
-from gateway.memory.scopes import user_scope
-from tests.background.conftest import BgFactory, say, user_id
+from gateway.memory.background.retention_cutoff import cutoff_instant, expired_items, sqlite_cutoff
+from gateway.memory.files.scopes import user_scope
+from tests.background.conftest import BgFactory, say
+from tests.storage import write_rows
 
 TZ = "Europe/Berlin"  # CET (+01:00) in March: local midnight of 3 March is 2 March 23:00 UTC
 NOW = datetime(2024, 3, 10, 11, 0, tzinfo=UTC)  # local date 10 March; 7 days kept -> from 3 March on
@@ -35,9 +36,8 @@ FILES = {
 
 async def test_retention_cutoff_is_exact_at_the_local_day_boundary(bg_gateway: BgFactory) -> None:
     gw = await bg_gateway(background={"retention": {"memory_retention_days": 7}})
-    await say(gw, "hello")
-    uid = user_id(gw)
-    gw.state.db.execute("UPDATE users SET timezone=? WHERE user_id=?", (TZ, uid))
+    uid = await say(gw, "hello")
+    write_rows(gw.state, "UPDATE users SET timezone=? WHERE user_id=?", TZ, uid)
     store = gw.memory_store(uid)
     for rel, text in FILES.items():
         store.write(rel, text, source="test")

@@ -8,12 +8,13 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.memory import jobscope, progress
+from gateway.memory.background import jobscope
 from gateway.memory.curation import audit
-from gateway.memory.scopes import channel_scope, user_scope
+from gateway.memory.files.scopes import channel_scope, user_scope
 from plugins.sleep_cycle import night
 from tests.background.conftest import BgFactory, say, user_id
 from tests.background.nights import CURATION, EXTRACTION, bullets, profile_bullets, read, run_night, slot_now
+from tests.storage import select_one
 
 MOVED = """MEMORIES:
 - Alice moved to Munich today; the flat is in Haidhausen.
@@ -29,8 +30,7 @@ async def test_a_night_writes_memories_facts_and_curates_the_profile(
     bg_gateway: BgFactory, fake_anthropic: Any
 ) -> None:
     gw = await bg_gateway()
-    await say(gw, "We're moving from Berlin to Munich in June!", "My sister Hanna visits in July.")
-    uid = user_id(gw)
+    uid = await say(gw, "We're moving from Berlin to Munich in June!", "My sister Hanna visits in July.")
     slot, at = slot_now()
     fake_anthropic.enqueue(EXTRACTION)
     fake_anthropic.enqueue(CURATION)
@@ -56,9 +56,9 @@ async def test_a_night_writes_memories_facts_and_curates_the_profile(
     assert "moving from Berlin to Munich" in extraction["messages"][0]["content"]
     assert "CURRENT USER.md" in curation["messages"][0]["content"]
     # State advanced past the night's turns; the stored answer is gone; the file is indexed.
-    last = gw.state.one("SELECT max(seq) FROM turns")[0]
-    assert progress.sleep_last_seq(gw.state.db, user_scope(uid)) == last
-    assert progress.sleep_run(gw.state.db, user_scope(uid), slot).output == ""
+    last = select_one(gw.state, "SELECT max(seq) FROM turns")[0]
+    assert gw.state.progress.sleep_last_seq(user_scope(uid)) == last
+    assert gw.state.progress.sleep_run(user_scope(uid), slot).output == ""
     hits = await gw.memory.recall(scope=user_scope(uid), query="when does Hanna visit?", k=5)
     assert any(h.source == f"memories/{day}.md" for h in hits)
 
@@ -67,8 +67,7 @@ async def test_a_moved_user_sees_only_the_new_city_and_both_in_the_timeline(
     bg_gateway: BgFactory, fake_anthropic: Any
 ) -> None:
     gw = await bg_gateway(background={"sleep": {"curate": False}})
-    await say(gw, "I live in Berlin, moving to Munich in June.")
-    uid = user_id(gw)
+    uid = await say(gw, "I live in Berlin, moving to Munich in June.")
     slot, at = slot_now(1)
     fake_anthropic.enqueue(EXTRACTION)
     await run_night(gw, uid, slot, at)
@@ -95,8 +94,7 @@ async def test_model_unavailable_skips_the_night_writes_nothing_and_the_retry_co
     bg_gateway: BgFactory, fake_anthropic: Any
 ) -> None:
     gw = await bg_gateway(background={"sleep": {"curate": False}})
-    await say(gw, "We're moving from Berlin to Munich in June!")
-    uid = user_id(gw)
+    uid = await say(gw, "We're moving from Berlin to Munich in June!")
     slot, at = slot_now()
     for _ in range(4):  # every delivery of the job (max_tries=4) finds the model overloaded
         fake_anthropic.enqueue(status=529, error_type="overloaded_error")
@@ -105,20 +103,19 @@ async def test_model_unavailable_skips_the_night_writes_nothing_and_the_retry_co
     assert "529" in dead.error or "overloaded" in dead.error.lower() or "LLMError" in dead.error
     store = gw.memory_store(uid)
     assert not [e.path for e in store.files() if e.path.startswith("memories/")]
-    assert gw.kg.all(uid) == [] and progress.sleep_run(gw.state.db, user_scope(uid), slot) is None
-    assert progress.sleep_last_seq(gw.state.db, user_scope(uid)) == 0  # the turns wait for a later night
+    assert gw.kg.all(uid) == [] and gw.state.progress.sleep_run(user_scope(uid), slot) is None
+    assert gw.state.progress.sleep_last_seq(user_scope(uid)) == 0  # the turns wait for a later night
 
     fake_anthropic.enqueue(EXTRACTION)
     assert await gw.bus.retry(job_id) == "queued"
     await gw.settle()
-    assert progress.sleep_run(gw.state.db, user_scope(uid), slot).stage == "done"
+    assert gw.state.progress.sleep_run(user_scope(uid), slot).stage == "done"
     assert len(gw.kg.all(uid)) == 2
 
 
 async def test_rerunning_a_night_after_a_crash_duplicates_nothing(bg_gateway: BgFactory, fake_anthropic: Any) -> None:
     gw = await bg_gateway()
-    await say(gw, "We're moving from Berlin to Munich in June!", "My sister Hanna visits in July.")
-    uid = user_id(gw)
+    uid = await say(gw, "We're moving from Berlin to Munich in June!", "My sister Hanna visits in July.")
     slot, at = slot_now()
     scope = user_scope(uid)
     fake_anthropic.enqueue(EXTRACTION)
@@ -126,7 +123,7 @@ async def test_rerunning_a_night_after_a_crash_duplicates_nothing(bg_gateway: Bg
     task = asyncio.create_task(night(gw, jobscope.for_user(gw, uid), slot=slot, before=datetime.fromisoformat(at),
                                      curate=True))  # fmt: skip
     for _ in range(200):
-        run = progress.sleep_run(gw.state.db, scope, slot)
+        run = gw.state.progress.sleep_run(scope, slot)
         if run is not None and run.stage == "applied" and len(fake_anthropic.requests) >= 4:
             break
         await asyncio.sleep(0.02)
@@ -135,9 +132,9 @@ async def test_rerunning_a_night_after_a_crash_duplicates_nothing(bg_gateway: Bg
     day = datetime.now(UTC).date().isoformat()
     after_crash = (read(gw, uid, f"memories/{day}.md"), sorted(f.id for f in gw.kg.all(uid)))
     assert len(bullets(after_crash[0])) == 2 and len(after_crash[1]) == 2
-    assert progress.sleep_last_seq(gw.state.db, scope) == 0
+    assert gw.state.progress.sleep_last_seq(scope) == 0
     # The most pessimistic crash point: everything applied, but the stage not yet recorded.
-    progress.set_stage(gw.state.db, scope, slot, "extracted")
+    gw.state.progress.set_stage(scope, slot, "extracted")
 
     fake_anthropic.enqueue(CURATION)
     await run_night(gw, uid, slot, at)  # the redelivered job: same night, same slot
@@ -145,7 +142,7 @@ async def test_rerunning_a_night_after_a_crash_duplicates_nothing(bg_gateway: Bg
     assert profile_bullets(gw, uid) == ["Lives in Berlin; moving to Munich in June."]
     runs = [r for r in audit.read_records(gw.memory_store(uid), "USER.md") if r.get("type") == "run"]
     assert [r["run_id"] for r in runs] == [f"sleep-{slot}"]
-    assert progress.sleep_run(gw.state.db, scope, slot).stage == "done"
+    assert gw.state.progress.sleep_run(scope, slot).stage == "done"
     # The extraction was not asked for again: the stored answer was re-applied.
     assert sum("THE DAY'S CONVERSATIONS" in json.dumps(r) for r in fake_anthropic.requests) == 1
     # And the same night once more (a duplicate cron delivery) is a no-op.

@@ -7,9 +7,9 @@ import asyncio
 import json
 from typing import Any
 
-from gateway.memory import progress
-from gateway.memory.scopes import user_scope
+from gateway.memory.files.scopes import user_scope
 from tests.background.conftest import BgFactory, say, user_id
+from tests.storage import select_one, select_rows
 
 WRITER_OK = """SUMMARY:
 Alice is moving to Munich in June and looked at flats near the Isar.
@@ -67,9 +67,9 @@ async def test_turn_threshold_writes_summary_people_topics_and_aliases(
     # The writer used the cheap model and saw the turns, not just ids.
     body = fake_anthropic.requests[-1]
     assert body["model"] == gw.config.llm.cheap_model and "Budget is 1400 EUR." in json.dumps(body)
-    sid = gw.state.one("SELECT session_id FROM sessions LIMIT 1")[0]
-    last = gw.state.one("SELECT max(seq) FROM turns WHERE session_id=?", sid)[0]
-    assert progress.writer_watermark(gw.state.db, sid) == last
+    sid = select_one(gw.state, "SELECT session_id FROM sessions LIMIT 1")[0]
+    last = select_one(gw.state, "SELECT max(seq) FROM turns WHERE session_id=?", sid)[0]
+    assert gw.state.progress.writer_watermark(sid) == last
     # Indexed like any memory: the summary is recallable.
     hits = await gw.memory.recall(scope=user_scope(uid), query="flats near the Isar", k=5)
     assert any(h.source == slot for h in hits)
@@ -120,20 +120,20 @@ async def test_session_end_triggers_a_run_and_a_superseded_idle_check_does_nothi
     await asyncio.sleep(1.2)  # the first session's idle checks fire too: superseded, or nothing left to do
     for _ in range(60):
         await gw.settle()
-        if progress.writer_watermark(gw.state.db, _session(gw, 1)):
+        if gw.state.progress.writer_watermark(_session(gw, 1)):
             break
         await asyncio.sleep(0.05)
     first, second = _session(gw, 0), _session(gw, 1)
-    assert progress.writer_watermark(gw.state.db, first) == _last_seq(gw, first)
-    assert progress.writer_watermark(gw.state.db, second) == _last_seq(gw, second)
+    assert gw.state.progress.writer_watermark(first) == _last_seq(gw, first)
+    assert gw.state.progress.writer_watermark(second) == _last_seq(gw, second)
     writer_calls = [r for r in fake_anthropic.requests if r["model"] == gw.config.llm.cheap_model]
     assert len(writer_calls) == 2  # one per session: the first turn's idle check was superseded
 
 
 def _session(gw: Any, index: int) -> str:
-    rows = gw.state.all("SELECT session_id FROM sessions ORDER BY started_at")
+    rows = select_rows(gw.state, "SELECT session_id FROM sessions ORDER BY started_at")
     return str(rows[index][0])
 
 
 def _last_seq(gw: Any, sid: str) -> int:
-    return int(gw.state.one("SELECT max(seq) FROM turns WHERE session_id=?", sid)[0])
+    return int(select_one(gw.state, "SELECT max(seq) FROM turns WHERE session_id=?", sid)[0])

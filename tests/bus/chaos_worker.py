@@ -20,7 +20,7 @@ from typing import Any
 
 from gateway.bus import JobBus, JobContext, JobSpec
 from gateway.config import parse_config
-from gateway.state import enable_wal
+from gateway.state.sqlite.database import enable_wal
 
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS effects (job_id TEXT NOT NULL, pid INTEGER, attempt INTEGER, t REAL);

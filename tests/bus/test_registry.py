@@ -1,15 +1,22 @@
-"""Jobs come from plugins through ``gateway_register_jobs``; mistakes stop startup with a reason."""
+"""Jobs come from plugins through ``gateway_register_jobs``; mistakes stop startup with a reason.
+
+Registrations are collected by the plugin host (``gateway.hooks.Hooks.registrations``) with the adapters
+and tools, and every problem is reported in one ``ConfigError`` (it used to be the first ``BusError``)."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import pluggy
 import pytest
 
 from gateway import hookspecs
-from gateway.bus import BusError, JobContext, JobRegistry, specs_from_plugins
+from gateway.bus import BusError, JobContext, JobRegistry, JobSpec
+from gateway.config import ConfigError
+from gateway.hooks import Hooks, Registrations
 from gateway.hookspecs import hookimpl
+from tests.conftest import make_config
 
 
 async def index_turn(ctx: JobContext, payload: dict[str, Any]) -> None:
@@ -37,8 +44,12 @@ def _pm(*plugins: object) -> pluggy.PluginManager:
     return pm
 
 
-def test_specs_from_plugins_with_attribution() -> None:
-    specs = {s.name: s for s in specs_from_plugins(_pm(IndexPlugin(), GlobalPlugin()))}
+def _registrations(tmp_path: Path, *plugins: object) -> Registrations:
+    return Hooks(_pm(*plugins)).registrations(make_config(tmp_path))
+
+
+def test_specs_from_plugins_with_attribution(tmp_path: Path) -> None:
+    specs = {s.name: s for s in _registrations(tmp_path, IndexPlugin(), GlobalPlugin()).jobs.specs}
     assert set(specs) == {"index_turn", "sleep_cycle", "retention"}
     assert (specs["index_turn"].timeout, specs["index_turn"].max_tries, specs["index_turn"].cron) == (30, 3, None)
     assert specs["sleep_cycle"].cron == "0 3 * * *" and specs["sleep_cycle"].per_user
@@ -46,9 +57,9 @@ def test_specs_from_plugins_with_attribution() -> None:
     assert specs["index_turn"].plugin == "plugin0" and specs["retention"].plugin == "plugin1"
 
 
-def test_duplicate_names_name_both_plugins() -> None:
-    with pytest.raises(BusError, match=r"registered twice \((plugin0 and plugin1|plugin1 and plugin0)\)"):
-        specs_from_plugins(_pm(IndexPlugin(), IndexPlugin()))
+def test_duplicate_names_name_both_plugins(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError, match=r"registered twice \((plugin0 and plugin1|plugin1 and plugin0)\)"):
+        _registrations(tmp_path, IndexPlugin(), IndexPlugin())
 
 
 @pytest.mark.parametrize(
@@ -63,8 +74,13 @@ def test_duplicate_names_name_both_plugins() -> None:
 )
 def test_invalid_registrations(kwargs: dict[str, Any], message: str) -> None:
     with pytest.raises(BusError, match=message):
-        JobRegistry().register(index_turn, **kwargs)
+        JobSpec(handler=index_turn, **kwargs)
+    registry = JobRegistry()  # through the registry a bad spec is a problem reported at startup
+    with registry.attributed("plugin0"):
+        assert registry(index_turn, **kwargs) is None
+    assert len(registry.problems) == 1 and message in registry.problems[0] and "plugin0" in registry.problems[0]
 
 
 def test_name_defaults_to_the_function_name() -> None:
-    assert JobRegistry().register(index_turn).name == "index_turn"
+    spec = JobRegistry()(index_turn)
+    assert spec is not None and spec.name == "index_turn"

@@ -24,6 +24,7 @@ from gateway.plugins import BUILTIN_PLUGINS
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.nextcloud import FakeNextcloud
 from tests.fakes.telegram_api import FakeTelegram
+from tests.storage import select_one, select_rows
 
 TG_TOKEN = "424242:kith-test-token"
 DC_TOKEN = "discord-bot-token.kith"
@@ -58,17 +59,17 @@ class Rig:
     def base(self) -> str:
         return f"http://127.0.0.1:{self.gw.port}"
 
-    def rows(self, sql: str, *args: Any) -> list[Any]:
-        return self.gw.state.all(sql, *args)
+    def select_rows(self, sql: str, *args: Any) -> list[Any]:
+        return select_rows(self.gw.state, sql, *args)
 
-    def count(self, sql: str, *args: Any) -> int:
-        row = self.gw.state.one(sql, *args)
+    def count_rows(self, sql: str, *args: Any) -> int:
+        row = select_one(self.gw.state, sql, *args)
         return int(row[0]) if row is not None else 0
 
     def turns(self, channel: str | None = None) -> int:
         if channel is None:
-            return self.count("SELECT COUNT(*) FROM turns WHERE role='user'")
-        return self.count("SELECT COUNT(*) FROM turns WHERE role='user' AND channel=?", channel)
+            return self.count_rows("SELECT COUNT(*) FROM turns WHERE role='user'")
+        return self.count_rows("SELECT COUNT(*) FROM turns WHERE role='user' AND channel=?", channel)
 
     def health(self, name: str) -> dict[str, Any]:
         return self.gw.supervisor.health()[name]

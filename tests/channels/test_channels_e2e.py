@@ -58,7 +58,7 @@ async def test_group_messages_need_allowlist_and_mention(tmp_path: Path) -> None
         assert "question" in nc.message and nc.room == "team"
         assert rig.turns() == 2 and rig.tg.sent == []
         # the shared room is its own conversation: group scope, not bob's DM session
-        keys = {r["conversation_key"] for r in rig.rows("SELECT conversation_key FROM turns")}
+        keys = {r["conversation_key"] for r in rig.select_rows("SELECT conversation_key FROM turns")}
         assert keys == {f"discord:{TEXT_CHANNEL_ID}", "nextcloud:team"}
     finally:
         await rig.stop()
@@ -90,7 +90,8 @@ async def test_pairing_flow_end_to_end(tmp_path: Path, capsys: pytest.CaptureFix
 async def test_unknown_senders_never_reach_model_or_memory(tmp_path: Path) -> None:
     fake = await FakeAnthropic().start()
     llm = {"provider": "anthropic", "api_key": API_KEY, "base_url": fake.base_url, "max_retries": 0}
-    rig = await start_rig(tmp_path, llm=llm, access={"dm_policy": "pairing"})
+    # Three slots (the default is 20 since issue 12): a flood within the protected 10 minutes gets silence.
+    rig = await start_rig(tmp_path, llm=llm, access={"dm_policy": "pairing", "pairing_max_pending": 3})
     try:
         for i in range(200):
             await rig.tg.push(rig.tg.make_update(user_id=900_000 + i, text=f"spam {i}"))
@@ -103,7 +104,7 @@ async def test_unknown_senders_never_reach_model_or_memory(tmp_path: Path) -> No
         await asyncio.sleep(0.3)
         assert fake.requests == []  # zero model calls
         for table in ("users", "identities", "sessions", "turns", "conversations"):
-            assert rig.count(f"SELECT COUNT(*) FROM {table}") == 0, table
+            assert rig.count_rows(f"SELECT COUNT(*) FROM {table}") == 0, table
         data = Path(rig.gw.config.data_dir)
         assert not any((data / "users").rglob("*")) and not any((data / "channels").rglob("*"))
         # only the first few strangers per channel get a code; the rest get silence
@@ -114,7 +115,7 @@ async def test_unknown_senders_never_reach_model_or_memory(tmp_path: Path) -> No
 
 
 def _pairing_requests(rig: Rig) -> int:
-    return rig.count("SELECT COALESCE(SUM(requests), 0) FROM access_pairing")
+    return rig.count_rows("SELECT COALESCE(SUM(requests), 0) FROM access_pairing")
 
 
 _REFUSED: dict[int, int] = {}
@@ -162,31 +163,46 @@ async def test_one_person_linked_across_three_channels(tmp_path: Path) -> None:
     llm = {"provider": "anthropic", "api_key": API_KEY, "base_url": fake.base_url, "max_retries": 0}
     rig = await start_rig(tmp_path, llm=llm)
     try:
-        for step, redeem in enumerate((rig.dc_say, rig.nc_say)):  # one live code per user at a time
+        async def dc_said(n: int) -> str:
+            return (await rig.dc.wait_created(n))[n - 1].content
+
+        async def nc_said(n: int) -> str:
+            return (await rig.nc.wait_posts(n))[n - 1].message
+
+        def confirm(text: str) -> str:
+            found = re.search(r"/link confirm ([A-Z0-9]{4})\b", text)
+            assert found, text
+            return f"/link confirm {found.group(1)}"
+
+        # One live code per user at a time; since issue 12 both accounts confirm before the merge.
+        for redeem, said in ((rig.dc_say, dc_said), (rig.nc_say, nc_said)):
+            n = len(rig.tg.sent)
             await rig.tg_say("/link")
-            sent = await rig.tg.wait_sent(step + 1)
+            sent = await rig.tg.wait_sent(n + 1)
             found = re.search(r"link code is ([A-Z0-9-]+)", sent[-1].text)
             assert found, sent[-1].text
             await redeem(f"/link {found.group(1).rstrip('.')}")
-            if step == 0:
-                (linked_dc,) = await rig.dc.wait_created(1)
-                assert "Linked" in linked_dc.content
-        (linked_nc,) = await rig.nc.wait_posts(1)
-        assert "Linked" in linked_nc.message
-        users = {r["user_id"] for r in rig.rows("SELECT user_id FROM identities")}
+            asked = await said(1)
+            told = (await rig.tg.wait_sent(n + 2))[-1].text  # the Telegram side is asked in its own chat
+            await rig.tg_say(confirm(told))
+            await rig.tg.wait_sent(n + 3)
+            await redeem(confirm(asked))
+            assert "Linked" in await said(2)
+            await rig.tg.wait_sent(n + 4)  # "Linked" on the Telegram side too
+        users = {r["user_id"] for r in rig.select_rows("SELECT user_id FROM identities")}
         assert len(users) == 1
         (user_id,) = users
 
         await rig.tg_say("Remember this: my cat is called Miso.")
-        await rig.tg.wait_sent(3)
+        await rig.tg.wait_sent(9)
         await rig.dc_say("What is my cat called?")
-        await rig.dc.wait_created(2)
+        await rig.dc.wait_created(3)
         asked = json.dumps(fake.last_turn())
         assert "Miso" in asked  # the fact told on Telegram reached the model on Discord
         await rig.nc_say("And what did I ask on Discord?")
-        await rig.nc.wait_posts(2)
+        await rig.nc.wait_posts(3)
         assert "What is my cat called?" in json.dumps(fake.last_turn())
-        assert {r["user_id"] for r in rig.rows("SELECT DISTINCT user_id FROM turns")} == {user_id}
+        assert {r["user_id"] for r in rig.select_rows("SELECT DISTINCT user_id FROM turns")} == {user_id}
     finally:
         await rig.stop()
         await fake.stop()

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import pytest
 from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
+from aiohttp.test_utils import TestClient
 
 from adapters.nextcloud_talk import NextcloudTalkAdapter
 from gateway.types import ConversationAddress, ConversationKind, Reply
@@ -25,38 +25,27 @@ class Rig:
     fake: FakeNextcloud
     adapter: NextcloudTalkAdapter
     gw: StubGateway
-    client: TestClient
+    client: TestClient[web.Request, web.Application]
 
 
 @pytest.fixture
 async def rig(tmp_path) -> AsyncIterator[Rig]:  # type: ignore[no-untyped-def]
-    fake = FakeNextcloud(secret=SECRET, room_types={"dmroom": 1, "team": 2})
-    base = await fake.start()
-    gw = StubGateway.with_channels(
+    async with FakeNextcloud(secret=SECRET, room_types={"dmroom": 1, "team": 2}) as fake, StubGateway.with_channels(
         tmp_path,
         nextcloud={
             "enabled": True,
-            "base_url": base,
+            "base_url": fake.base_url,
             "bot_secret": SECRET,
             "api_user": "kithbot",
             "api_password": "app-password",
             "send_rate_per_s": 1000,
             "send_burst": 1000,
         },
-    )
-    adapter = NextcloudTalkAdapter(gw)  # type: ignore[arg-type]
-    app = web.Application()
-    app.add_routes(adapter.routes())
-    client = TestClient(TestServer(app))
-    await client.start_server()
-    import asyncio
-
-    runner = asyncio.create_task(adapter.run())
-    yield Rig(fake, adapter, gw, client)
-    await adapter.stop()
-    await runner
-    await client.close()
-    await fake.close()
+    ) as gw:
+        adapter = NextcloudTalkAdapter(gw)  # type: ignore[arg-type]
+        client = await gw.mount(adapter)
+        gw.start(adapter)
+        yield Rig(fake, adapter, gw, client)
 
 
 async def test_dm_round_trip_signed_both_ways(rig: Rig) -> None:

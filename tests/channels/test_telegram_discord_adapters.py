@@ -3,18 +3,16 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 from collections.abc import AsyncIterator
 
 import pytest
-from aiohttp import web
-from aiohttp.test_utils import TestClient, TestServer
 
-from adapters.base import AdapterAuthError
 from adapters.discord import DiscordAdapter
 from adapters.telegram import SECRET_HEADER, TelegramAdapter
-from gateway.types import ConversationAddress, ConversationKind, Reply
+from gateway.adapter import AdapterAuthError
+from gateway.config import parse_config
+from gateway.types import ConversationAddress, ConversationKind, InboundMessage, Reply
 from tests.channels.stub import StubGateway
 from tests.fakes.discord_api import THREAD_ID, FakeDiscord
 from tests.fakes.telegram_api import BOT_ID, BOT_USERNAME, FakeTelegram
@@ -23,25 +21,20 @@ TOKEN = "123456:TEST-token"
 FAST = {"send_rate_per_s": 1000, "send_burst": 1000}
 
 
-async def _cancel(task: asyncio.Task[None]) -> None:
-    task.cancel()
-    with contextlib.suppress(asyncio.CancelledError, Exception):
-        await task
+async def _slow_turn(message: InboundMessage) -> str:
+    """A turn that outlasts a typing indicator, so the adapter has to show (and renew) one."""
+    await asyncio.sleep(1.2)
+    return "done"
 
 
 @pytest.fixture
 async def telegram(tmp_path) -> AsyncIterator[tuple[FakeTelegram, StubGateway, TelegramAdapter, asyncio.Task[None]]]:  # type: ignore[no-untyped-def]
-    fake = FakeTelegram(token=TOKEN)
-    base = await fake.start()
-    gw = StubGateway.with_channels(tmp_path, telegram={"enabled": True, "token": TOKEN, "base_url": base,
-                                                       "poll_timeout_s": 1, **FAST})
-    adapter = TelegramAdapter(gw)  # type: ignore[arg-type]
-    task = asyncio.create_task(adapter.run())
-    await asyncio.wait_for(adapter.ready.wait(), 10)
-    yield fake, gw, adapter, task
-    await adapter.stop()
-    await _cancel(task)
-    await fake.close()
+    async with FakeTelegram(token=TOKEN) as fake, StubGateway.with_channels(tmp_path, telegram={
+            "enabled": True, "token": TOKEN, "base_url": fake.base_url, "poll_timeout_s": 1, **FAST}) as gw:
+        adapter = TelegramAdapter(gw)  # type: ignore[arg-type]
+        task = gw.start(adapter)
+        await asyncio.wait_for(adapter.ready.wait(), 10)
+        yield fake, gw, adapter, task
 
 
 async def test_telegram_private_round_trip_with_html(telegram) -> None:  # type: ignore[no-untyped-def]
@@ -93,19 +86,10 @@ async def test_telegram_long_reply_chunks_in_order_with_retry_after(telegram) ->
 
 async def test_telegram_typing_is_shown_while_a_slow_turn_runs(telegram) -> None:  # type: ignore[no-untyped-def]
     fake, gw, _adapter, _ = telegram
-
-    async def slow(message):  # type: ignore[no-untyped-def]
-        await asyncio.sleep(1.2)
-        return "done"
-
-    gw.handle_inbound = lambda m, on_delta=None: _answer(slow, m)  # type: ignore[method-assign]
+    gw.answer = _slow_turn
     await fake.push(fake.make_update(user_id=42, text="think hard"))
     await fake.wait_sent(1)
     assert (42, "typing") in fake.actions
-
-
-async def _answer(fn, message):  # type: ignore[no-untyped-def]
-    return Reply(text=await fn(message))
 
 
 async def test_telegram_revoked_token_raises_auth_error(telegram) -> None:  # type: ignore[no-untyped-def]
@@ -116,50 +100,43 @@ async def test_telegram_revoked_token_raises_auth_error(telegram) -> None:  # ty
 
 
 async def test_telegram_bad_token_at_start(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    fake = FakeTelegram(token="other:token")
-    base = await fake.start()
-    gw = StubGateway.with_channels(tmp_path, telegram={"enabled": True, "token": TOKEN, "base_url": base})
-    with pytest.raises(AdapterAuthError):
-        await asyncio.wait_for(TelegramAdapter(gw).run(), 10)  # type: ignore[arg-type]
-    await fake.close()
+    async with FakeTelegram(token="other:token") as fake:
+        gw = StubGateway.with_channels(tmp_path, telegram={"enabled": True, "token": TOKEN, "base_url": fake.base_url})
+        with pytest.raises(AdapterAuthError):
+            await asyncio.wait_for(TelegramAdapter(gw).run(), 10)  # type: ignore[arg-type]
 
 
 async def test_telegram_webhook_secret_and_bad_payloads(tmp_path, caplog) -> None:  # type: ignore[no-untyped-def]
     caplog.set_level(logging.WARNING, "kith.adapters.telegram")
-    fake = FakeTelegram(token=TOKEN)
-    base = await fake.start()
     secret = "s3cret-Token_value"
-    gw = StubGateway.with_channels(tmp_path, telegram={
-        "enabled": True, "token": TOKEN, "base_url": base, "mode": "webhook", "webhook_secret": secret,
-        "webhook_url": "https://bot.example/telegram/webhook", **FAST})
-    adapter = TelegramAdapter(gw)  # type: ignore[arg-type]
-    app = web.Application()
-    app.add_routes(adapter.routes())
-    client = TestClient(TestServer(app))
-    await client.start_server()
-    task = asyncio.create_task(adapter.run())
-    await asyncio.wait_for(adapter.ready.wait(), 10)
-    assert fake.webhook["url"] == "https://bot.example/telegram/webhook" and fake.webhook["secret_token"] == secret
-    update = fake.make_update(user_id=9, text="via webhook")
-    for headers in ({}, {SECRET_HEADER: "wrong"}, {SECRET_HEADER: secret + "x"}, {SECRET_HEADER: secret[:-1]}):
-        resp = await client.post("/telegram/webhook", json=update, headers=headers)
-        assert resp.status == 401
-    for bad in (b"nope", b"[]", b'{"update_id": "x"}', b'{"update_id": 5, "message": {"chat": 3}}'):
-        resp = await client.post("/telegram/webhook", data=bad, headers={SECRET_HEADER: secret})
-        assert resp.status == 400, bad
-    resp = await client.post("/telegram/webhook", data=b"x" * 1_000_000, headers={SECRET_HEADER: secret})
-    assert resp.status == 400
-    resp = await client.post("/telegram/webhook", json=update, headers={SECRET_HEADER: secret})
-    assert resp.status == 200
-    (msg,) = await gw.wait_inbound(1)
-    assert msg.text == "via webhook"
-    await fake.wait_sent(1)
-    assert "without the right secret" in caplog.text and "payload refused" in caplog.text
-    assert secret not in caplog.text and TOKEN not in caplog.text
-    await adapter.stop()
-    await _cancel(task)
-    await client.close()
-    await fake.close()
+    async with FakeTelegram(token=TOKEN) as fake, StubGateway(parse_config({
+        "data_dir": str(tmp_path),
+        "server": {"token": "server-token-0123456789"},  # a public webhook URL needs it (docs/security.md#proxies)
+        "channels": {"telegram": {
+            "enabled": True, "token": TOKEN, "base_url": fake.base_url, "mode": "webhook", "webhook_secret": secret,
+            "webhook_url": "https://bot.example/telegram/webhook", **FAST}},
+    }, env={})) as gw:
+        adapter = TelegramAdapter(gw)  # type: ignore[arg-type]
+        client = await gw.mount(adapter)
+        gw.start(adapter)
+        await asyncio.wait_for(adapter.ready.wait(), 10)
+        assert fake.webhook["url"] == "https://bot.example/telegram/webhook" and fake.webhook["secret_token"] == secret
+        update = fake.make_update(user_id=9, text="via webhook")
+        for headers in ({}, {SECRET_HEADER: "wrong"}, {SECRET_HEADER: secret + "x"}, {SECRET_HEADER: secret[:-1]}):
+            resp = await client.post("/telegram/webhook", json=update, headers=headers)
+            assert resp.status == 401
+        for bad in (b"nope", b"[]", b'{"update_id": "x"}', b'{"update_id": 5, "message": {"chat": 3}}'):
+            resp = await client.post("/telegram/webhook", data=bad, headers={SECRET_HEADER: secret})
+            assert resp.status == 400, bad
+        resp = await client.post("/telegram/webhook", data=b"x" * 1_000_000, headers={SECRET_HEADER: secret})
+        assert resp.status == 400
+        resp = await client.post("/telegram/webhook", json=update, headers={SECRET_HEADER: secret})
+        assert resp.status == 200
+        (msg,) = await gw.wait_inbound(1)
+        assert msg.text == "via webhook"
+        await fake.wait_sent(1)
+        assert "without the right secret" in caplog.text and "payload refused" in caplog.text
+        assert secret not in caplog.text and TOKEN not in caplog.text
 
 
 async def test_telegram_webhook_mode_refuses_to_start_without_secret(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -176,18 +153,13 @@ async def test_telegram_webhook_mode_refuses_to_start_without_secret(tmp_path) -
 
 @pytest.fixture
 async def discord_rig(tmp_path) -> AsyncIterator[tuple[FakeDiscord, StubGateway, DiscordAdapter, asyncio.Task[None]]]:  # type: ignore[no-untyped-def]
-    fake = FakeDiscord(token="discord-token")
-    await fake.start()
-    gw = StubGateway.with_channels(tmp_path, discord={"enabled": True, "token": "discord-token",
-                                                      "api_base": fake.api_base, "gateway_url": fake.gateway_url,
-                                                      **FAST})
-    adapter = DiscordAdapter(gw)  # type: ignore[arg-type]
-    task = asyncio.create_task(adapter.run())
-    await fake.wait_ready()
-    yield fake, gw, adapter, task
-    await adapter.stop()
-    await _cancel(task)
-    await fake.close()
+    async with FakeDiscord(token="discord-token") as fake, StubGateway.with_channels(tmp_path, discord={
+            "enabled": True, "token": "discord-token", "api_base": fake.api_base, "gateway_url": fake.gateway_url,
+            **FAST}) as gw:
+        adapter = DiscordAdapter(gw)  # type: ignore[arg-type]
+        task = gw.start(adapter)
+        await fake.wait_ready()
+        yield fake, gw, adapter, task
 
 
 async def test_discord_dm_guild_thread_round_trips(discord_rig) -> None:  # type: ignore[no-untyped-def]
@@ -221,38 +193,29 @@ async def test_discord_chunks_2000_in_order_and_retries_429(discord_rig) -> None
 
 
 async def test_discord_rejected_token_is_an_auth_error(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    fake = FakeDiscord(token="right")
-    await fake.start()
-    gw = StubGateway.with_channels(tmp_path, discord={"enabled": True, "token": "wrong", "api_base": fake.api_base,
-                                                      "gateway_url": fake.gateway_url})
-    with pytest.raises(AdapterAuthError):
-        await asyncio.wait_for(DiscordAdapter(gw).run(), 10)  # type: ignore[arg-type]
-    # login passes, then the gateway closes the session with 4004
-    fake_ok = FakeDiscord(token="tok")
-    await fake_ok.start()
-    gw2 = StubGateway.with_channels(tmp_path, discord={"enabled": True, "token": "tok", "api_base": fake_ok.api_base,
-                                                       "gateway_url": fake_ok.gateway_url})
-    original = fake_ok._identify
+    async with FakeDiscord(token="right") as fake, FakeDiscord(token="tok") as fake_ok:
+        gw = StubGateway.with_channels(tmp_path, discord={"enabled": True, "token": "wrong", "api_base": fake.api_base,
+                                                          "gateway_url": fake.gateway_url})
+        with pytest.raises(AdapterAuthError):
+            await asyncio.wait_for(DiscordAdapter(gw).run(), 10)  # type: ignore[arg-type]
+        # login passes, then the gateway closes the session with 4004
+        gw2 = StubGateway.with_channels(tmp_path, discord={"enabled": True, "token": "tok",
+                                                           "api_base": fake_ok.api_base,
+                                                           "gateway_url": fake_ok.gateway_url})
+        original = fake_ok._identify
 
-    async def identify_reject(ws, data):  # type: ignore[no-untyped-def]
-        data = dict(data, token="revoked")
-        await original(ws, data)
+        async def identify_reject(ws, data):  # type: ignore[no-untyped-def]
+            data = dict(data, token="revoked")
+            await original(ws, data)
 
-    fake_ok._identify = identify_reject  # type: ignore[method-assign]
-    with pytest.raises(AdapterAuthError, match="4004"):
-        await asyncio.wait_for(DiscordAdapter(gw2).run(), 10)  # type: ignore[arg-type]
-    await fake.close()
-    await fake_ok.close()
+        fake_ok._identify = identify_reject  # type: ignore[method-assign]
+        with pytest.raises(AdapterAuthError, match="4004"):
+            await asyncio.wait_for(DiscordAdapter(gw2).run(), 10)  # type: ignore[arg-type]
 
 
 async def test_discord_typing_is_shown_while_a_slow_turn_runs(discord_rig) -> None:  # type: ignore[no-untyped-def]
     fake, gw, _adapter, _ = discord_rig
-
-    async def slow(message):  # type: ignore[no-untyped-def]
-        await asyncio.sleep(1.2)
-        return "done"
-
-    gw.handle_inbound = lambda m, on_delta=None: _answer(slow, m)  # type: ignore[method-assign]
+    gw.answer = _slow_turn
     await fake.say(user_id=333, content="think hard")
     await fake.wait_created(1)
     assert 334 in fake.typing and fake.created[0].content == "done"

@@ -132,3 +132,17 @@ def test_env_secrets_and_overrides(tmp_path: Path) -> None:
     with pytest.raises(ConfigError) as info:
         parse_config({"server": {"token": "${MISSING_A}"}, "llm": {"api_key": {"$env": "MISSING_B"}}}, env={})
     assert "MISSING_A" in str(info.value) and "MISSING_B" in str(info.value)
+
+
+def test_check_config_runs_plugin_checks(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """A plugin's own section and its registrations are checked by check-config, not first by `kith run`."""
+    bad_section = tmp_path / "section.yaml"
+    bad_section.write_text("plugins:\n  modules: [tests.core.dup_tool_plugin]\nextensions:\n  dup_tool:\n"
+                           "    mode: sideways\n")
+    assert kith(["check-config", str(bad_section)]) == 2
+    assert "extensions.dup_tool.mode: unknown mode 'sideways'" in capsys.readouterr().err
+    duplicate = tmp_path / "duplicate.yaml"
+    duplicate.write_text("plugins:\n  modules: [tests.core.dup_tool_plugin]\n")
+    assert kith(["check-config", str(duplicate)]) == 2
+    err = capsys.readouterr().err
+    assert "tool 'memory_search' registered twice" in err and "tests.core.dup_tool_plugin" in err

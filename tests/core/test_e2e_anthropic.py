@@ -8,6 +8,7 @@ from typing import Any
 from gateway.app import Gateway
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic
+from tests.storage import select_one
 
 
 async def test_two_turns_restart_same_user_and_history(
@@ -41,7 +42,7 @@ async def test_two_turns_restart_same_user_and_history(
         client = await ws_connect(gw2)
         ready = await client.hello("laptop-1", "Alice")
         assert ready["user_id"] == user_id
-        count = gw2.state.one("SELECT COUNT(*) AS n FROM turns WHERE user_id=?", user_id)
+        count = select_one(gw2.state, "SELECT COUNT(*) AS n FROM turns WHERE user_id=?", user_id)
         assert count is not None and count["n"] == 4
         reply3, _ = await client.ask("Still there?")
         assert reply3["session_id"] == session_id

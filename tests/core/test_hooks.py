@@ -11,8 +11,8 @@ from typing import Any
 import pluggy
 import pytest
 
-from adapters.base import Adapter
 from gateway import hookspecs
+from gateway.adapter import Adapter
 from gateway.app import Gateway
 from gateway.config import Config, ConfigError
 from gateway.hookspecs import hookimpl
@@ -29,6 +29,7 @@ from gateway.types import (
     UserRef,
 )
 from tests.conftest import make_config
+from tests.storage import select_one, select_rows
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -104,7 +105,11 @@ async def test_lifecycle_session_and_merge_hooks(tmp_path: Path) -> None:
         assert "after:hidden" not in rec.calls and "after:three" in rec.calls, "no after_turn for OTR turns"
         code = (await gw.handle_inbound(trusted("/link"))).text.split("code is ")[1][:8]  # type: ignore[union-attr]
         await gw.handle_inbound(trusted("hi", account="other"))
-        await gw.handle_inbound(trusted(f"/link {code}", account="other"))
+        asked = (await gw.handle_inbound(trusted(f"/link {code}", account="other"))).text  # type: ignore[union-attr]
+        shown = (await gw.handle_inbound(trusted("/link"))).text  # type: ignore[union-attr]
+        for account, text in (("me", shown), ("other", asked)):  # both accounts confirm (issue 12)
+            token = re.search(r"/link confirm ([A-Z0-9]+)", text).group(1)  # type: ignore[union-attr]
+            await gw.handle_inbound(trusted(f"/link confirm {token}", account=account))
         assert "before_merge" in rec.calls and len(rec.merges) == 1
     assert rec.calls[-1] == "shutdown"
 
@@ -133,14 +138,14 @@ async def test_filter_and_access_deny_by_default(make_gateway: Any) -> None:
     assert asked is not None and asked.notice and asked.text == "ask the owner for access"
     ok = await gw.handle_inbound(untrusted("hi", account="friend"))
     assert ok is not None and not ok.notice
-    users = [r["user_id"] for r in gw.state.all("SELECT user_id FROM identities")]
+    users = [r["user_id"] for r in select_rows(gw.state, "SELECT user_id FROM identities")]
     assert len(users) == 1, "refused senders never get a user, a session or a transcript"
 
 
 async def test_without_any_access_plugin_untrusted_senders_are_refused(make_gateway: Any) -> None:
     gw = await make_gateway()
     assert await gw.handle_inbound(untrusted("hello")) is None
-    assert gw.state.all("SELECT * FROM turns") == []
+    assert select_rows(gw.state, "SELECT * FROM turns") == []
 
 
 async def test_persistent_dedupe_survives_restart(tmp_path: Path) -> None:
@@ -150,7 +155,7 @@ async def test_persistent_dedupe_survives_restart(tmp_path: Path) -> None:
         assert await gw.handle_inbound(trusted("once", message_id="m-1")) is None
     async with Gateway(cfg, entry_points=False) as gw:
         assert await gw.handle_inbound(trusted("once", message_id="m-1")) is None
-        assert len(gw.state.all("SELECT * FROM turns")) == 2
+        assert len(select_rows(gw.state, "SELECT * FROM turns")) == 2
 
 
 class Overrides:
@@ -192,7 +197,7 @@ async def test_overriding_first_result_hooks(make_gateway: Any) -> None:
     assert reply is not None and reply.chunks == ("XXXXX", "XXXXX")
     assert ov.requests[-1].max_tokens == 77
     assert "Europe/Berlin" in next(s.text for s in ov.requests[-1].system if s.source == "system")
-    assert gw.state.one("SELECT user_id FROM turns")["user_id"] == "fixed-user"  # type: ignore[index]
+    assert select_one(gw.state, "SELECT user_id FROM turns")["user_id"] == "fixed-user"  # type: ignore[index]
     failed = await gw.handle_inbound(trusted("fail"))
     assert failed is not None and failed.notice and failed.text == "model says no"
     assert isinstance(rec.errors[-1], LLMError)
@@ -252,9 +257,12 @@ def test_duplicate_adapter_names_are_a_startup_error(tmp_path: Path) -> None:
         def gateway_register_adapters(self, register: Any) -> None:
             register(WebSocketAdapter)
 
+    # One duplicate policy for adapters, jobs and tools (gateway/registry.py): the message names both
+    # plugins; it used to say "two plugins register an adapter named 'websocket'".
     gw = Gateway(make_config(tmp_path), plugins=(Twice(),), entry_points=False)
-    with pytest.raises(ConfigError, match="two plugins register an adapter named 'websocket'"):
-        gw._register_adapters()
+    both = r"\((twice and adapters.websocket|adapters.websocket and twice)\)"
+    with pytest.raises(ConfigError, match=r"adapter 'websocket' registered twice " + both):
+        gw.hooks.registrations(gw.config)
 
 
 # ------------------------------------------------------------------------------------- meta-tests
@@ -266,6 +274,9 @@ def test_every_hook_is_documented() -> None:
     doc = (ROOT / "docs" / "hooks.md").read_text()
     missing = [n for n in _hook_names() if f"### `{n}`" not in doc]
     assert not missing, f"hooks missing from docs/hooks.md: {missing}"
+    documented = re.findall(r"^### `(gateway_\w+)`", doc, flags=re.MULTILINE)
+    unknown = sorted(set(documented) - set(_hook_names()))
+    assert not unknown, f"docs/hooks.md documents hooks that have no hookspec: {unknown}"
 
 
 def test_every_hook_has_a_test() -> None:

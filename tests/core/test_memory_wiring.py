@@ -9,9 +9,10 @@ from typing import Any
 
 from gateway.app import Gateway
 from gateway.hookspecs import hookimpl
-from gateway.memory.scopes import channel_scope, user_scope
+from gateway.memory.files.scopes import channel_scope, user_scope
 from gateway.types import ConversationKind, InboundMessage
 from tests.conftest import make_config
+from tests.storage import select_one, select_rows
 
 
 def dm(text: str, account: str = "alice", channel: str = "websocket", **kw: Any) -> InboundMessage:
@@ -34,7 +35,7 @@ async def test_turns_are_indexed_through_the_bus_and_recalled_next_session(make_
     await gw.handle_inbound(dm("My sister Hanna lives in Tromsø and teaches chemistry."))
     await gw.settle()
     assert flushed.calls >= 2  # settle flushes until two quiet rounds
-    user = gw.state.db.execute("SELECT user_id FROM turns LIMIT 1").fetchone()[0]
+    user = select_one(gw.state, "SELECT user_id FROM turns LIMIT 1")[0]
     assert gw.memory.scope_count(user_scope(user)) > 0
     assert [q for q in await gw.bus.status() if q.name == "memory.index" and q.pending + q.in_flight == 0]
 
@@ -62,7 +63,7 @@ async def test_group_turns_live_in_the_group_and_never_leak_into_dms(make_gatewa
     await gw.handle_inbound(dm("The team offsite is in Lisbon this year.", **group))
     await gw.handle_inbound(dm("My private PIN hint is the blue whale."))
     await gw.settle()
-    user = gw.state.db.execute("SELECT user_id FROM turns LIMIT 1").fetchone()[0]
+    user = select_one(gw.state, "SELECT user_id FROM turns LIMIT 1")[0]
     room = channel_scope("websocket:team-room")
     assert gw.memory.scope_count(room) > 0
     dm_hits = await gw.memory.recall(scope=user_scope(user), query="where is the team offsite?", k=10)
@@ -76,7 +77,7 @@ async def test_merge_rebuilds_the_survivor_and_purges_the_merged_scope(make_gate
     await gw.handle_inbound(dm("I keep bees on the roof.", account="a1"))
     await gw.handle_inbound(dm("My bike is a green Bianchi.", account="b2", channel="other"))
     await gw.settle()
-    rows = dict(gw.state.db.execute("SELECT account_id, user_id FROM identities").fetchall())
+    rows = {r[0]: r[1] for r in select_rows(gw.state, "SELECT account_id, user_id FROM identities")}
     into, source = rows["a1"], rows["b2"]
     assert gw.memory.scope_count(user_scope(source)) > 0
     await gw.merge_users(into=into, source=source)
@@ -107,7 +108,7 @@ async def test_a_busy_day_continues_its_session_log_past_the_file_cap(make_gatew
             await gw.settle()
     await gw.handle_inbound(dm("The very last thing: my locker is number 3141."))
     await gw.settle()
-    user = gw.state.db.execute("SELECT user_id FROM turns LIMIT 1").fetchone()[0]
+    user = select_one(gw.state, "SELECT user_id FROM turns LIMIT 1")[0]
     store = gw.memory_store(user)
     logs = sorted(e.path for e in store.files("sessions"))
     assert len(logs) >= 3 and all((store.root / p).stat().st_size <= 4096 for p in logs)

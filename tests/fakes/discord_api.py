@@ -14,14 +14,13 @@ from __future__ import annotations
 import asyncio
 import itertools
 import json
-import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
 
 from aiohttp import WSMsgType, web
 
-from tests.fakes.serve import serve
+from tests.fakes.serve import FakeServer, arrived
 
 BOT_ID = 880000000000000001
 BOT_NAME = "kith"
@@ -54,7 +53,7 @@ class CreatedMessage:
 
 
 @dataclass
-class FakeDiscord:
+class FakeDiscord(FakeServer):
     token: str
     heartbeat_interval_ms: int = 500
     silent: bool = False
@@ -64,27 +63,21 @@ class FakeDiscord:
     typing: list[int] = field(default_factory=list)
     identifies: int = 0
     resumes: int = 0
-    base_url: str = ""
-    _runner: web.AppRunner | None = None
     _sockets: list[web.WebSocketResponse] = field(default_factory=list)
     _seq: int = 0
     _session_id: str = ""
     _log: list[dict[str, Any]] = field(default_factory=list)  # dispatched events for RESUME replay
     _ready: asyncio.Event = field(default_factory=asyncio.Event)
 
-    async def start(self) -> str:
-        app = web.Application()
-        app.router.add_get("/gateway", self._gateway)
-        app.router.add_get("/gateway/", self._gateway)
-        app.router.add_get("/api/v10/users/@me", self._me)
-        app.router.add_get("/api/v10/oauth2/applications/@me", self._application)
-        app.router.add_get("/api/v10/gateway", self._gateway_info)
-        app.router.add_get("/api/v10/gateway/bot", self._gateway_info)
-        app.router.add_post("/api/v10/channels/{cid}/typing", self._typing)
-        app.router.add_post("/api/v10/channels/{cid}/messages", self._create_message)
-        self._runner, port = await serve(app)
-        self.base_url = f"http://127.0.0.1:{port}"
-        return self.base_url
+    def add_routes(self, router: web.UrlDispatcher) -> None:
+        router.add_get("/gateway", self._gateway)
+        router.add_get("/gateway/", self._gateway)
+        router.add_get("/api/v10/users/@me", self._me)
+        router.add_get("/api/v10/oauth2/applications/@me", self._application)
+        router.add_get("/api/v10/gateway", self._gateway_info)
+        router.add_get("/api/v10/gateway/bot", self._gateway_info)
+        router.add_post("/api/v10/channels/{cid}/typing", self._typing)
+        router.add_post("/api/v10/channels/{cid}/messages", self._create_message)
 
     @property
     def api_base(self) -> str:
@@ -96,8 +89,7 @@ class FakeDiscord:
 
     async def close(self) -> None:
         await self.drop(code=1001)
-        if self._runner is not None:
-            await self._runner.cleanup()
+        await super().close()
 
     async def drop(self, code: int = 4000) -> None:
         """Close every gateway connection (the client should RESUME or reconnect)."""
@@ -154,12 +146,7 @@ class FakeDiscord:
         return _json(self._message(cid, user_payload(BOT_ID, BOT_NAME, bot=True), content))
 
     async def wait_created(self, count: int, timeout: float = 10.0) -> list[CreatedMessage]:
-        deadline = time.monotonic() + timeout
-        while len(self.created) < count:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{len(self.created)} of {count} messages created")
-            await asyncio.sleep(0.02)
-        return self.created
+        return await arrived(self.created, count, "messages created", timeout)
 
     # --------------------------------------------------------------------------------- gateway
     async def _gateway(self, request: web.Request) -> web.WebSocketResponse:

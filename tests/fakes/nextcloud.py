@@ -10,7 +10,6 @@
 
 from __future__ import annotations
 
-import asyncio
 import base64
 import hashlib
 import hmac
@@ -22,7 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakes.serve import serve
+from tests.fakes.serve import FakeServer, arrived
 
 
 def sign(secret: str, random: str, payload: bytes) -> str:
@@ -38,7 +37,7 @@ class Posted:
 
 
 @dataclass
-class FakeNextcloud:
+class FakeNextcloud(FakeServer):
     secret: str
     bot_url: str = ""  # where to deliver webhooks (the gateway's webhook route)
     room_types: dict[str, int] = field(default_factory=dict)  # token -> Talk room type
@@ -48,23 +47,12 @@ class FakeNextcloud:
     bad_signatures: int = 0
     throttle_next: int = 0  # answer this many bot posts with 429 first
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
-    _runner: web.AppRunner | None = None
-    base_url: str = ""
-    _new_post: asyncio.Event = field(default_factory=asyncio.Event)
 
     # ------------------------------------------------------------------------------- the server
-    async def start(self) -> str:
-        app = web.Application()
-        app.router.add_post("/ocs/v2.php/apps/spreed/api/v1/bot/{room}/message", self._message)
-        app.router.add_post("/ocs/v2.php/apps/spreed/api/v1/bot/{room}/reaction/{mid}", self._reaction)
-        app.router.add_get("/ocs/v2.php/apps/spreed/api/v4/room/{room}", self._room)
-        self._runner, port = await serve(app)
-        self.base_url = f"http://127.0.0.1:{port}"
-        return self.base_url
-
-    async def close(self) -> None:
-        if self._runner is not None:
-            await self._runner.cleanup()
+    def add_routes(self, router: web.UrlDispatcher) -> None:
+        router.add_post("/ocs/v2.php/apps/spreed/api/v1/bot/{room}/message", self._message)
+        router.add_post("/ocs/v2.php/apps/spreed/api/v1/bot/{room}/reaction/{mid}", self._reaction)
+        router.add_get("/ocs/v2.php/apps/spreed/api/v4/room/{room}", self._room)
 
     def _verify(self, request: web.Request, signed: str) -> bool:
         random = request.headers.get("X-Nextcloud-Talk-Bot-Random", "")
@@ -87,7 +75,6 @@ class FakeNextcloud:
         self.posted.append(
             Posted(request.match_info["room"], data["message"], data.get("replyTo"), data.get("referenceId", ""))
         )
-        self._new_post.set()
         return web.json_response({"ocs": {"meta": {"status": "ok", "statuscode": 201}, "data": []}}, status=201)
 
     async def _reaction(self, request: web.Request) -> web.Response:
@@ -109,13 +96,7 @@ class FakeNextcloud:
         return web.json_response({"ocs": {"meta": {"status": "ok", "statuscode": 200}, "data": data}})
 
     async def wait_posts(self, count: int, timeout: float = 10.0) -> list[Posted]:
-        async def until() -> None:
-            while len(self.posted) < count:
-                self._new_post.clear()
-                await self._new_post.wait()
-
-        await asyncio.wait_for(until(), timeout)
-        return self.posted
+        return await arrived(self.posted, count, "messages posted", timeout)
 
     # ----------------------------------------------------------------------------- the webhooks
     def payload(

@@ -17,7 +17,7 @@ from typing import Any
 
 from aiohttp import web
 
-from tests.fakes.serve import serve
+from tests.fakes.serve import FakeServer, arrived
 
 BOT_ID = 7000001
 BOT_USERNAME = "kith_test_bot"
@@ -32,7 +32,7 @@ class Sent:
 
 
 @dataclass
-class FakeTelegram:
+class FakeTelegram(FakeServer):
     token: str
     stalled: bool = False
     revoked: bool = False
@@ -44,26 +44,22 @@ class FakeTelegram:
     webhook: dict[str, Any] = field(default_factory=dict)
     commands: list[dict[str, Any]] = field(default_factory=list)
     get_updates_answered: int = 0
-    base_url: str = ""
     _updates: list[dict[str, Any]] = field(default_factory=list)
     _update_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _message_ids: dict[int, itertools.count[int]] = field(default_factory=dict)
     _changed: asyncio.Condition | None = None
     _closing: asyncio.Event = field(default_factory=asyncio.Event)
-    _runner: web.AppRunner | None = None
 
     async def start(self) -> str:
         self._changed = asyncio.Condition()
-        app = web.Application()
-        app.router.add_route("*", "/bot{token}/{method}", self._dispatch)
-        self._runner, port = await serve(app)
-        self.base_url = f"http://127.0.0.1:{port}"
-        return self.base_url
+        return await super().start()
+
+    def add_routes(self, router: web.UrlDispatcher) -> None:
+        router.add_route("*", "/bot{token}/{method}", self._dispatch)
 
     async def close(self) -> None:
         self._closing.set()
-        if self._runner is not None:
-            await self._runner.cleanup()
+        await super().close()
 
     def revoke(self) -> None:
         self.revoked = True
@@ -215,9 +211,4 @@ class FakeTelegram:
             self._changed.notify_all()
 
     async def wait_sent(self, count: int, timeout: float = 10.0) -> list[Sent]:
-        deadline = time.monotonic() + timeout
-        while len(self.sent) < count:
-            if time.monotonic() > deadline:
-                raise TimeoutError(f"{len(self.sent)} of {count} messages sent")
-            await asyncio.sleep(0.02)
-        return self.sent
+        return await arrived(self.sent, count, "messages sent", timeout)

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.memory.store import MemoryStore
+from gateway.memory.files.store import MemoryStore
 
 
 @pytest.fixture

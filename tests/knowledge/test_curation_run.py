@@ -7,7 +7,7 @@ from pathlib import Path
 
 from gateway.memory.curation import Rails, curate, rollback
 from gateway.memory.curation.audit import append_records, read_records
-from gateway.memory.store import MemoryStore
+from gateway.memory.files.store import MemoryStore
 
 # Deliberately not canonical: CRLF, trailing spaces, no final newline. Rollback must restore this
 # byte for byte, and a no-op run must leave it alone.

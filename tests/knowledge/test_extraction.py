@@ -7,7 +7,7 @@ import json
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.memory.extraction import (
+from gateway.memory.background.model_output import (
     MAX_INPUT_CHARS,
     MAX_MEMORIES,
     parse_extraction,

@@ -7,7 +7,7 @@ import threading
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from gateway.memory.kg import KnowledgeGraph
+from gateway.memory.knowledge.graph import KnowledgeGraph
 
 T0 = datetime(2024, 5, 1, tzinfo=UTC)
 NIGHT = [
@@ -51,12 +51,13 @@ def test_crash_mid_night_then_full_rerun_has_no_duplicates(tmp_path: Path) -> No
     kg = KnowledgeGraph(path)
     insert_night(kg, NIGHT[:3], "sleep:alice:2024-05-01")
     # Simulated crash: an uncommitted write is in flight when the process dies.
-    kg._conn.execute("BEGIN IMMEDIATE")
-    kg._conn.execute(
+    conn = kg.state.db  # type: ignore[attr-defined]  # the SQLite backend's own connection
+    conn.execute("BEGIN IMMEDIATE")
+    conn.execute(
         "INSERT INTO kg_facts (user_id, subject, subject_key, predicate, object, object_key, valid_from, "
         "created_at) VALUES ('alice','Bob','bob','works_at','Globex','globex','x','x')"
     )
-    kg._conn.close()  # no COMMIT: SQLite rolls the half-done transaction back
+    conn.close()  # no COMMIT: SQLite rolls the half-done transaction back
 
     with KnowledgeGraph(path) as kg2:
         statuses = insert_night(kg2, NIGHT, "sleep:alice:2024-05-01")
@@ -108,7 +109,7 @@ def test_shares_a_db_file_with_other_tables_and_connections(tmp_path: Path) -> N
 
 
 def test_parsed_night_replayed_after_crash_inserts_each_fact_once(tmp_path: Path) -> None:
-    from gateway.memory.extraction import parse_extraction
+    from gateway.memory.background.model_output import parse_extraction
 
     out = parse_extraction(
         "MEMORIES:\n- moved\nFACTS:\n"

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.memory.kg import KnowledgeGraph
+from gateway.memory.knowledge.graph import KnowledgeGraph
 
 T0 = datetime(2024, 1, 1, tzinfo=UTC)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import sqlite3
 from datetime import UTC, date, datetime, timedelta
 
-from gateway.memory import retention
+from gateway.memory.background import retention_cutoff
 
 BERLIN = "Europe/Berlin"
 # 2024-03-10 00:30 in Berlin is still 2024-03-09 in UTC: the local date must win.
@@ -13,14 +13,14 @@ NOW = datetime(2024, 3, 9, 23, 30, tzinfo=UTC)
 
 
 def test_cutoff_is_local_midnight_of_the_oldest_kept_day() -> None:
-    assert retention.local_today(NOW, BERLIN) == date(2024, 3, 10)
-    assert retention.cutoff_date(NOW, 7, BERLIN) == date(2024, 3, 3)
-    assert retention.cutoff_instant(NOW, 7, BERLIN) == datetime(2024, 3, 2, 23, 0, tzinfo=UTC)
-    assert retention.cutoff_instant(NOW, 7, "UTC") == datetime(2024, 3, 2, tzinfo=UTC)
+    assert retention_cutoff.local_today(NOW, BERLIN) == date(2024, 3, 10)
+    assert retention_cutoff.cutoff_date(NOW, 7, BERLIN) == date(2024, 3, 3)
+    assert retention_cutoff.cutoff_instant(NOW, 7, BERLIN) == datetime(2024, 3, 2, 23, 0, tzinfo=UTC)
+    assert retention_cutoff.cutoff_instant(NOW, 7, "UTC") == datetime(2024, 3, 2, tzinfo=UTC)
 
 
 def test_chunks_exact_at_the_boundary() -> None:
-    cut = retention.cutoff_instant(NOW, 7, BERLIN)
+    cut = retention_cutoff.cutoff_instant(NOW, 7, BERLIN)
     items = [
         ("last-second-of-expired-day", "2024-03-02 22:59:59"),
         ("first-second-of-kept-day", "2024-03-02 23:00:00"),
@@ -30,7 +30,7 @@ def test_chunks_exact_at_the_boundary() -> None:
         ("epoch", str(cut.timestamp() - 1)),
         ("garbage", "yesterday-ish"),
     ]
-    got = retention.expired_items(items, now=NOW, retention_days=7, tz=BERLIN)
+    got = retention_cutoff.expired_items(items, now=NOW, retention_days=7, tz=BERLIN)
     assert got == ["last-second-of-expired-day", "expired-by-a-microsecond", "epoch"]
 
 
@@ -46,9 +46,9 @@ def test_dated_files_follow_the_same_day_rule() -> None:
         "sessions/2020-01-01-evening.md",  # not a retention dir by default
         "USER.md",
     ]
-    got = retention.expired_dated_files(rels, now=NOW, retention_days=7, tz=BERLIN)
+    got = retention_cutoff.expired_dated_files(rels, now=NOW, retention_days=7, tz=BERLIN)
     assert got == ["memories/2024-03-02.md", "memories/2023-12-31.md"]
-    with_sessions = retention.expired_dated_files(
+    with_sessions = retention_cutoff.expired_dated_files(
         rels, now=NOW, retention_days=7, tz=BERLIN, dirs=("memories/", "sessions/")
     )
     assert "sessions/2020-01-01-evening.md" in with_sessions
@@ -57,8 +57,8 @@ def test_dated_files_follow_the_same_day_rule() -> None:
 def test_zero_or_none_means_keep_forever() -> None:
     for days in (0, -1, None):
         old = ["memories/1999-01-01.md"]
-        assert retention.expired_dated_files(old, now=NOW, retention_days=days, tz="UTC") == []
-        assert retention.expired_items([("a", "1999-01-01")], now=NOW, retention_days=days, tz="UTC") == []
+        assert retention_cutoff.expired_dated_files(old, now=NOW, retention_days=days, tz="UTC") == []
+        assert retention_cutoff.expired_items([("a", "1999-01-01")], now=NOW, retention_days=days, tz="UTC") == []
 
 
 def test_sqlite_cutoff_avoids_the_isoformat_trap() -> None:
@@ -74,23 +74,23 @@ def test_sqlite_cutoff_avoids_the_isoformat_trap() -> None:
     produced = conn.execute("SELECT created_at FROM chunks WHERE id = 5").fetchone()[0]
     assert " " in produced and "T" not in produced
 
-    good = retention.sqlite_cutoff(now, 7, "UTC")
+    good = retention_cutoff.sqlite_cutoff(now, 7, "UTC")
     assert good == "2024-03-03 00:00:00"
     assert conn.execute("SELECT count(*) FROM chunks WHERE created_at < ?", (good,)).fetchone() == (1,)
 
-    trap = retention.cutoff_instant(now, 7, "UTC").replace(tzinfo=None).isoformat()
+    trap = retention_cutoff.cutoff_instant(now, 7, "UTC").replace(tzinfo=None).isoformat()
     assert trap == "2024-03-03T00:00:00"
     # The buggy comparison would also take all three rows of the kept day 2024-03-03.
     assert conn.execute("SELECT count(*) FROM chunks WHERE created_at < ?", (trap,)).fetchone() == (4,)
 
 
 def test_db_cutoff_matches_kith_stored_format() -> None:
-    assert retention.db_cutoff(NOW, 1, BERLIN) == "2024-03-08 23:00:00.000000"
+    assert retention_cutoff.db_cutoff(NOW, 1, BERLIN) == "2024-03-08 23:00:00.000000"
     # Europe switched to summer time on 2024-03-31: local midnight is 22:00 UTC after, 23:00 before,
     # and the two cutoffs two local days apart are 47 hours apart.
     summer = datetime(2024, 4, 2, 12, tzinfo=UTC)
-    after = retention.cutoff_instant(summer, 1, BERLIN)
-    before = retention.cutoff_instant(summer, 3, BERLIN)
+    after = retention_cutoff.cutoff_instant(summer, 1, BERLIN)
+    before = retention_cutoff.cutoff_instant(summer, 3, BERLIN)
     assert after == datetime(2024, 3, 31, 22, tzinfo=UTC)
     assert before == datetime(2024, 3, 29, 23, tzinfo=UTC)
     assert after - before == timedelta(hours=47)

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from gateway.config import parse_config
-from gateway.memory.service import MemoryService
+from gateway.memory.search.service import MemoryService
 
 BACKENDS = ["edge", "memory"]  # embedded qdrant-edge-py / qdrant-client ":memory:"
 

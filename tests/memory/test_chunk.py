@@ -7,8 +7,8 @@ from datetime import UTC, datetime
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.memory.chunk import NEVER, OVERLAP_WORDS, WINDOW_WORDS, chunk_file
-from gateway.memory.transcript import format_turn, parse_session_log, session_log_path
+from gateway.memory.files.session_log import format_turn, parse_session_log, session_log_path
+from gateway.memory.search.chunk import NEVER, OVERLAP_WORDS, WINDOW_WORDS, chunk_file
 
 
 def test_short_file_is_one_chunk() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from gateway.cli.main import main
-from gateway.memory.store import MemoryStore
+from gateway.memory.files.store import MemoryStore
 
 LOCOMO_DEV = Path(__file__).resolve().parents[3] / "shared" / "data" / "locomo-dev.json"
 
@@ -26,8 +26,17 @@ def config(tmp_path: Path) -> str:
     )
     MemoryStore(data / "users" / "bob").write("USER.md", "# Bob\n\nBob's cat is Felix.\n", source="test")
     cfg = tmp_path / "config.yaml"
-    cfg.write_text(f"data_dir: {data}\n")
+    # A port of its own: with the default (8765) a daemon running on this machine would be asked.
+    cfg.write_text(f"data_dir: {data}\nserver: {{port: {_free_port()}}}\n")
     return str(cfg)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def run(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str]:
@@ -118,7 +127,7 @@ def test_bench_locomo_dev_beats_bm25(capsys: pytest.CaptureFixture[str]) -> None
 
 
 def test_busy_index_is_reported(config: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    from gateway.memory.index_edge import EdgeIndex
+    from gateway.memory.search.index_edge import EdgeIndex
 
     holder = EdgeIndex(tmp_path / "data" / "qdrant" / "edge-minilm-l6-int8", dim=384)
     try:

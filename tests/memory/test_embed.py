@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gateway.memory.embed import MiniLMEmbedder, _package_dir, load_embedder, token_batches
-from gateway.memory.onnx_graph import optimise_transformer
+from gateway.memory.search.embed import MiniLMEmbedder, _package_dir, load_embedder, token_batches
+from gateway.memory.search.onnx_graph import optimise_transformer
 
 TEXTS = [
     "ok",

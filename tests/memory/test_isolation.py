@@ -7,9 +7,9 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from gateway.memory.index import ScopeRequiredError
-from gateway.memory.recall import recall
-from gateway.memory.service import MemoryService, ScopeError
+from gateway.memory.search.index import ScopeRequiredError
+from gateway.memory.search.recall import recall
+from gateway.memory.search.service import MemoryService, ScopeError
 
 CANARY = {"alice": "canary-alice-7Q2ZK", "bob": "canary-bob-X91PL"}
 TOPICS = ["hiking", "the dentist", "a birthday cake", "tax forms", "piano lessons", "Lisbon", "the garden",

@@ -12,9 +12,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.memory.service import MemoryService
-from gateway.memory.store import MemoryStore, MemoryStoreError
-from gateway.memory.transcript import format_turn
+from gateway.memory.files.session_log import format_turn
+from gateway.memory.files.store import MemoryStore, MemoryStoreError
+from gateway.memory.search.service import MemoryService
 from tests.memory.conftest import ServiceFactory
 
 QUERIES = ["where does Alice like to hike", "what is the cat called", "dentist appointment", "Sam's dog",

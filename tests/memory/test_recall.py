@@ -6,9 +6,9 @@ import asyncio
 import time
 from datetime import UTC, datetime, timedelta
 
-from gateway.memory.index import Candidate
-from gateway.memory.recall import RecallSettings, _recency, fuse, smooth_neighbours
-from gateway.memory.service import MemoryService
+from gateway.memory.search.index import Candidate
+from gateway.memory.search.recall import RecallSettings, _recency, fuse, smooth_neighbours
+from gateway.memory.search.service import MemoryService
 from tests.memory.conftest import ServiceFactory
 
 NOW = datetime(2025, 1, 1, tzinfo=UTC)
@@ -123,7 +123,7 @@ async def test_channel_and_persona_roots(make_service: ServiceFactory) -> None:
 
 
 async def test_recall_section_is_quoted_volatile_data(make_service: ServiceFactory) -> None:
-    from gateway.memory.recall_context import hits_section
+    from gateway.memory.search.recall_context import hits_section
     from gateway.types import Stability
 
     svc = await make_service("edge")

@@ -6,8 +6,8 @@ from datetime import UTC, datetime
 
 import pytest
 
-from gateway.memory.index import AtLeast, HasId, Match, ScopeFilter, ScopeRequiredError, SparseVec, scope_filter
-from gateway.memory.service import MemoryService
+from gateway.memory.search.index import AtLeast, HasId, Match, ScopeFilter, ScopeRequiredError, SparseVec, scope_filter
+from gateway.memory.search.service import MemoryService
 
 
 def test_scope_filter_starts_with_the_scopes_and_refuses_none() -> None:

@@ -11,7 +11,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from gateway.memory.store import (
+from gateway.memory.files.store import (
     FileTooLargeError,
     MemoryFileNotFoundError,
     MemoryStore,
@@ -123,7 +123,6 @@ def test_listing_and_search_skip_symlinks(world: tuple[MemoryStore, Path, list[s
     store, _, _ = world
     assert [e.path for e in store.list()] == ["ok"]
     assert [e.path for e in store.files()] == ["ok/note.md"]
-    assert store.glob("**") == ["ok/note.md"]
     assert store.grep("secret|inside") and all(h.path == "ok/note.md" for h in store.grep("secret|inside"))
 
 
@@ -209,15 +208,6 @@ def test_on_write_failure_does_not_fail_the_write(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path, on_write=boom)
     store.write("a.md", "x", source="t")
     assert store.read("a.md") == "x"
-
-
-def test_glob_semantics(tmp_path: Path) -> None:
-    store = MemoryStore(tmp_path)
-    for rel in ("a.md", "b.txt", "people/x.md", "people/deep/y.md"):
-        store.write(rel, rel, source="t")
-    assert store.glob("*.md") == ["a.md"]
-    assert store.glob("people/*.md") == ["people/x.md"]
-    assert store.glob("**/*.md") == ["a.md", "people/deep/y.md", "people/x.md"]
 
 
 def test_fifo_does_not_hang_a_read(tmp_path: Path) -> None:

@@ -9,13 +9,13 @@ import sys
 import time
 from pathlib import Path
 
-from gateway.memory.store import MemoryStore
+from gateway.memory.files.store import MemoryStore
 
 # Each version is a file of one repeated digit, big enough that a write takes several syscalls' worth.
 _WRITER = r"""
 import sys
 from pathlib import Path
-from gateway.memory.store import MemoryStore
+from gateway.memory.files.store import MemoryStore
 store = MemoryStore(Path(sys.argv[1]), max_file_bytes=1 << 20)
 size = int(sys.argv[2])
 i = 0

@@ -15,6 +15,7 @@ from gateway.app import Gateway
 from gateway.cli.main import main
 from gateway.config import parse_config
 from tests.memory_stages.conftest import msg
+from tests.storage import select_one
 
 PROFILE = "# Ada\n\n## Basics\n- Ada lives in Marseille and rows on Sundays.\n"
 
@@ -76,11 +77,11 @@ async def test_daemon_serves_context_to_operators_only(tmp_path: Path) -> None:
             async with http.post(url, json=body, headers=auth) as resp:
                 assert resp.status == 200
                 x = await resp.json()
-            async with http.post(url, data=b"not json", headers=auth) as resp:
+            async with http.post(url, data=b"not json", headers={**auth, "Content-Type": "application/json"}) as resp:
                 assert resp.status == 400
         assert any("Marseille" in s["text"] for s in x["sections"])
         assert x["session"]["new"] is False  # the live session is peeked, not replaced
-        assert gw.state.one("SELECT COUNT(*) AS n FROM sessions")["n"] == 1
+        assert select_one(gw.state, "SELECT COUNT(*) AS n FROM sessions")["n"] == 1
 
 
 def _free_port() -> int:

@@ -14,6 +14,7 @@ from gateway.types import ContextSection, LLMRequest, Stability, Turn
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic
 from tests.memory_stages.conftest import last_turn_system, msg
+from tests.storage import select_one
 
 LINKS = [{"user": "ada", "accounts": ["websocket:ada", "telegram:ada", "discord:ada"]}]
 PROFILE = "# Ada\n\n## Basics\n- Ada Lovelace, lives in London.\n- Prefers short answers.\n"
@@ -63,7 +64,7 @@ async def test_otr_reads_memory_but_writes_nothing(
         assert "Ada Lovelace" in system and "lapsang souchong" in system  # memory is read
         await gw.settle()
         assert (snapshot(gw.data_dir), gw.memory.scope_count("user:ada")) == before  # nothing written
-        assert gw.state.one("SELECT COUNT(*) AS n FROM compactions")["n"] == 0
+        assert select_one(gw.state, "SELECT COUNT(*) AS n FROM compactions")["n"] == 0
 
 
 async def test_group_chat_never_receives_the_users_profile(

@@ -17,6 +17,7 @@ from gateway.config import ConfigError
 from gateway.types import ConversationKind, InboundMessage
 from tests.conftest import GatewayFactory, make_config
 from tests.fakes.anthropic import FakeAnthropic
+from tests.storage import select_rows, write_rows
 
 USER_FILES = {
     "MEMORY_SHORT.md": "Yesterday: planned the Lisbon trip (SHORT-MARK).",
@@ -41,7 +42,17 @@ def group(text: str, *, account: str = "alice", conversation: str = "-100123") -
 
 
 def user_id(gw: Gateway, account: str = "alice") -> str:
-    return str(gw.state.db.execute("SELECT user_id FROM identities WHERE account_id=?", (account,)).fetchone()[0])
+    uid = gw.identities.lookup("websocket", account)
+    assert uid is not None
+    return uid
+
+
+async def alice_with_every_file(gw: Gateway) -> None:
+    """Alice says hello (which creates her), then each of her memory files gets its marked text."""
+    await gw.handle_inbound(dm("hi"))
+    store = gw.memory_store(user_id(gw))
+    for name, text in USER_FILES.items():
+        store.write(name, text, source="test")
 
 
 async def test_default_persona_is_created_on_first_start_and_leads_the_cached_prefix(
@@ -94,8 +105,8 @@ async def test_persona_per_channel_and_per_conversation(tmp_path: Path, fake_ant
         assert "You are Ada, a software-engineering assistant" in fake_anthropic.system_text()
         await gw.handle_inbound(group("hi family"))
         assert "You are Family" in fake_anthropic.system_text()
-        personas = {r["conversation_key"]: r["persona"] for r in gw.state.all(
-            "SELECT conversation_key, persona FROM sessions")}
+        personas = {r["conversation_key"]: r["persona"] for r in select_rows(
+            gw.state, "SELECT conversation_key, persona FROM sessions")}
         assert personas == {"websocket:alice": "kith", "telegram:bob": "ada", "telegram:-100123": "family"}
 
 
@@ -110,7 +121,7 @@ async def test_a_session_naming_a_missing_persona_falls_back_to_the_default(
         make_gateway: GatewayFactory, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]) -> None:
     gw = await make_gateway(llm=anthropic_llm)
     await gw.handle_inbound(dm("hi"))
-    gw.state.db.execute("UPDATE sessions SET persona='gone'")
+    write_rows(gw.state, "UPDATE sessions SET persona='gone'")
     await gw.handle_inbound(dm("still there?"))
     assert "You are Kith" in fake_anthropic.system_text()
 
@@ -119,10 +130,7 @@ async def test_tiers_decide_which_files_reach_the_model(make_gateway: GatewayFac
                                                         anthropic_llm: dict[str, Any]) -> None:
     # Per-turn recall off: it may quote a piece of any file, which is not what tiers load whole.
     gw = await make_gateway(llm=anthropic_llm, memory={"recall_k": 0})
-    await gw.handle_inbound(dm("hi"))
-    store = gw.memory_store(user_id(gw))
-    for name, text in USER_FILES.items():
-        store.write(name, text, source="test")
+    await alice_with_every_file(gw)
     marks = ("SHORT-MARK", "MID-MARK", "LONG-MARK", "SCRATCH-MARK", "TASK-MARK")
     seen: dict[int, set[str]] = {}
     for tier in (1, 2, 3, 4):
@@ -155,10 +163,7 @@ async def test_channel_tier_and_default_tier(make_gateway: GatewayFactory, fake_
 async def test_group_chats_never_receive_private_files(make_gateway: GatewayFactory, fake_anthropic: FakeAnthropic,
                                                        anthropic_llm: dict[str, Any]) -> None:
     gw = await make_gateway(llm=anthropic_llm, context={"default_tier": 4})
-    await gw.handle_inbound(dm("hi"))
-    store = gw.memory_store(user_id(gw))
-    for name, text in USER_FILES.items():
-        store.write(name, text, source="test")
+    await alice_with_every_file(gw)
     await gw.handle_inbound(group("what's up, group?"))
     system = fake_anthropic.system_text()
     assert "You are Kith" in system

@@ -1,4 +1,4 @@
-"""The built-in memory tools (plugins/tools.py) driven by a scripted model through the real client:
+"""The built-in memory tools (plugins/tools/) driven by a scripted model through the real client:
 what they write (through the guarded store, audited), what they return to the model, and where they
 are not offered (tiers, Off-The-Record, groups)."""
 
@@ -8,6 +8,8 @@ import json
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
+
+import pytest
 
 from gateway.app import Gateway
 from gateway.types import ConversationKind, InboundMessage
@@ -23,8 +25,19 @@ def dm(text: str, *, account: str = "alice", tier: int | None = None) -> Inbound
 
 
 def user_root(gw: Gateway, account: str = "alice") -> Path:
-    uid = gw.state.db.execute("SELECT user_id FROM identities WHERE account_id=?", (account,)).fetchone()[0]
+    uid = gw.identities.lookup("websocket", account)
+    assert uid is not None
     return Path(gw.config.data_dir) / "users" / uid
+
+
+@pytest.fixture
+async def alice_and_bob(make_gateway: GatewayFactory, anthropic_llm: dict[str, Any]) -> Gateway:
+    """Alice and Bob have each said hello, so each has a memory of their own; per-turn recall is off,
+    so only the tools read it."""
+    gw = await make_gateway(llm=anthropic_llm, memory={"recall_k": 0})
+    await gw.handle_inbound(dm("hi"))
+    await gw.handle_inbound(dm("hi", account="bob"))
+    return gw
 
 
 async def call(gw: Gateway, fake: FakeAnthropic, tool: str, args: dict[str, Any], *, tier: int = 4,
@@ -93,10 +106,8 @@ async def test_scratchpad_and_tasks_write_through_the_guarded_store(
 
 
 async def test_memory_get_reads_lists_and_stays_inside_the_root(
-        make_gateway: GatewayFactory, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]) -> None:
-    gw = await make_gateway(llm=anthropic_llm, memory={"recall_k": 0})
-    await gw.handle_inbound(dm("hi"))
-    await gw.handle_inbound(dm("hi", account="bob"))
+        alice_and_bob: Gateway, fake_anthropic: FakeAnthropic) -> None:
+    gw = alice_and_bob
     gw.memory_store(user_root(gw).name).write("people/sam.md", "Sam: climbing partner.", source="test")
     gw.memory_store(user_root(gw, "bob").name).write("USER.md", "Bob's secret.", source="test")
 
@@ -112,10 +123,8 @@ async def test_memory_get_reads_lists_and_stays_inside_the_root(
 
 
 async def test_memory_search_recalls_in_the_speakers_scope_only(
-        make_gateway: GatewayFactory, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]) -> None:
-    gw = await make_gateway(llm=anthropic_llm, memory={"recall_k": 0})
-    await gw.handle_inbound(dm("hi"))
-    await gw.handle_inbound(dm("hi", account="bob"))
+        alice_and_bob: Gateway, fake_anthropic: FakeAnthropic) -> None:
+    gw = alice_and_bob
     gw.memory_store(user_root(gw).name).write("notes.md", "The spare key is under the blue flowerpot.", source="t")
     gw.memory_store(user_root(gw, "bob").name).write("notes.md", "Bob hid the key in the red flowerpot.", source="t")
     await gw.settle()

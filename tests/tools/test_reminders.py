@@ -10,13 +10,14 @@ from pathlib import Path
 from typing import Any
 
 from gateway.app import Gateway
-from plugins.tools import parse_reminders, render_reminders
+from plugins.tools.reminders import parse_reminders, render_reminders
 from tests.conftest import GatewayFactory, WSClient
 from tests.fakes.anthropic import FakeAnthropic
 
 
 def reminders_file(gw: Gateway) -> Path:
-    uid = gw.state.db.execute("SELECT user_id FROM identities WHERE account_id='phone'").fetchone()[0]
+    uid = gw.identities.lookup("websocket", "phone")
+    assert uid is not None
     return Path(gw.config.data_dir) / "users" / uid / "REMINDERS.md"
 
 

@@ -16,6 +16,7 @@ from gateway.tools import Tool, ToolContext, ToolError
 from gateway.types import ConversationKind, InboundMessage, ToolCall, Turn
 from tests.conftest import GatewayFactory, WSClient
 from tests.fakes.anthropic import FakeAnthropic
+from tests.storage import select_rows
 
 WEATHER_SCHEMA = {"type": "object", "properties": {"city": {"type": "string"}}, "required": ["city"]}
 
@@ -80,7 +81,7 @@ async def test_tool_use_then_text_non_streaming(make_gateway: GatewayFactory, fa
     assert "tier 2" in result["content"] and "is_error" not in result
     assert second["system"] == first["system"], "the system prompt is not rebuilt between rounds"
     # the transcript holds the exchange as the user saw it, not the tool plumbing
-    rows = gw.state.all("SELECT role, content FROM turns ORDER BY rowid")
+    rows = select_rows(gw.state, "SELECT role, content FROM turns ORDER BY rowid")
     assert [r["content"] for r in rows] == ["weather in Lisbon?", "Let me look.\n\nIt is sunny in Lisbon."]
 
 

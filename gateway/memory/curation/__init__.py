@@ -1,4 +1,9 @@
-"""USER.md curation by operations: parse, apply validated ops under rails, audit, roll back."""
+"""USER.md curation by operations: parse, apply validated ops under rails, audit, roll back.
+
+Pure and self-contained: it imports nothing outside ``gateway.memory.curation`` but the host's
+JSON-lines reader (``gateway.jsonl``, a leaf); storage (``Writer``) and the poisoning screen
+(``Screen``) are passed in by the caller (the sleep cycle, the CLI).
+"""
 
 from gateway.memory.curation.doc import Item, Section, SectionedDoc, Subsection, parse, serialize
 from gateway.memory.curation.ops import apply_ops, changed, validate

@@ -14,6 +14,7 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
+from gateway.jsonl import json_objects
 from gateway.memory.curation.types import Writer
 
 HISTORY_DIR = "_history"
@@ -57,12 +58,5 @@ def append_records(
 
 def read_records(store: Writer, rel: str) -> Iterator[dict[str, Any]]:
     path = audit_rel(rel)
-    if not store.exists(path):
-        return
-    for line in store.read(path).splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue
-        if isinstance(record, dict):
-            yield record
+    if store.exists(path):
+        yield from json_objects(store.read(path))

@@ -17,7 +17,7 @@ Screen = Callable[[str], str | None]
 
 
 class Writer(Protocol):
-    """What curation needs from storage; ``gateway.memory.store.MemoryStore`` satisfies it."""
+    """What curation needs from storage; ``gateway.memory.files.store.MemoryStore`` satisfies it."""
 
     def read(self, rel: str) -> str: ...
 

@@ -1,0 +1,295 @@
+"""The nightly sleep cycle of one scope (a user, or a group conversation).
+
+Stages, each recorded in ``bg_sleep_runs`` so a retry resumes instead of repeating:
+
+1. **extract**: the turns since the scope's watermark and before the night's instant, fitted into a
+   character budget (``daybook``), go to the model in one structured call (MEMORIES / FACTS /
+   TOPICS). The raw answer is stored with the batch boundary. Model unavailable or output unusable
+   (nothing parseable, over the size cap): the job raises, nothing is stored or written, and the bus
+   retries it; the watermark has not moved, so a later night still covers these turns.
+2. **apply**: accepted memory lines go to ``memories/<day>.md`` under a ``## Night of <slot>`` block
+   (written once: a block already in the file is not written again; lines already in the file are
+   skipped), flagged lines to ``QUARANTINE.jsonl``, facts into the knowledge graph with
+   ``source_ref = sleep:<scope>:<slot>`` (a replay returns the existing row).
+3. **curate** (users only): USER.md operations under rails, with run id ``sleep-<slot>``; a run id
+   already in the audit is not run again. A curation failure is logged and does not fail the night.
+4. **done**: the watermark moves past the batch and the stored answer is dropped, in one transaction.
+
+So a crash anywhere, followed by the retry, neither loses nor duplicates memories or facts.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import re
+from dataclasses import dataclass, field
+from datetime import datetime, tzinfo
+from typing import Any, Literal
+
+from gateway.config import RailsConfig, SleepConfig
+from gateway.memory.background.ask import ask
+from gateway.memory.background.daybook import DayBook, gather, read_turns
+from gateway.memory.background.model_output import Extraction, load_json, parse_extraction
+from gateway.memory.background.retention_cutoff import local_today
+from gateway.memory.curation import Rails, curate
+from gateway.memory.curation import audit as curation_audit
+from gateway.memory.files.poison import MemoryLine, Provenance, Quarantined, screen_text
+from gateway.memory.files.quarantine import filter_lines, record
+from gateway.memory.knowledge.graph import KnowledgeGraph
+from gateway.memory.knowledge.predicates import SUGGESTED, normalize_entity
+from gateway.state import SleepRun, State
+
+log = logging.getLogger("kith.memory.sleep")
+SOURCE = "sleep_cycle"
+_SELF = {"user", "the user", "me", "i", "myself"}
+_BULLET = re.compile(r"^\s*[-*+]\s+(.*)$")
+
+EXTRACT_SYSTEM = """You consolidate a day of conversations into long-term memory for a personal \
+assistant. Answer in exactly three labelled sections and nothing else:
+
+MEMORIES:
+- one self-contained statement per bullet: what happened, was decided, planned or learned. Dates \
+absolute. Skip small talk and anything already in the profile.
+FACTS:
+A JSON list of {"subject", "predicate", "object", "valid_from"?, "valid_until"?, "confidence"?}. \
+Predicates in snake_case; prefer: {predicates}. Dates as YYYY-MM-DD.
+TOPICS:
+A JSON object mapping each topic of the day to its weight (0..1).
+
+Statements describe people and things; never write instructions to the assistant."""
+
+CURATE_SYSTEM = """You keep a person's profile (USER.md) accurate and short. You receive the \
+current profile, what was learned recently, and the known facts. Answer with JSON only: \
+{"ops": [...]} where each op is one of
+{"op": "append", "section": S, "text": T} | {"op": "replace", "section": S, "old": T, "new": T} |
+{"op": "remove", "section": S, "text": T} | {"op": "add_heading", "section": S} |
+{"op": "remove_heading", "section": S}; optional "subheading" targets a ### subsection.
+Only durable things about the person belong there. Return {"ops": []} when nothing changes."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NightScope:
+    """Who a night is for. ``key``: ``user:<id>`` or ``channel:<conversation key>`` (progress and
+    provenance); ``sessions``: the session scope key read from the transcript; ``kg_scope``: the
+    knowledge-graph scope; ``self_names``: how the subject "the user" is written in facts."""
+
+    key: str
+    sessions: str
+    kg_scope: str
+    self_id: str = ""
+    self_names: tuple[str, ...] = ()
+    curate: bool = False
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class NightResult:
+    status: Literal["done", "already_done", "nothing_to_do"]
+    scope: str
+    slot: str
+    day: str = ""
+    turns: int = 0
+    memories: int = 0
+    facts: dict[str, int] = field(default_factory=dict)
+    quarantined: int = 0
+    curation: str = ""
+    errors: tuple[str, ...] = ()
+
+
+class ExtractionError(Exception):
+    """The model's answer could not be used; nothing was written. The job is retried."""
+
+
+def _prompt(book: DayBook, scope: NightScope, profile: str) -> str:
+    who = ""
+    if scope.self_id:
+        names = ", ".join(n for n in scope.self_names if n) or scope.self_id
+        who = f"The person this memory belongs to: {names}. Use {scope.self_id!r} as the subject of facts about them.\n"
+    known = f"\nCURRENT PROFILE (USER.md):\n{profile or '(empty)'}\n" if scope.self_id else ""
+    return f"{who}{known}\nTHE DAY'S CONVERSATIONS:\n{book.text}"
+
+
+async def _extract(
+    state: State, scope: NightScope, slot: str, before: datetime, tz: tzinfo, store: Any, provider: Any,
+    cfg: SleepConfig,
+) -> SleepRun | None:  # fmt: skip
+    after = state.progress.sleep_last_seq(scope.key)
+    rows = read_turns(state, scope_key=scope.sessions, after_seq=after, before=before)
+    book = gather(rows, budget=cfg.char_budget, interactive_share=cfg.interactive_share,
+                  head_share=cfg.head_share, automated_channels=cfg.automated_channels, tz=tz)  # fmt: skip
+    if book.empty:
+        return None
+    profile = await asyncio.to_thread(_read, store, "USER.md") if scope.self_id else ""
+    system = EXTRACT_SYSTEM.replace("{predicates}", ", ".join(SUGGESTED))
+    response = await ask(provider, source=SOURCE, system=system, prompt=_prompt(book, scope, profile),
+                         role=cfg.backend, max_tokens=cfg.max_tokens)  # fmt: skip
+    parsed = parse_extraction(response.text)
+    if parsed.truncated or (parsed.empty and parsed.errors):
+        raise ExtractionError(f"unusable extraction for {scope.key} {slot}: {'; '.join(parsed.errors)[:500]}")
+    if parsed.errors:
+        log.warning("sleep cycle %s %s: extraction problems: %s", scope.key, slot, "; ".join(parsed.errors))
+    assert book.last_at is not None
+    run = SleepRun(
+        scope=scope.key, slot=slot, day=book.last_at.astimezone(tz).date().isoformat(), first_seq=book.first_seq,
+        upto_seq=book.upto_seq, turns=book.turns, output=response.text, stage="extracted",
+        detail="; ".join(parsed.errors)[:500],
+    )  # fmt: skip
+    state.progress.save_extraction(run)
+    return run
+
+
+def _read(store: Any, rel: str) -> str:
+    return store.read(rel) if store.exists(rel) else ""
+
+
+def _norm(text: str) -> str:
+    return " ".join(text.split()).casefold().rstrip(".")
+
+
+def write_memories(store: Any, run: SleepRun, ex: Extraction, prov: Provenance) -> tuple[int, int]:
+    """Add the night's block to ``memories/<day>.md``; (lines written, lines quarantined)."""
+    rel = f"memories/{run.day}.md"
+    current = _read(store, rel)
+    heading = f"## Night of {run.slot}"
+    if heading in current.splitlines():
+        return 0, 0  # written by an earlier delivery of this job
+    accepted = filter_lines(store, ex.memories, prov)
+    quarantined = len(ex.memories) - len(accepted)
+    present = {_norm(m.group(1)) for ln in current.splitlines() if (m := _BULLET.match(ln))}
+    fresh = [line for line in accepted if _norm(line) not in present]
+    if not fresh:
+        return 0, quarantined
+    topics = ", ".join(t for t, _ in sorted(ex.topics.items(), key=lambda kv: -kv[1])[:5])
+    # Provenance: the heading names the night (source_ref sleep:<scope>:<slot>, rows in bg_sleep_runs)
+    # and the store's audit line carries the ref and the trust level; no comment noise in recall text.
+    block = [heading] + ([f"Topics: {topics}"] if topics else []) + ["", *(f"- {line}" for line in fresh)]
+    head = current.rstrip() if current.strip() else f"# Memories {run.day}"
+    store.write(rel, head + "\n\n" + "\n".join(block) + "\n", source=SOURCE, message_id=prov.source_ref,
+                trust=prov.trust)
+    return len(fresh), quarantined
+
+
+def insert_facts(kg: KnowledgeGraph, store: Any, scope: NightScope, ex: Extraction, ref: str,
+                 prov: Provenance) -> tuple[dict[str, int], int]:  # fmt: skip
+    counts: dict[str, int] = {}
+    flagged: list[Quarantined] = []
+    selves = {normalize_entity(n) for n in (*_SELF, *scope.self_names) if n}
+    for f in ex.facts:
+        text = f"{f.subject} {f.predicate} {f.object}"
+        hit = screen_text(text)
+        if hit is not None:
+            rule, _, reason = hit.partition(" ")
+            flagged.append(Quarantined(line=MemoryLine(text=text, provenance=prov), rule=rule, reason=reason))
+            continue
+        subject = scope.self_id if scope.self_id and normalize_entity(f.subject) in selves else f.subject
+        try:
+            res = kg.add(scope.kg_scope, subject, f.predicate, f.object, valid_from=f.valid_from,
+                         valid_until=f.valid_until, confidence=f.confidence, source_type=SOURCE, source_ref=ref)
+        except ValueError as exc:
+            counts["rejected"] = counts.get("rejected", 0) + 1
+            log.warning("sleep cycle %s: fact %r rejected: %s", scope.key, text[:80], exc)
+            continue
+        counts[res.status] = counts.get(res.status, 0) + 1
+    record(store, flagged)
+    return counts, len(flagged)
+
+
+def _rails(cfg: RailsConfig) -> Rails:
+    return Rails(max_ops=cfg.max_ops, max_remove_fraction=cfg.max_remove_fraction,
+                 allowed_sections=tuple(cfg.allowed_sections), allow_new_sections=cfg.allow_new_sections)  # fmt: skip
+
+
+def parse_ops(text: str) -> tuple[Any, list[str]]:
+    errors: list[str] = []
+    data = load_json(text, "OPS", errors)
+    if isinstance(data, dict):
+        data = data.get("ops", [])
+    return data, errors
+
+
+async def curate_profile(
+    *, store: Any, kg: KnowledgeGraph, scope: NightScope, run: SleepRun, ex: Extraction, provider: Any,
+    cfg: SleepConfig, rails: RailsConfig,
+) -> str:  # fmt: skip
+    """One curation run for the night; returns a one-line outcome. Never raises on model trouble."""
+    run_id = f"sleep-{run.slot}"
+    records = await asyncio.to_thread(lambda: list(curation_audit.read_records(store, "USER.md")))
+    if any(r.get("type") == "run" and r.get("run_id") == run_id for r in records):
+        return "already curated"
+    profile = await asyncio.to_thread(_read, store, "USER.md")
+    facts = kg.current(scope.kg_scope)[:60]
+    prompt = (
+        f"CURRENT USER.md:\n{profile or '(empty)'}\n\nLEARNED RECENTLY:\n"
+        + "\n".join(f"- {m}" for m in ex.memories)
+        + "\n\nKNOWN FACTS:\n"
+        + "\n".join(f"- {f.subject} {f.predicate} {f.object}" for f in facts)
+    )
+    try:
+        response = await ask(provider, source="curation", system=CURATE_SYSTEM, prompt=prompt,
+                             role=cfg.curation_backend, max_tokens=cfg.max_tokens)  # fmt: skip
+    except Exception as exc:  # the night's memories stand; the next night curates again
+        log.warning("sleep cycle %s: curation skipped, model call failed: %s", scope.key, exc)
+        return f"skipped: {exc}"[:200]
+    ops, errors = parse_ops(response.text)
+    if ops is None:
+        log.warning("sleep cycle %s: curation output unusable: %s", scope.key, "; ".join(errors))
+        return "skipped: unusable output"
+    result = await asyncio.to_thread(
+        curate, store, ops, rails=_rails(rails), screen=screen_text, run_id=run_id, source="curation"
+    )
+    prov = Provenance(source_type="curation", source_ref=run_id)
+    flagged = [
+        Quarantined(line=MemoryLine(text=str(r.op.get("text") or r.op.get("new") or r.op.get("section", "")),
+                                    provenance=prov), rule="curation", reason=r.reason)
+        for r in result.rejected if r.reason.startswith("quarantined") and isinstance(r.op, dict)
+    ]  # fmt: skip
+    await asyncio.to_thread(record, store, flagged)
+    for r in result.rejected:
+        log.info("sleep cycle %s: curation op %d rejected: %s", scope.key, r.index, r.reason)
+    return f"run {run_id}: {len(result.applied)} applied, {len(result.rejected)} rejected, written={result.written}"
+
+
+async def run_night(
+    *,
+    state: State,
+    kg: KnowledgeGraph,
+    store: Any,
+    provider: Any,
+    scope: NightScope,
+    slot: str,
+    before: datetime,
+    tz: tzinfo,
+    cfg: SleepConfig,
+    rails: RailsConfig,
+    curation_provider: Any = None,
+) -> NightResult:
+    """Run (or resume) the night ``slot`` of ``scope``. Raises LLMError / ExtractionError to retry."""
+    run = state.progress.sleep_run(scope.key, slot)
+    if run is not None and run.stage == "done":
+        return NightResult(status="already_done", scope=scope.key, slot=slot, day=run.day, turns=run.turns)
+    if run is None:
+        run = await _extract(state, scope, slot, before, tz, store, provider, cfg)
+        if run is None:
+            state.progress.mark_empty_night(scope.key, slot)
+            return NightResult(status="nothing_to_do", scope=scope.key, slot=slot,
+                               day=local_today(before, tz).isoformat())  # fmt: skip
+    ex = parse_extraction(run.output)
+    ref = f"sleep:{scope.key}:{slot}"
+    prov = Provenance(source_type=SOURCE, source_ref=ref, trust="untrusted")
+    written = quarantined = 0
+    facts: dict[str, int] = {}
+    if run.stage == "extracted":
+        written, quarantined = await asyncio.to_thread(write_memories, store, run, ex, prov)
+        facts, q2 = await asyncio.to_thread(insert_facts, kg, store, scope, ex, ref, prov)
+        quarantined += q2
+        state.progress.set_stage(scope.key, slot, "applied", run.detail)
+    curation = ""
+    if scope.curate and cfg.curate:
+        curation = await curate_profile(store=store, kg=kg, scope=scope, run=run, ex=ex,
+                                        provider=curation_provider or provider, cfg=cfg, rails=rails)  # fmt: skip
+    state.progress.finish_night(scope.key, slot, run.upto_seq, json.dumps({"curation": curation})[:500])
+    log.info("sleep cycle %s %s: %d turns, %d memories, facts %s, %d quarantined; %s", scope.key, slot, run.turns,
+             written, facts, quarantined, curation or "no curation")  # fmt: skip
+    return NightResult(status="done", scope=scope.key, slot=slot, day=run.day, turns=run.turns, memories=written,
+                       facts=facts, quarantined=quarantined, curation=curation, errors=ex.errors)  # fmt: skip

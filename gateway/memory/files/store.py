@@ -1,0 +1,315 @@
+"""MemoryStore: one root of Markdown files, and the single guarded path every write goes through.
+
+Roots are ``<data_dir>/users/<id>/``, ``<data_dir>/channels/<channel>-<conversation>/`` and
+``<data_dir>/personas/<name>/``. Every write checks containment (see ``guarded_fs``), the per-file size
+cap, takes a per-file ``flock``, replaces the file atomically, appends an audit line and then tells
+``on_write`` which file changed (the indexer's seam). All methods are synchronous: files are small, and
+an async caller wraps calls in ``asyncio.to_thread`` when it must not block its loop.
+"""
+
+from __future__ import annotations
+
+import builtins
+import contextlib
+import fcntl
+import hashlib
+import logging
+import os
+import re
+import stat
+import time
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from gateway.memory.files import guarded_fs
+from gateway.memory.files.audit import append_audit, audit_record
+from gateway.memory.files.errors import (
+    FileTooLargeError,
+    InvalidPatternError,
+    MemoryFileNotFoundError,
+    MemoryStoreError,
+    NotAFileError,
+    PathEscapeError,
+    ReservedPathError,
+)
+
+__all__ = [
+    "FileTooLargeError",
+    "GrepHit",
+    "InvalidPatternError",
+    "MemoryEntry",
+    "MemoryFileNotFoundError",
+    "MemoryStore",
+    "MemoryStoreError",
+    "NotAFileError",
+    "PathEscapeError",
+    "ReservedPathError",
+]
+
+log = logging.getLogger(__name__)
+
+INDEX_DIR = ".index"
+LOCK_DIR = ".locks"
+AUDIT_FILE = ".audit.jsonl"
+_GITIGNORE = f"{INDEX_DIR}/\n{LOCK_DIR}/\n"
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryEntry:
+    path: str  # relative to the root, "/"-separated
+    is_dir: bool
+    size: int
+    mtime: float
+
+
+@dataclass(frozen=True, slots=True)
+class GrepHit:
+    path: str
+    line_no: int  # 1-based
+    line: str
+
+
+class MemoryStore:
+    def __init__(
+        self,
+        root: Path,
+        *,
+        max_file_bytes: int = 256 * 1024,
+        audit_path: Path | None = None,
+        on_write: Callable[[str], None] | None = None,
+        max_results: int = 1000,
+    ) -> None:
+        root = Path(root)
+        root.mkdir(parents=True, exist_ok=True, mode=0o700)
+        self.root = root.resolve()  # the root itself may be a symlink (operator's choice)
+        self.max_file_bytes = max_file_bytes
+        self.audit_path = audit_path or self.root / AUDIT_FILE
+        self.on_write = on_write
+        self.max_results = max_results
+        self._gitignore_checked = False
+
+    # ------------------------------------------------------------------------------------- reads
+
+    def read(self, rel: str) -> str:
+        return self.read_bytes(rel).decode("utf-8", errors="replace")
+
+    def read_bytes(self, rel: str) -> bytes:
+        """The file's exact bytes (for copying it elsewhere without a lossy decode)."""
+        parts = guarded_fs.split_rel(rel)
+        with self._root_fd() as rfd:
+            return guarded_fs.read_file(rfd, parts, rel)
+
+    def exists(self, rel: str) -> bool:
+        try:
+            self.stat(rel)
+        except (MemoryFileNotFoundError, NotAFileError):
+            return False
+        return True
+
+    def stat(self, rel: str) -> MemoryEntry:
+        parts = guarded_fs.split_rel(rel)
+        with self._root_fd() as rfd, guarded_fs.parent_dir(rfd, parts, rel) as dfd:
+            st = guarded_fs.lstat_target(dfd, parts[-1])
+        if st is None:
+            raise MemoryFileNotFoundError(rel)
+        if stat.S_ISLNK(st.st_mode):
+            raise PathEscapeError(rel, "file is a symlink")
+        return MemoryEntry("/".join(parts), stat.S_ISDIR(st.st_mode), st.st_size, st.st_mtime)
+
+    def list(self, rel: str = "") -> builtins.list[MemoryEntry]:
+        """Entries directly inside directory ``rel`` (dot-names and symlinks are not shown)."""
+        parts = guarded_fs.split_rel(rel, allow_root=True)
+        prefix = "/".join(parts)
+        out: builtins.list[MemoryEntry] = []
+        with self._root_fd() as rfd:
+            fd = guarded_fs.open_dir(rfd, parts, rel)
+            try:
+                with os.scandir(fd) as it:
+                    for e in it:
+                        st = e.stat(follow_symlinks=False)
+                        if e.name.startswith(".") or not (stat.S_ISREG(st.st_mode) or stat.S_ISDIR(st.st_mode)):
+                            continue
+                        path = f"{prefix}/{e.name}" if prefix else e.name
+                        out.append(MemoryEntry(path, stat.S_ISDIR(st.st_mode), st.st_size, st.st_mtime))
+            finally:
+                os.close(fd)
+        return sorted(out, key=lambda m: m.path)
+
+    def files(self, rel: str = "") -> builtins.list[MemoryEntry]:
+        """Every regular file below ``rel``, recursively (what the indexer walks)."""
+        parts = guarded_fs.split_rel(rel, allow_root=True)
+        with self._root_fd() as rfd:
+            try:
+                files = guarded_fs.walk_files(rfd, parts, rel)
+                return [MemoryEntry(p, False, st.st_size, st.st_mtime) for p, st in files]
+            except MemoryFileNotFoundError:
+                return []
+
+    def grep(self, pattern: str, rel: str = "", *, case_insensitive: bool = True) -> builtins.list[GrepHit]:
+        try:
+            rx = re.compile(pattern, re.IGNORECASE if case_insensitive else 0)
+        except re.error as exc:
+            raise InvalidPatternError(f"bad pattern {pattern!r}: {exc}") from None
+        hits: builtins.list[GrepHit] = []
+        if guarded_fs.split_rel(rel, allow_root=True):
+            try:
+                entry = self.stat(rel)
+            except MemoryFileNotFoundError:
+                return []
+            targets = [m.path for m in self.files(rel)] if entry.is_dir else [entry.path]
+        else:
+            targets = [m.path for m in self.files()]
+        for path in targets:
+            try:
+                text = self.read(path)
+            except MemoryStoreError:
+                continue  # changed under us; grep is best-effort over a live tree
+            for no, line in enumerate(text.splitlines(), 1):
+                if rx.search(line):
+                    hits.append(GrepHit(path, no, line))
+                    if len(hits) >= self.max_results:
+                        return hits
+        return hits
+
+    # ------------------------------------------------------------------------------------ writes
+
+    def write(self, rel: str, text: str, *, source: str, message_id: str = "", trust: str = "system") -> int:
+        """Replace ``rel`` with ``text``; return the new size in bytes."""
+        parts = guarded_fs.split_rel(rel)
+        data = _encode(rel, text)
+        self._check_size(rel, len(data))
+        with (
+            self._root_fd() as rfd,
+            self._lock(rfd, parts),
+            guarded_fs.parent_dir(rfd, parts, rel, create=True) as dfd,
+        ):
+            guarded_fs.atomic_replace(dfd, parts[-1], data, rel)
+        return self._written("write", parts, data, source, message_id, trust)
+
+    def append(self, rel: str, text: str, *, source: str, message_id: str = "", trust: str = "system") -> int:
+        """Append ``text`` (rewriting the whole file atomically, so a crash never leaves half a line)."""
+        parts = guarded_fs.split_rel(rel)
+        extra = _encode(rel, text)
+        with (
+            self._root_fd() as rfd,
+            self._lock(rfd, parts),
+            guarded_fs.parent_dir(rfd, parts, rel, create=True) as dfd,
+        ):
+            try:
+                old = guarded_fs.read_file(rfd, parts, rel)
+            except MemoryFileNotFoundError:
+                old = b""
+            data = old + extra
+            self._check_size(rel, len(data))
+            guarded_fs.atomic_replace(dfd, parts[-1], data, rel)
+        return self._written("append", parts, data, source, message_id, trust, added=len(extra))
+
+    def delete(self, rel: str, *, source: str, message_id: str = "", trust: str = "system") -> None:
+        parts = guarded_fs.split_rel(rel)
+        with self._root_fd() as rfd, self._lock(rfd, parts), guarded_fs.parent_dir(rfd, parts, rel) as dfd:
+            guarded_fs.check_replaceable(dfd, parts[-1], rel)
+            try:
+                os.unlink(parts[-1], dir_fd=dfd)
+            except FileNotFoundError:
+                raise MemoryFileNotFoundError(rel) from None
+            os.fsync(dfd)
+        self._written("delete", parts, b"", source, message_id, trust)
+
+    def move(self, src: str, dst: str, *, source: str, message_id: str = "", trust: str = "system") -> None:
+        """Rename a file inside the root (both ends guarded); fails if ``dst`` exists."""
+        guarded_fs.split_rel(src), guarded_fs.split_rel(dst)  # refuse bad paths before touching anything
+        if self.exists(dst):
+            raise MemoryStoreError(f"cannot move {src!r}: {dst!r} already exists")
+        text = self.read(src)
+        # Through write + delete rather than rename(2): both ends get containment, locks and audit.
+        self.write(dst, text, source=source, message_id=message_id, trust=trust)
+        self.delete(src, source=source, message_id=message_id, trust=trust)
+
+    def remove_stale_temp_files(self, older_than_s: float = 3600.0) -> int:
+        """Remove temp files of writers that died mid-write (they are hidden, but take space)."""
+        with self._root_fd() as rfd:
+            return guarded_fs.remove_stale_temps(rfd, time.time() - older_than_s)
+
+    # ---------------------------------------------------------------------------------- internals
+
+    def index_dir(self) -> Path:
+        """``<root>/.index/``: derived data only, ignored by git, safe to delete at any time."""
+        self._ensure_gitignore()
+        path = self.root / INDEX_DIR
+        path.mkdir(exist_ok=True, mode=0o700)
+        return path
+
+    @contextlib.contextmanager
+    def _root_fd(self) -> Iterator[int]:
+        fd = os.open(self.root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+
+    @contextlib.contextmanager
+    def _lock(self, root_fd: int, parts: tuple[str, ...]) -> Iterator[None]:
+        # A sidecar lock file: locking the data file itself would not survive the rename.
+        self._ensure_gitignore()
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(LOCK_DIR, 0o700, dir_fd=root_fd)
+        name = hashlib.sha1("/".join(parts).encode()).hexdigest() + ".lock"
+        ldir = os.open(LOCK_DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=root_fd)
+        try:
+            fd = os.open(name, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=ldir)
+        finally:
+            os.close(ldir)
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX)
+            yield
+        finally:
+            os.close(fd)  # closing the descriptor releases the flock
+
+    def _check_size(self, rel: str, size: int) -> None:
+        if size > self.max_file_bytes:
+            raise FileTooLargeError(rel, size, self.max_file_bytes)
+
+    def _ensure_gitignore(self) -> None:
+        if self._gitignore_checked:
+            return
+        path = self.root / ".gitignore"
+        try:
+            current = path.read_text(encoding="utf-8") if not path.is_symlink() else None
+        except FileNotFoundError:
+            current = ""
+        if current is not None and not all(line in current.splitlines() for line in _GITIGNORE.split()):
+            with self._root_fd() as rfd:
+                body = current + ("\n" if current and not current.endswith("\n") else "") + _GITIGNORE
+                guarded_fs.atomic_replace(rfd, ".gitignore", body.encode(), ".gitignore")
+        self._gitignore_checked = True
+
+    def _written(
+        self,
+        op: str,
+        parts: tuple[str, ...],
+        data: bytes,
+        source: str,
+        message_id: str,
+        trust: str,
+        added: int | None = None,
+    ) -> int:
+        rel = "/".join(parts)
+        record = audit_record(op=op, rel=rel, data=data, source=source, message_id=message_id, trust=trust, added=added)
+        append_audit(self.audit_path, record)
+        if self.on_write is not None:
+            try:
+                self.on_write(rel)
+            except Exception:
+                # The write is durable; a failing index hook must not turn it into an error.
+                log.exception("memory on_write hook failed for %s", rel)
+        return len(data)
+
+
+def _encode(rel: str, text: str) -> bytes:
+    if not isinstance(text, str):
+        raise MemoryStoreError(f"{rel}: content must be str, got {type(text).__name__}")
+    try:
+        return text.encode("utf-8")
+    except UnicodeEncodeError:
+        raise MemoryStoreError(f"{rel}: content is not valid UTF-8 text") from None

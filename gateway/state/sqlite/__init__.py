@@ -1,0 +1,66 @@
+"""The SQLite backend: one connection per database file, every store on it.
+
+The only place in kith with SQL text or ``sqlite3`` (tests/core/test_storage_seam.py checks it).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterable
+from contextlib import AbstractContextManager
+from pathlib import Path
+
+from gateway.state.sqlite.access import SqliteAccess
+from gateway.state.sqlite.database import Database, connect
+from gateway.state.sqlite.knowledge import SqliteKnowledge
+from gateway.state.sqlite.links import SqliteLinkRequests
+from gateway.state.sqlite.migrations import COMPONENTS, migrate
+from gateway.state.sqlite.progress import SqliteProgress
+from gateway.state.sqlite.sessions import SqliteConversations, SqliteDedupe, SqliteSessions
+from gateway.state.sqlite.transcript import SqliteCompactions, SqliteTurns
+from gateway.state.sqlite.users import SqliteIdentities, SqliteUsers
+
+__all__ = ["SqliteState", "open_sqlite"]
+
+
+class SqliteState:
+    """``gateway.state.State`` on one SQLite file."""
+
+    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
+        self.path = path
+        self.database = Database(conn)
+        self.users = SqliteUsers(self.database)
+        self.identities = SqliteIdentities(self.database)
+        self.links = SqliteLinkRequests(self.database)
+        self.sessions = SqliteSessions(self.database)
+        self.turns = SqliteTurns(self.database)
+        self.compactions = SqliteCompactions(self.database)
+        self.conversations = SqliteConversations(self.database)
+        self.dedupe = SqliteDedupe(self.database)
+        self.access = SqliteAccess(self.database)
+        self.knowledge = SqliteKnowledge(self.database)
+        self.progress = SqliteProgress(self.database)
+
+    @property
+    def db(self) -> sqlite3.Connection:
+        """The connection itself: for tests that check storage (a page limit, the VM steps a read costs),
+        never part of ``State``."""
+        return self.database.conn
+
+    def tx(self) -> AbstractContextManager[None]:
+        return self.database.tx()
+
+    def close(self) -> None:
+        self.database.close()
+
+
+def open_sqlite(path: Path, components: Iterable[str] = COMPONENTS) -> SqliteState:
+    """Open (creating and migrating as needed) the database at ``path``. Blocking: on the event loop,
+    use ``gateway.state.open_state_async``."""
+    conn = connect(path)
+    try:
+        migrate(conn, components)
+    except BaseException:
+        conn.close()
+        raise
+    return SqliteState(conn, path)

@@ -1,0 +1,331 @@
+"""Versioned schema migrations of the SQLite backend.
+
+Each component of the schema has an ordered list of steps; ``schema_version`` records, per component,
+how many have been applied. Opening a database applies the missing steps, all in one ``BEGIN
+IMMEDIATE`` transaction (SQLite's DDL is transactional: a failing step leaves the file as it was),
+so two processes opening a database together (the daemon and a kith worker) never both apply one.
+A database written by a newer kith (a version past the last step) is refused, not guessed at.
+
+Components: ``state`` holds everything the gateway keeps (users, identities, sessions, the
+transcript, dedupe keys, conversations, link requests, the access tables, job progress); ``knowledge``
+holds the knowledge graph, which may also live in a file of its own (``kith facts`` on a copy, tests).
+
+Step 1 of each component is the schema kith created before migrations existed, verbatim (``CREATE
+... IF NOT EXISTS``), so a data directory made by an older kith is upgraded in place: step 1 finds its
+tables and keeps their rows, later steps change them. A new schema change is a new step at the end of
+its list, never an edit of an applied one (tests/state/test_migrations.py opens a data directory made
+by the code before this module and checks that it keeps its rows).
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+
+from gateway.state.errors import SchemaError
+from gateway.state.timestamps import ts
+
+
+@dataclass(frozen=True, slots=True)
+class Migration:
+    summary: str
+    statements: tuple[str, ...] = ()
+    apply: Callable[[sqlite3.Connection], None] | None = None  # data changes SQL alone cannot express
+
+
+def _script(text: str) -> tuple[str, ...]:
+    """A script of ``;``-separated statements (none of ours has a ``;`` inside a literal or comment)."""
+    return tuple(s.strip() for s in text.split(";") if s.strip())
+
+
+_STATE_V1 = """
+CREATE TABLE IF NOT EXISTS users (
+    user_id TEXT PRIMARY KEY,
+    display_name TEXT NOT NULL DEFAULT '',
+    timezone TEXT NOT NULL DEFAULT 'UTC',
+    created_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS users_timezone ON users(timezone, user_id);
+CREATE INDEX IF NOT EXISTS users_created ON users(created_at, user_id);
+CREATE TABLE IF NOT EXISTS identities (
+    channel TEXT NOT NULL,
+    account_id TEXT NOT NULL,
+    user_id TEXT NOT NULL REFERENCES users(user_id),
+    display_name TEXT NOT NULL DEFAULT '',
+    source TEXT NOT NULL DEFAULT 'auto',
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (channel, account_id)
+);
+CREATE INDEX IF NOT EXISTS identities_user ON identities(user_id);
+CREATE TABLE IF NOT EXISTS link_codes (
+    code TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    channel TEXT NOT NULL,
+    account_id TEXT NOT NULL,
+    expires_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS sessions (
+    session_id TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    scope_key TEXT NOT NULL,
+    conversation_key TEXT NOT NULL,
+    persona TEXT NOT NULL DEFAULT 'default',
+    started_at TEXT NOT NULL,
+    last_active_at TEXT NOT NULL,
+    ended_at TEXT
+);
+CREATE INDEX IF NOT EXISTS sessions_scope ON sessions(scope_key, ended_at);
+CREATE TABLE IF NOT EXISTS turns (
+    seq INTEGER PRIMARY KEY AUTOINCREMENT,
+    turn_id TEXT NOT NULL,
+    session_id TEXT NOT NULL,
+    user_id TEXT NOT NULL,
+    role TEXT NOT NULL,
+    content TEXT NOT NULL,
+    channel TEXT NOT NULL,
+    conversation_key TEXT NOT NULL,
+    speaker TEXT NOT NULL DEFAULT '',
+    created_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS turns_session ON turns(session_id, seq);
+CREATE INDEX IF NOT EXISTS turns_user ON turns(user_id, seq);
+CREATE TABLE IF NOT EXISTS dedupe (
+    channel TEXT NOT NULL,
+    message_id TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    PRIMARY KEY (channel, message_id)
+);
+CREATE INDEX IF NOT EXISTS dedupe_created ON dedupe(created_at);
+CREATE TABLE IF NOT EXISTS compactions (
+    session_id TEXT PRIMARY KEY,
+    upto_seq INTEGER NOT NULL,
+    summary TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS watermarks (
+    name TEXT PRIMARY KEY,
+    seq INTEGER NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS conversations (
+    conversation_key TEXT PRIMARY KEY,
+    channel TEXT NOT NULL,
+    conversation_id TEXT NOT NULL,
+    kind TEXT NOT NULL,
+    user_id TEXT NOT NULL DEFAULT '',
+    persona TEXT NOT NULL DEFAULT 'default',
+    last_seen_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS link_requests (
+    code TEXT PRIMARY KEY,
+    issuer_user TEXT NOT NULL,
+    issuer_channel TEXT NOT NULL,
+    issuer_account TEXT NOT NULL,
+    issuer_conversation TEXT NOT NULL DEFAULT '',
+    issuer_name TEXT NOT NULL DEFAULT '',
+    issuer_token TEXT NOT NULL DEFAULT '',
+    issuer_ok INTEGER NOT NULL DEFAULT 0,
+    redeemer_user TEXT,
+    redeemer_channel TEXT,
+    redeemer_account TEXT,
+    redeemer_conversation TEXT NOT NULL DEFAULT '',
+    redeemer_name TEXT NOT NULL DEFAULT '',
+    redeemer_token TEXT NOT NULL DEFAULT '',
+    redeemer_ok INTEGER NOT NULL DEFAULT 0,
+    created_at TEXT NOT NULL,
+    expires_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS link_requests_issuer ON link_requests(issuer_channel, issuer_account);
+CREATE INDEX IF NOT EXISTS link_requests_redeemer ON link_requests(redeemer_channel, redeemer_account);
+CREATE TABLE IF NOT EXISTS access_pairing (
+    code TEXT PRIMARY KEY,
+    channel TEXT NOT NULL,
+    account_id TEXT NOT NULL,
+    display_name TEXT NOT NULL DEFAULT '',
+    created_at TEXT NOT NULL,
+    expires_at TEXT NOT NULL,
+    last_reply_at TEXT NOT NULL,
+    requests INTEGER NOT NULL DEFAULT 1,
+    UNIQUE (channel, account_id)
+);
+CREATE TABLE IF NOT EXISTS access_pairing_issued (
+    channel TEXT NOT NULL,
+    account_id TEXT NOT NULL,
+    issued_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS access_pairing_issued_account ON access_pairing_issued(channel, account_id);
+CREATE TABLE IF NOT EXISTS access_pairing_stats (
+    channel TEXT PRIMARY KEY,
+    refused INTEGER NOT NULL DEFAULT 0,
+    evicted INTEGER NOT NULL DEFAULT 0,
+    over_quota INTEGER NOT NULL DEFAULT 0,
+    since TEXT NOT NULL,
+    last_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS access_invites (
+    code TEXT PRIMARY KEY,
+    channel TEXT NOT NULL DEFAULT '',
+    note TEXT NOT NULL DEFAULT '',
+    created_at TEXT NOT NULL,
+    expires_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS access_approved (
+    channel TEXT NOT NULL,
+    account_id TEXT NOT NULL,
+    display_name TEXT NOT NULL DEFAULT '',
+    approved_at TEXT NOT NULL,
+    via TEXT NOT NULL DEFAULT 'pairing',
+    PRIMARY KEY (channel, account_id)
+);
+CREATE TABLE IF NOT EXISTS bg_writer (
+    session_id TEXT PRIMARY KEY,
+    last_seq INTEGER NOT NULL,
+    updated_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS bg_sleep (
+    scope TEXT PRIMARY KEY,
+    last_seq INTEGER NOT NULL DEFAULT 0,
+    last_slot TEXT NOT NULL DEFAULT '',
+    updated_at TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS bg_sleep_runs (
+    scope TEXT NOT NULL,
+    slot TEXT NOT NULL,
+    day TEXT NOT NULL,
+    first_seq INTEGER NOT NULL,
+    upto_seq INTEGER NOT NULL,
+    turns INTEGER NOT NULL,
+    output TEXT NOT NULL DEFAULT '',
+    stage TEXT NOT NULL,
+    detail TEXT NOT NULL DEFAULT '',
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (scope, slot)
+);
+CREATE TABLE IF NOT EXISTS bg_distill (
+    user_id TEXT NOT NULL,
+    tier TEXT NOT NULL,
+    status TEXT NOT NULL,
+    detail TEXT NOT NULL DEFAULT '',
+    chars INTEGER NOT NULL DEFAULT 0,
+    started_at TEXT NOT NULL,
+    finished_at TEXT,
+    PRIMARY KEY (user_id, tier)
+);
+CREATE TABLE IF NOT EXISTS bg_retention (
+    scope TEXT PRIMARY KEY,
+    last_cutoff TEXT NOT NULL,
+    updated_at TEXT NOT NULL
+);
+"""
+
+_KNOWLEDGE_V1 = """
+CREATE TABLE IF NOT EXISTS kg_facts (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    user_id TEXT NOT NULL,
+    subject TEXT NOT NULL,
+    subject_key TEXT NOT NULL,
+    predicate TEXT NOT NULL,
+    object TEXT NOT NULL,
+    object_key TEXT NOT NULL,
+    valid_from TEXT NOT NULL,
+    valid_until TEXT,
+    confidence REAL NOT NULL DEFAULT 1.0,
+    source_type TEXT NOT NULL DEFAULT '',
+    source_ref TEXT NOT NULL DEFAULT '',
+    replay_key TEXT UNIQUE,
+    created_at TEXT NOT NULL
+);
+CREATE INDEX IF NOT EXISTS kg_facts_subject ON kg_facts(user_id, subject_key, predicate);
+CREATE INDEX IF NOT EXISTS kg_facts_object ON kg_facts(user_id, object_key);
+CREATE INDEX IF NOT EXISTS kg_facts_until ON kg_facts(valid_until);
+-- At most one open-ended row per exact fact: a safety net under the duplicate check in add().
+CREATE UNIQUE INDEX IF NOT EXISTS kg_facts_open_unique
+    ON kg_facts(user_id, subject_key, predicate, object_key) WHERE valid_until IS NULL;
+CREATE TABLE IF NOT EXISTS kg_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+INSERT OR IGNORE INTO kg_meta(key, value) VALUES ('schema_version', '1');
+"""
+
+MIGRATIONS: dict[str, tuple[Migration, ...]] = {
+    "state": (
+        Migration("the tables before versioned migrations (state.py, linking.py, access.py, progress.py)",
+                  _script(_STATE_V1)),
+        # Superseded by link_requests (the two-sided /link confirmation); nothing reads it.
+        Migration("drop link_codes", ("DROP TABLE IF EXISTS link_codes",)),
+    ),
+    "knowledge": (
+        Migration("the knowledge graph before versioned migrations (kg_schema.py)", _script(_KNOWLEDGE_V1)),
+        # Its schema version now lives in schema_version, with every other component's.
+        Migration("drop kg_meta", ("DROP TABLE IF EXISTS kg_meta",)),
+    ),
+}
+COMPONENTS = tuple(MIGRATIONS)
+
+
+def latest(component: str) -> int:
+    return len(MIGRATIONS[component])
+
+
+def versions(conn: sqlite3.Connection) -> dict[str, int]:
+    """Applied steps per component ({} for a database older than migrations, or a new one)."""
+    try:
+        return {str(c): int(v) for c, v in conn.execute("SELECT component, version FROM schema_version")}
+    except sqlite3.OperationalError as exc:
+        if "no such table" in str(exc):
+            return {}
+        raise
+
+
+def _check(found: dict[str, int], components: Iterable[str]) -> bool:
+    """True when every component is current; SchemaError when one is newer than this kith."""
+    current = True
+    for component in components:
+        have = found.get(component, 0)
+        if have > latest(component):
+            raise SchemaError(
+                f"the database holds {component} schema version {have}, this kith knows up to "
+                f"{latest(component)}: it was written by a newer kith (upgrade kith, or restore a backup)"
+            )
+        current &= have == latest(component)
+    return current
+
+
+def migrate(conn: sqlite3.Connection, components: Iterable[str] = COMPONENTS) -> None:
+    """Bring ``components`` up to their latest step. ``conn`` is in autocommit mode."""
+    components = tuple(components)
+    unknown = [c for c in components if c not in MIGRATIONS]
+    if unknown:
+        raise ValueError(f"unknown schema components: {unknown}")
+    if _check(versions(conn), components):
+        return  # the common start: nothing to do, and no write lock taken
+    try:
+        conn.execute("BEGIN IMMEDIATE")
+        try:
+            conn.execute(
+                "CREATE TABLE IF NOT EXISTS schema_version (component TEXT PRIMARY KEY, version INTEGER NOT NULL,"
+                " updated_at TEXT NOT NULL)"
+            )
+            found = versions(conn)  # again, under the write lock: another process may have migrated meanwhile
+            _check(found, components)
+            for component in components:
+                steps = MIGRATIONS[component]
+                for version in range(found.get(component, 0) + 1, len(steps) + 1):
+                    step = steps[version - 1]
+                    for statement in step.statements:
+                        conn.execute(statement)
+                    if step.apply is not None:
+                        step.apply(conn)
+                    conn.execute(
+                        "INSERT INTO schema_version(component, version, updated_at) VALUES (?,?,?)"
+                        " ON CONFLICT(component) DO UPDATE SET version=excluded.version,"
+                        " updated_at=excluded.updated_at",
+                        (component, version, ts()),
+                    )
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            raise
+    except sqlite3.Error as exc:
+        raise SchemaError(f"migrating the database failed, nothing was changed: {exc}") from exc

@@ -1,0 +1,161 @@
+"""Rules about what the source may depend on, read from the code itself with ``ast``.
+
+1. **The host knows no platform and no stage.** No module under ``gateway/`` imports ``adapters`` or
+   ``plugins``: the adapter contract lives in ``gateway/adapter.py`` and adapters implement it;
+   stages reach the host only through hooks. Built-ins are loaded by module-name *strings*
+   (``gateway/plugins.py`` ``BUILTIN_PLUGINS``), which is not an import of their code. No carve-out:
+   ``gateway/cli`` goes through the gateway too (``kith worker`` asks the registered job specs which
+   jobs need the memory index instead of importing ``plugins.memory_index``).
+2. **Hooks are called through their typed methods.** Only ``gateway/hooks.py`` (one method per hook)
+   and ``gateway/hookcall.py`` (the awaiting and isolation underneath) reach ``pm.hook`` or call a
+   hook by its name; everything else calls ``gateway.hooks.<hook>(...)``.
+3. **Plugins hold no SQL** (issue 13, item 1): added with the ``gateway/state/`` package, in the
+   section marked below.
+"""
+
+from __future__ import annotations
+
+import ast
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+SOURCE_DIRS = ("gateway", "plugins", "adapters", "bench", "tests")
+
+
+def _modules(*dirs: str) -> Iterator[tuple[str, ast.Module]]:
+    for d in dirs:
+        for path in sorted((ROOT / d).rglob("*.py")):
+            rel = path.relative_to(ROOT).as_posix()
+            yield rel, ast.parse(path.read_text(encoding="utf-8"), filename=rel)
+
+
+def _top(name: str) -> str:
+    return name.split(".", 1)[0]
+
+
+def imported_names(node: ast.AST) -> list[str]:
+    """The modules an import statement names; a relative import names none outside its package."""
+    if isinstance(node, ast.Import):
+        return [a.name for a in node.names]
+    if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module:
+        return [node.module]
+    return []
+
+
+# ----------------------------------------------------------------------- 1. the host imports no platform
+
+FORBIDDEN_IN_HOST = {"adapters", "plugins"}
+_IMPORT_BY_NAME = {"import_module", "__import__"}
+
+
+def host_import_violations(rel: str, tree: ast.Module) -> list[str]:
+    """Imports of ``adapters``/``plugins`` in one host module, TYPE_CHECKING blocks included (a type
+    from a plugin is a dependency on it too), and ``import_module("plugins.x")`` outside the loader."""
+    found = []
+    for node in ast.walk(tree):
+        names = imported_names(node)
+        if (isinstance(node, ast.Call) and rel != "gateway/plugins.py" and node.args
+              and isinstance(node.args[0], ast.Constant) and isinstance(node.args[0].value, str)
+              and ((isinstance(node.func, ast.Attribute) and node.func.attr in _IMPORT_BY_NAME)
+                   or (isinstance(node.func, ast.Name) and node.func.id in _IMPORT_BY_NAME))):
+            names = [node.args[0].value]
+        found += [f"{rel}:{node.lineno} imports {n}" for n in names if _top(n) in FORBIDDEN_IN_HOST]
+    return found
+
+
+def test_the_host_imports_no_adapter_and_no_plugin() -> None:
+    violations = [v for rel, tree in _modules("gateway") for v in host_import_violations(rel, tree)]
+    assert not violations, "the host must not depend on adapters or plugins:\n" + "\n".join(violations)
+
+
+# Each form of import rule 1 forbids, and two it allows; checked by test_each_rule_finds_every_form.
+HOST_FORMS = (
+    "import adapters.telegram\n"
+    "from plugins.memory_index import INDEX_JOBS\n"
+    "from typing import TYPE_CHECKING\n"
+    "if TYPE_CHECKING:\n    from adapters.base import Adapter\n"
+    "def f():\n    from plugins import tools\n"
+    "importlib.import_module('plugins.distill')\n"
+    "from gateway.plugins import build_plugin_host\n"  # the host's own loader: allowed
+    "BUILTIN = ('plugins.recall', 'adapters.builtin')\n"  # names as strings: allowed
+)
+HOST_FOUND = [
+    "gateway/example.py:1 imports adapters.telegram", "gateway/example.py:2 imports plugins.memory_index",
+    "gateway/example.py:5 imports adapters.base", "gateway/example.py:7 imports plugins",
+    "gateway/example.py:8 imports plugins.distill",
+]
+
+
+# ------------------------------------------------------------------ 2. hooks only through typed methods
+
+HOOK_MODULES = {"gateway/hooks.py", "gateway/hookcall.py"}
+_BY_NAME_CALLS = {"call_first", "call_all", "call_historic", "call_register", "call_sync_all"}
+
+
+def hook_call_violations(rel: str, tree: ast.Module) -> list[str]:
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and node.attr == "hook":
+            found.append(f"{rel}:{node.lineno} reaches <plugin manager>.hook")
+        elif isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr in _BY_NAME_CALLS:
+            found.append(f"{rel}:{node.lineno} calls a hook by name ({node.func.attr})")
+    return found
+
+
+def test_hooks_are_called_only_through_the_typed_methods() -> None:
+    this = Path(__file__).resolve().relative_to(ROOT).as_posix()
+    violations = [v for rel, tree in _modules(*SOURCE_DIRS) if rel not in HOOK_MODULES | {this}
+                  for v in hook_call_violations(rel, tree)]
+    assert not violations, "call hooks through gateway.hooks.Hooks methods:\n" + "\n".join(violations)
+
+
+# Each form of hook call rule 2 forbids, and the one it allows.
+HOOK_FORMS = (
+    "pm.hook.gateway_configure.call_historic(kwargs={})\n"
+    "await gateway.hooks.call_first(\n    'gateway_filter_inbound', message=m)\n"
+    "await hooks.call_all('gateway_flush', gateway=gw)\n"
+    "await gateway.hooks.filter_inbound(m)\n"  # the typed method: allowed
+)
+HOOK_FOUND = [
+    "plugins/example.py:1 reaches <plugin manager>.hook", "plugins/example.py:1 calls a hook by name (call_historic)",
+    "plugins/example.py:2 calls a hook by name (call_first)", "plugins/example.py:4 calls a hook by name (call_all)",
+]
+
+
+@pytest.mark.parametrize(("rule", "rel", "src", "found"), [
+    pytest.param(host_import_violations, "gateway/example.py", HOST_FORMS, HOST_FOUND, id="host imports"),
+    pytest.param(hook_call_violations, "plugins/example.py", HOOK_FORMS, HOOK_FOUND, id="hook calls"),
+])
+def test_each_rule_finds_every_form(
+    rule: Callable[[str, ast.Module], list[str]], rel: str, src: str, found: list[str]
+) -> None:
+    """The rules above cannot pass by not looking: every form they forbid is found, and only those."""
+    assert sorted(rule(rel, ast.parse(src))) == sorted(found)
+
+
+# -------------------------------------------------------------------------- 3. plugins hold no SQL
+# (issue 13 item 1, with gateway/state/: a rule over plugins/ that fails on SQL text and execute(.)
+# The detector and the rule over the whole tree are tests/core/test_storage_seam.py; here the two
+# dependency rules of the seam: plugins hold no SQL, and the state package imports nothing of kith.
+
+
+def test_plugins_hold_no_sql() -> None:
+    from tests.core.test_storage_seam import violations
+
+    paths = sorted((ROOT / "plugins").rglob("*.py"))
+    bad = {p.relative_to(ROOT).as_posix(): v for p in paths if (v := violations(p.read_text(encoding="utf-8")))}
+    assert bad == {}, "plugins call named state methods (gateway.state), never SQL"
+
+
+def test_the_state_package_imports_nothing_else_of_kith() -> None:
+    """gateway/state/ is the bottom layer: everything may import it, it imports only itself."""
+    bad = []
+    for rel, tree in _modules("gateway/state"):
+        for node in ast.walk(tree):
+            bad += [f"{rel}:{node.lineno} imports {n}" for n in imported_names(node)
+                    if _top(n) in ("gateway", "plugins", "adapters", "bench", "tests")
+                    and not (n == "gateway.state" or n.startswith("gateway.state."))]  # fmt: skip
+    assert bad == []
