@@ -16,7 +16,6 @@ import json
 import logging
 import re
 from datetime import UTC, datetime
-from importlib import resources
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
@@ -27,6 +26,7 @@ from gateway.hookspecs import hookimpl
 from gateway.http.auth import tokens_match
 from gateway.http.guard import HTTP_POLICY
 from gateway.types import ConversationAddress, ConversationKind, InboundMessage, Reply
+from gateway.web import serve
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -250,8 +250,8 @@ class WebSocketAdapter(Adapter):
         self._stop = asyncio.Event()
 
     def routes(self) -> list[web.RouteDef]:
-        return [web.get("/", self.index), web.get("/ws", self.websocket),
-                web.get("/static/{name}", self.static)]
+        # The pages and their files (gateway/web/serve.py) are served next to the socket they use.
+        return [web.get("/ws", self.websocket), *serve.routes()]
 
     async def run(self) -> None:
         # The host's HTTP server serves the routes; this task only keeps the adapter "running".
@@ -332,25 +332,6 @@ class WebSocketAdapter(Adapter):
                     if not conns:
                         del self.connections[conn.client_id]
         return ws
-
-    async def index(self, request: web.Request) -> web.Response:
-        html = resources.files("gateway.web").joinpath("static/index.html").read_text(encoding="utf-8")
-        return web.Response(text=html, content_type="text/html", headers=_PAGE_HEADERS)
-
-    async def static(self, request: web.Request) -> web.Response:
-        name = request.match_info["name"]
-        types = {"app.js": "application/javascript", "style.css": "text/css"}
-        if name not in types:
-            raise web.HTTPNotFound()
-        body = resources.files("gateway.web").joinpath(f"static/{name}").read_text(encoding="utf-8")
-        return web.Response(text=body, content_type=types[name], headers=_PAGE_HEADERS)
-
-
-_PAGE_HEADERS = {
-    "Content-Security-Policy": "default-src 'self'; connect-src 'self' ws: wss:; img-src 'self' data:",
-    "X-Content-Type-Options": "nosniff",
-    "Referrer-Policy": "no-referrer",
-}
 
 
 @hookimpl
