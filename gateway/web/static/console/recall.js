@@ -1,0 +1,55 @@
+// Search what the assistant would recall, and forget any hit (file lines, facts and index points).
+import { enc, get, post } from "./api.js";
+import { empty, errorBox, h, mount, toast } from "./dom.js";
+
+function describe(report) {
+  if (!report || typeof report !== "object") return "Forgotten.";
+  const parts = [];
+  for (const [k, v] of Object.entries(report)) {
+    if (typeof v === "number") parts.push(`${k.replaceAll("_", " ")}: ${v}`);
+    else if (Array.isArray(v)) parts.push(`${k.replaceAll("_", " ")}: ${v.length}`);
+  }
+  return parts.length ? "Forgotten (" + parts.join(", ") + ")." : "Forgotten.";
+}
+
+export async function recallView(ctx) {
+  const root = h("section", { class: "recall" });
+  const results = h("div", { class: "hits", "aria-live": "polite" });
+  const q = h("input", { type: "search", name: "q", placeholder: "What do you remember about…", "aria-label": "Search memory", required: true });
+  const search = async (ev) => {
+    if (ev) ev.preventDefault();
+    const query = q.value.trim();
+    if (!query) return;
+    history.replaceState(null, "", ctx.link("recall", query));
+    mount(results, h("p", { class: "muted" }, "Searching…"));
+    try {
+      const { hits } = await get(`/api/users/${enc(ctx.uid)}/recall?q=${enc(query)}&k=10`);
+      mount(results, hits.length ? h("ol", { class: "hit-list" }, hits.map((hit) => {
+        const msg = h("div", { class: "row-status", role: "status" });
+        const item = h("li", { class: "hit" },
+          h("div", { class: "hit-head" },
+            h("span", { class: "badge" }, hit.kind || "memory"), " ",
+            h("span", { class: "meta" }, hit.path || ""), " ",
+            h("span", { class: "meta" }, typeof hit.score === "number" ? "score " + hit.score.toFixed(2) : "")),
+          h("blockquote", { class: "hit-text" }, hit.text),
+          h("button", { type: "button", class: "danger small", "aria-label": "Forget this: " + String(hit.text).slice(0, 80),
+            onclick: async () => {
+              if (!confirm("Forget this everywhere (files, facts and search)? You can still roll a file back from its audit.")) return;
+              try {
+                const report = await post(`/api/users/${enc(ctx.uid)}/forget`, { ref: hit.ref });
+                item.classList.add("forgotten");
+                mount(msg, h("p", { class: "ok" }, describe(report)));
+                toast("Forgotten", "ok");
+              } catch (err) { mount(msg, errorBox(err)); }
+            } }, "Forget this"), msg);
+        return item;
+      })) : empty("Nothing recalled for that."));
+    } catch (err) { mount(results, errorBox(err)); }
+  };
+  mount(root, h("h2", {}, "Recall & forget"),
+    h("p", { class: "muted" }, "Search exactly as the assistant does before it answers. \"Forget this\" removes the memory from files, facts and the search index."),
+    h("form", { class: "search", onsubmit: search, role: "search" }, q, h("button", { type: "submit" }, "Search")),
+    results);
+  if (ctx.arg) { q.value = ctx.arg; await search(); }
+  return root;
+}

@@ -1,0 +1,34 @@
+// Markdown from memory files, through the chat page's vendored markdown-it and DOMPurify (never by hand).
+import { h } from "./dom.js";
+
+let ready = null;
+let md = null;
+let purify = null;
+
+// Loaded once, lazily: if the vendored files are missing (no `npm ci`), the console still works in plain text.
+export function loadRenderer() {
+  if (!ready) {
+    ready = Promise.all([import("/static/vendor/markdown-it.mjs"), import("/static/vendor/purify.mjs")])
+      .then(([mdMod, purifyMod]) => {
+        // html: false: memory text that looks like HTML stays text; DOMPurify is the second wall.
+        md = mdMod.default({ html: false, linkify: true, typographer: false });
+        purify = purifyMod.default;
+        purify.addHook("afterSanitizeAttributes", (node) => {
+          if (node.tagName === "A") { node.setAttribute("target", "_blank"); node.setAttribute("rel", "noopener noreferrer"); }
+        });
+      })
+      .catch((err) => { console.warn("markdown renderer unavailable, showing plain text", err); md = null; });
+  }
+  return ready;
+}
+
+// Markdown -> sanitised DOM; plain text when the renderer could not load.
+export function markdown(text) {
+  const box = h("div", { class: "md" });
+  if (md && purify) {
+    box.innerHTML = purify.sanitize(md.render(String(text || "")), { USE_PROFILES: { html: true } });
+  } else {
+    box.append(h("pre", { class: "plain" }, String(text || "")));
+  }
+  return box;
+}
