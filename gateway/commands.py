@@ -1,12 +1,16 @@
-"""Built-in chat commands: ``/start /help /new /otr /link``.
+"""Built-in chat commands: ``/start /help /new /otr /link``, and the answer to an unknown one.
 
-Commands are answered by the host without a model call and are not part of the transcript.
+Commands are answered by the host without a model call and are not part of the transcript. Every
+plugin declares the commands it answers with ``gateway_register_commands`` (``gateway/command_registry.py``);
+``/help`` lists them all, built-ins first.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from gateway.command_registry import CommandRegistry
+from gateway.config import Config
 from gateway.hookspecs import hookimpl
 from gateway.identity.link_command import link_command
 from gateway.memory.files.errors import MemoryStoreError
@@ -16,15 +20,28 @@ from gateway.types import ConversationKind, Reply, Turn
 if TYPE_CHECKING:
     from gateway.app import Gateway
 
-HELP = """I'm your assistant. I remember our conversations on every channel you use with me.
+INTRO = "I'm your assistant. I remember our conversations on every channel you use with me."
+BUILTIN_HELP: dict[str, str] = {
+    "new": "/new: start a fresh session (I still remember you)",
+    "otr": "/otr on|off: Off-The-Record: nothing of what follows is stored, indexed or learned",
+    "link": "/link: get a code to connect another account (Telegram, Discord, ...) to this one\n"
+            "/link CODE: ask to connect this account to the one that produced CODE (both accounts confirm)\n"
+            "/link confirm CODE, /link cancel: answer a link request",
+    "help": "/help: this text",
+}
 
-Commands:
-/new: start a fresh session (I still remember you)
-/otr on|off: Off-The-Record: nothing of what follows is stored, indexed or learned
-/link: get a code to connect another account (Telegram, Discord, ...) to this one
-/link CODE: ask to connect this account to the one that produced CODE (both accounts confirm)
-/link confirm CODE, /link cancel: answer a link request
-/help: this text"""
+
+def help_text(gateway: Gateway) -> str:
+    """The shared part of ``/help``: the built-in commands, then every plugin's in registration order."""
+    registered = gateway.registrations.commands
+    names = [n for n in BUILTIN_HELP if n in registered] + [n for n in registered if n not in BUILTIN_HELP]
+    lines = [line for name in names for line in registered[name].lines]
+    return INTRO + "\n\nCommands:\n" + "\n".join(lines)
+
+
+def unknown(command: str) -> Reply:
+    """No plugin answered ``/command``: say so instead of sending it to the model as a message."""
+    return _notice(f"Unknown command /{command}. /help lists the commands.")
 
 
 def persona_help(gateway: Gateway, turn: Turn) -> str:
@@ -42,6 +59,12 @@ def _notice(text: str) -> Reply:
     return Reply(text=text, notice=True)
 
 
+@hookimpl
+def gateway_register_commands(register: CommandRegistry, config: Config) -> None:
+    for name, text in BUILTIN_HELP.items():
+        register(name, text)
+
+
 @hookimpl(trylast=True)
 async def gateway_handle_command(gateway: Gateway, turn: Turn, command: str, args: str) -> Reply | None:
     user = turn.user
@@ -52,9 +75,10 @@ async def gateway_handle_command(gateway: Gateway, turn: Turn, command: str, arg
     sessions = gateway.sessions
     if command in ("start", "help"):
         extra = "" if gateway.model_ready else "\n\nNote: " + gateway.model_help
-        return _notice(HELP + persona_help(gateway, turn) + extra)
+        return _notice(help_text(gateway) + persona_help(gateway, turn) + extra)
     if command == "new":
         sessions.new(user, msg, now)
+        await gateway.hooks.conversation_changed(gateway, user_id=user.user_id)
         return _notice("Started a new session. I still remember you; the conversation context is fresh.")
     if command == "otr":
         arg = args.lower()
@@ -65,12 +89,14 @@ async def gateway_handle_command(gateway: Gateway, turn: Turn, command: str, arg
             if sessions.is_otr(user, msg):
                 return _notice("Off-The-Record is already on.")
             sessions.start_otr(user, msg, now)
+            await gateway.hooks.conversation_changed(gateway, user_id=user.user_id)
             return _notice(
                 "Off-The-Record is ON. Nothing from now on is stored, indexed or learned, until /otr off."
             )
         if arg == "off":
             if not sessions.end_otr(user, msg):
                 return _notice("Off-The-Record was not on.")
+            await gateway.hooks.conversation_changed(gateway, user_id=user.user_id)
             return _notice("Off-The-Record is off. That conversation is gone; normal memory resumes.")
         return _notice("Usage: /otr on | /otr off")
     if command == "link":

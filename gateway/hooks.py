@@ -20,6 +20,7 @@ import pluggy
 
 from gateway.adapter import AdapterRegistry
 from gateway.bus.registry import JobRegistry
+from gateway.command_registry import CommandRegistry
 from gateway.config import Config, ConfigError
 from gateway.hookcall import HookCaller
 from gateway.tools import ToolRegistry
@@ -48,10 +49,11 @@ class Registrations:
     adapters: AdapterRegistry = field(default_factory=AdapterRegistry)
     jobs: JobRegistry = field(default_factory=JobRegistry)
     tools: ToolRegistry = field(default_factory=ToolRegistry)
+    commands: CommandRegistry = field(default_factory=CommandRegistry)
 
     @property
     def problems(self) -> list[str]:
-        return [*self.adapters.problems, *self.jobs.problems, *self.tools.problems]
+        return [*self.adapters.problems, *self.jobs.problems, *self.tools.problems, *self.commands.problems]
 
 
 class Hooks:
@@ -78,6 +80,7 @@ class Hooks:
         self._call.call_register("gateway_register_adapters", regs.adapters, config=config)
         self._call.call_register("gateway_register_jobs", regs.jobs, config=config)
         self._call.call_register("gateway_register_tools", regs.tools, config=config)
+        self._call.call_register("gateway_register_commands", regs.commands, config=config)
         if regs.problems:
             raise ConfigError(regs.problems, "plugin registrations")
         return regs
@@ -114,6 +117,9 @@ class Hooks:
         answer = await self._call.call_first("gateway_handle_command", gateway=gateway, turn=turn, command=command,
                                              args=args)  # fmt: skip
         return answer if isinstance(answer, Reply) else None
+
+    async def conversation_changed(self, gateway: Gateway, *, user_id: str) -> None:
+        await self._call.call_all("gateway_conversation_changed", gateway=gateway, user_id=user_id)
 
     # ----------------------------------------------------------------------------------------- turn
     async def handle_turn(self, gateway: Gateway, turn: Turn) -> Reply | None:

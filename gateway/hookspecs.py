@@ -9,9 +9,9 @@ Rules that hold for all hooks:
   result; the built-in default is registered ``trylast`` so any plugin overrides it.
 * Every call is bounded by ``plugins.hook_timeout_s`` unless the hook's docstring says otherwise.
 * The host calls each hook through its typed method on ``gateway.hooks`` (``gateway/hooks.py``).
-* The three registration hooks (adapters, jobs, tools) get a typed registry as ``register`` and the
+* The registration hooks (adapters, jobs, tools, commands) get a typed registry as ``register`` and the
   configuration; they run once, in ``Gateway.start`` after ``gateway_configure``. One policy for all
-  three (``gateway/registry.py``): entries are attributed to their plugin, and every problem (a name
+  of them (``gateway/registry.py``): entries are attributed to their plugin, and every problem (a name
   registered twice, a bad entry, a plugin raising) refuses startup, all reported in one ``ConfigError``.
 """
 
@@ -26,6 +26,7 @@ if TYPE_CHECKING:
     from gateway.adapter import AdapterRegistry
     from gateway.app import Gateway
     from gateway.bus.registry import JobRegistry
+    from gateway.command_registry import CommandRegistry
     from gateway.config import Config
     from gateway.tools import ToolRegistry
     from gateway.types import (
@@ -129,8 +130,25 @@ def gateway_users_merged(gateway: Gateway, into: str, source: str) -> None:
 def gateway_handle_command(gateway: Gateway, turn: Turn, command: str, args: str) -> Reply | None:
     """Answer a chat command (``/new``, ``/otr``, ``/link`` ...). Rule: first.
 
-    Return a Reply to answer it without calling the model; ``None`` lets the next plugin try, and an
-    unknown command falls through to the model as plain text.
+    Return a Reply to answer it without calling the model; ``None`` lets the next plugin try; a
+    command no plugin answers is answered by the host as unknown (never sent to the model).
+    """
+
+
+@hookspec
+def gateway_register_commands(register: CommandRegistry, config: Config) -> None:
+    """``register(name, help_text)`` for each chat command the plugin answers in
+    ``gateway_handle_command``: ``help_text`` is its ``/help`` entry, one or more lines each starting
+    with a usage (``/remember TEXT: ...``). Rule: all, sync, once at startup; a name registered twice is
+    a startup error.
+    """
+
+
+@hookspec
+def gateway_conversation_changed(gateway: Gateway, user_id: str) -> None:
+    """The person ``user_id``'s conversation state changed outside a model turn: a new session
+    (``/new``), Off-The-Record on or off, another persona, a settings change. Clients showing that
+    state (the WebSocket adapter's ``state`` frame) refresh it. Rule: all.
     """
 
 

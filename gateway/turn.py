@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from gateway.commands import unknown as unknown_command
 from gateway.context import assemble
 from gateway.hookspecs import hookimpl
 from gateway.llm.base import LLMError
@@ -131,12 +132,12 @@ async def gateway_handle_turn(gateway: Gateway, turn: Turn) -> Reply | None:
     command = parse_command(msg.text)
     if command is not None:
         was_otr = gateway.sessions.is_otr(user, msg)
-        answer = await hooks.handle_command(gateway, turn, command[0], command[1])
-        if answer is not None:
-            # Commands entering or leaving Off-The-Record leave no trace either.
-            if not was_otr and not gateway.sessions.is_otr(user, msg):
-                gateway.dedupe.persist(msg.channel, msg.message_id)
-            return await _render_notice(gateway, turn, answer)
+        # A command no plugin answers is the host's to answer: never the model's, which would guess.
+        answer = await hooks.handle_command(gateway, turn, command[0], command[1]) or unknown_command(command[0])
+        # Commands entering or leaving Off-The-Record leave no trace either.
+        if not was_otr and not gateway.sessions.is_otr(user, msg):
+            gateway.dedupe.persist(msg.channel, msg.message_id)
+        return await _render_notice(gateway, turn, answer)
 
     session = gateway.sessions.current(user, msg, turn.received_at)
     turn.session = session
