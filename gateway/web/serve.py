@@ -112,6 +112,7 @@ def routes() -> list[web.RouteDef]:
     """The page routes; the WebSocket adapter mounts them next to /ws."""
     return [
         web.get("/", page_handler("index.html")),
+        web.get("/console", page_handler("console.html")),  # the memory console (docs/web.md)
         web.get("/static/vendor/{name}", vendor),
         web.get("/static/{path:.+}", static),
     ]

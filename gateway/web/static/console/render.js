@@ -1,6 +1,7 @@
 // Markdown from memory files, through the chat page's vendored markdown-it and DOMPurify (never by hand).
 import { h } from "./dom.js";
 
+const SAFE_URL = /^(?:https?:|mailto:)/i;
 let ready = null;
 let md = null;
 let purify = null;
@@ -14,7 +15,10 @@ export function loadRenderer() {
         md = mdMod.default({ html: false, linkify: true, typographer: false });
         purify = purifyMod.default;
         purify.addHook("afterSanitizeAttributes", (node) => {
-          if (node.tagName === "A") { node.setAttribute("target", "_blank"); node.setAttribute("rel", "noopener noreferrer"); }
+          if (node.tagName !== "A") return;
+          // Only links a person can follow safely stay links; they open outside the console.
+          if (!SAFE_URL.test(node.getAttribute("href") || "")) node.removeAttribute("href");
+          node.setAttribute("target", "_blank"); node.setAttribute("rel", "noopener noreferrer");
         });
       })
       .catch((err) => { console.warn("markdown renderer unavailable, showing plain text", err); md = null; });
