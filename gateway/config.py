@@ -222,12 +222,17 @@ class PersonasConfig(Section):
     channels: dict[str, PersonaName] = Field(default_factory=dict)
     conversations: dict[str, PersonaName] = Field(default_factory=dict)
     template: str = "default"  # a shipped template (gateway/personas/templates/) or an existing persona
+    # Per person (user id): the operator's default persona, and which personas they may choose with
+    # /persona (absent: every persona on disk). A person's own choice wins over the defaults.
+    user_defaults: dict[str, PersonaName] = Field(default_factory=dict)
+    user_personas: dict[str, list[PersonaName]] = Field(default_factory=dict)
 
     def for_conversation(self, channel: str, conversation_key: str) -> str:
         return self.conversations.get(conversation_key) or self.channels.get(channel) or self.default
 
     def names(self) -> list[str]:
-        return sorted({self.default, *self.channels.values(), *self.conversations.values()})
+        return sorted({self.default, *self.channels.values(), *self.conversations.values(),
+                       *self.user_defaults.values(), *(n for names in self.user_personas.values() for n in names)})
 
 
 # ------------------------------------------------------------------------------------------- memory

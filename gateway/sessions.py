@@ -15,6 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from gateway.config import Config
+from gateway.personas.choice import resolve_for
 from gateway.state import State, StorageError, StoredSession, TranscriptEntry
 from gateway.types import ConversationKind, HistoryMessage, InboundMessage, Session, UserRef
 
@@ -58,7 +59,8 @@ class Sessions:
                 return otr.session
         stored = self.state.sessions.open_in(key)
         live = self._live(stored, key, message, now)
-        if live is not None:
+        # Sessions are per persona: one the person switched away from (/persona) ends here.
+        if live is not None and live.persona == self.persona(user, message):
             return live
         return self._start(user, message, key, now, previous=stored.session_id if stored else None)
 
@@ -72,7 +74,9 @@ class Sessions:
         if otr is not None:
             return otr.session
         live = self._live(self.state.sessions.open_in(key), key, message, now)
-        return live if live is not None else self._fresh(user, message, key, now, "preview-" + uuid.uuid4().hex)
+        if live is not None and live.persona == self.persona(user, message):
+            return live
+        return self._fresh(user, message, key, now, "preview-" + uuid.uuid4().hex)
 
     def _fresh(
         self, user: UserRef, message: InboundMessage, key: str, now: datetime, session_id: str, *, otr: bool = False
@@ -81,8 +85,13 @@ class Sessions:
         return Session(
             session_id=session_id, user_id=user.user_id, scope=key, conversation_key=message.conversation_key,
             started_at=now, last_active_at=now, is_new=True, otr=otr,
-            persona=self.config.personas.for_conversation(message.channel, message.conversation_key),
+            persona=self.persona(user, message),
         )
+
+    def persona(self, user: UserRef, message: InboundMessage) -> str:
+        """The persona this message's conversation talks to now (docs/personas.md, "Which persona")."""
+        return resolve_for(self.state, self.config, user.user_id, message.conversation_key,
+                           group=message.kind is ConversationKind.GROUP)
 
     def _live(self, stored: StoredSession | None, key: str, message: InboundMessage, now: datetime) -> Session | None:
         if stored is None or now - stored.last_active_at > self.idle_gap:

@@ -24,8 +24,9 @@ from gateway.config import Config, ConfigError
 from gateway.context import TRIM_DATED, TRIM_PEOPLE, TRIM_WORKING
 from gateway.hookspecs import hookimpl
 from gateway.personas import FileCache, PersonaError, ensure_configured, persona_store, resolve, source_for
+from gateway.personas.command import persona_command
 from gateway.tiers import loads, tier_of
-from gateway.types import ContextSection, ConversationKind, Stability, Turn
+from gateway.types import ContextSection, ConversationKind, Reply, Stability, Turn
 from plugins.tools.reminders import REMINDERS, render_reminders
 from plugins.tools.scratchpad import SCRATCH
 from plugins.tools.tasks import TASKS, render_tasks
@@ -65,6 +66,8 @@ def _strip_title(text: str) -> str:
 def persona_name(gateway: Gateway, turn: Turn) -> str:
     if turn.session is not None:
         name = turn.session.persona
+    elif turn.user is not None:
+        name = gateway.sessions.persona(turn.user, turn.message)
     else:
         msg = turn.message
         name = gateway.config.personas.for_conversation(msg.channel, msg.conversation_key)
@@ -162,3 +165,16 @@ def gateway_startup(gateway: Gateway) -> None:
 def gateway_context_sections(gateway: Gateway, turn: Turn) -> list[ContextSection]:
     tier = tier_of(gateway, turn)
     return [*persona_sections(gateway, turn, tier), *user_sections(gateway, turn, tier)]
+
+
+@hookimpl
+async def gateway_handle_command(gateway: Gateway, turn: Turn, command: str, args: str) -> Reply | None:
+    if command != "persona" or turn.user is None:
+        return None
+    return persona_command(gateway, turn, args)
+
+
+@hookimpl
+def gateway_users_merged(gateway: Gateway, into: str, source: str) -> None:
+    # The surviving person's persona choices win; the merged account's fill the gaps.
+    gateway.state.persona_choices.merge(into=into, source=source)

@@ -121,9 +121,10 @@ async def test_a_session_naming_a_missing_persona_falls_back_to_the_default(
         make_gateway: GatewayFactory, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]) -> None:
     gw = await make_gateway(llm=anthropic_llm)
     await gw.handle_inbound(dm("hi"))
-    write_rows(gw.state, "UPDATE sessions SET persona='gone'")
+    # A person's stored choice names a persona whose directory was removed since.
+    write_rows(gw.state, f"INSERT INTO persona_choices VALUES ('{user_id(gw)}', 'websocket:alice', 'gone', 'x')")
     await gw.handle_inbound(dm("still there?"))
-    assert "You are Kith" in fake_anthropic.system_text()
+    assert "You are Kith" in fake_anthropic.system_of(fake_anthropic.last_turn())
 
 
 async def test_tiers_decide_which_files_reach_the_model(make_gateway: GatewayFactory, fake_anthropic: FakeAnthropic,

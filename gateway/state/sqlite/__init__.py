@@ -15,6 +15,7 @@ from gateway.state.sqlite.database import Database, connect
 from gateway.state.sqlite.knowledge import SqliteKnowledge
 from gateway.state.sqlite.links import SqliteLinkRequests
 from gateway.state.sqlite.migrations import COMPONENTS, migrate
+from gateway.state.sqlite.personas import SqlitePersonaChoices
 from gateway.state.sqlite.progress import SqliteProgress
 from gateway.state.sqlite.sessions import SqliteConversations, SqliteDedupe, SqliteSessions
 from gateway.state.sqlite.transcript import SqliteCompactions, SqliteTurns
@@ -40,6 +41,7 @@ class SqliteState:
         self.access = SqliteAccess(self.database)
         self.knowledge = SqliteKnowledge(self.database)
         self.progress = SqliteProgress(self.database)
+        self.persona_choices = SqlitePersonaChoices(self.database)
 
     @property
     def db(self) -> sqlite3.Connection:

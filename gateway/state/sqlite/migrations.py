@@ -220,6 +220,17 @@ CREATE TABLE IF NOT EXISTS bg_retention (
 );
 """
 
+# Personas per person (docs/personas.md): the persona a person chose per conversation ('' = their default).
+_PERSONA_CHOICES = """
+CREATE TABLE persona_choices (
+    user_id TEXT NOT NULL,
+    conversation_key TEXT NOT NULL,
+    persona TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    PRIMARY KEY (user_id, conversation_key)
+)
+"""
+
 _KNOWLEDGE_V1 = """
 CREATE TABLE IF NOT EXISTS kg_facts (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -253,6 +264,7 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
                   _script(_STATE_V1)),
         # Superseded by link_requests (the two-sided /link confirmation); nothing reads it.
         Migration("drop link_codes", ("DROP TABLE IF EXISTS link_codes",)),
+        Migration("persona choices per person and conversation", _script(_PERSONA_CHOICES)),
     ),
     "knowledge": (
         Migration("the knowledge graph before versioned migrations (kg_schema.py)", _script(_KNOWLEDGE_V1)),
