@@ -24,7 +24,7 @@ from gateway.config import Config, ConfigError
 from gateway.context import TRIM_DATED, TRIM_PEOPLE, TRIM_WORKING
 from gateway.hookspecs import hookimpl
 from gateway.personas import FileCache, PersonaError, ensure_configured, persona_store, resolve, source_for
-from gateway.personas.command import persona_command
+from gateway.personas.command import HELP_LINE, persona_command
 from gateway.tiers import loads, tier_of
 from gateway.types import ContextSection, ConversationKind, Reply, Stability, Turn
 from plugins.tools.reminders import REMINDERS, render_reminders
@@ -33,6 +33,7 @@ from plugins.tools.tasks import TASKS, render_tasks
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
+    from gateway.command_registry import CommandRegistry
 
 log = logging.getLogger("kith.persona")
 
@@ -168,10 +169,15 @@ def gateway_context_sections(gateway: Gateway, turn: Turn) -> list[ContextSectio
 
 
 @hookimpl
+def gateway_register_commands(register: CommandRegistry, config: Config) -> None:
+    register("persona", HELP_LINE)
+
+
+@hookimpl
 async def gateway_handle_command(gateway: Gateway, turn: Turn, command: str, args: str) -> Reply | None:
     if command != "persona" or turn.user is None:
         return None
-    return persona_command(gateway, turn, args)
+    return await persona_command(gateway, turn, args)
 
 
 @hookimpl

@@ -24,7 +24,7 @@ def _notice(text: str) -> Reply:
     return Reply(text=text, notice=True)
 
 
-def persona_command(gateway: Gateway, turn: Turn, args: str) -> Reply:
+async def persona_command(gateway: Gateway, turn: Turn, args: str) -> Reply:
     user, msg = turn.user, turn.message
     assert user is not None
     key = msg.conversation_key
@@ -61,5 +61,6 @@ def persona_command(gateway: Gateway, turn: Turn, args: str) -> Reply:
         gateway.sessions.start_otr(user, msg, turn.received_at)
     else:
         gateway.sessions.new(user, msg, turn.received_at)
+    await gateway.hooks.conversation_changed(gateway, user_id=user.user_id)
     return _notice(f"Now talking to {name} ({scope}); a new session started. "
                    "What you told me is still remembered.")  # fmt: skip

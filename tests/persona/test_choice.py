@@ -35,6 +35,8 @@ async def test_a_persona_switch_is_per_person_and_per_conversation(
     listing = await gw.handle_inbound(dm("/persona", account="alice"))
     assert listing is not None and listing.notice
     assert "* kith" in listing.text and "- developer" in listing.text
+    help_text = await gw.handle_inbound(dm("/help", account="alice"))
+    assert help_text is not None and "/persona [NAME [default]]" in help_text.text
 
     reply = await gw.handle_inbound(dm("/persona developer", account="alice"))
     assert reply is not None and "Now talking to developer" in reply.text
