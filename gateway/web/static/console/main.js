@@ -48,6 +48,9 @@ function drawNav(uid, view) {
   mount(navEl, Object.entries(VIEWS)
     .filter(([, v]) => v.label && (!v.operator || me.operator))
     .map(([name, v]) => h("a", { href: link(uid, name), "aria-current": name === current ? "page" : undefined }, v.label)));
+  // On a phone the tabs scroll sideways: keep the current one in sight.
+  const active = navEl.querySelector("[aria-current=page]");
+  if (active) active.scrollIntoView({ block: "nearest", inline: "nearest" });
 }
 
 async function route(ev) {

@@ -25,8 +25,8 @@ function opLine(op) {
   const what = o.op || o.type || "op";
   const text = o.text || o.new || o.old || o.section || "";
   const cls = op.outcome === "applied" ? "ok" : op.outcome === "rejected" ? "bad" : "";
-  return h("li", {}, h("span", { class: "badge " + cls }, op.outcome || ""), " ", what, o.section ? ` · ${o.section}` : "",
-    text && text !== o.section ? h("span", { class: "optext" }, " ", String(text)) : null,
+  return h("li", {}, h("span", { class: "badge " + cls }, op.outcome || ""), " ", what, o.section ? ` in ${o.section}` : "",
+    text && text !== o.section ? h("span", { class: "optext" }, ": \u201c", String(text), "\u201d") : null,
     op.reason ? h("span", { class: "meta" }, " (" + op.reason + ")") : null);
 }
 
