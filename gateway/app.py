@@ -26,6 +26,7 @@ from gateway.hooks import Hooks, Registrations
 from gateway.http.accept import BackoffSite
 from gateway.http.guard import install as install_http_guard
 from gateway.http.operator_api import routes as operator_routes
+from gateway.http.signin import install as install_signin
 from gateway.identity.users import Identities
 from gateway.llm.base import NO_MODEL_HELP, Provider
 from gateway.llm.provider import NoModelProvider, make_provider
@@ -74,6 +75,7 @@ class Gateway:
         self.http_app = web.Application(client_max_size=1024 * 1024)
         self.http_app[GATEWAY_KEY] = self
         install_http_guard(self.http_app, self)  # Host, proxy, Origin, operator and CSRF checks on every route
+        install_signin(self.http_app, self)  # session cookie, sign-in routes, CSRF token (gateway/http/signin.py)
         self.http_app.router.add_get("/healthz", self._healthz)
         self.http_app.router.add_routes(operator_routes(self))
         self._runner: web.AppRunner | None = None

@@ -16,7 +16,16 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field, SecretStr, ValidationError, field_validator
+from pydantic import (
+    AfterValidator,
+    BaseModel,
+    ConfigDict,
+    Field,
+    SecretStr,
+    ValidationError,
+    field_validator,
+    model_validator,
+)
 
 ENV_PREFIX = "KITH__"
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
@@ -108,6 +117,9 @@ class ServerConfig(Section):
     # (DNS rebinding, docs/security.md#host-and-origin).
     public_names: list[str] = Field(default_factory=list)
     allowed_origins: list[str] = Field(default_factory=list)
+    # Where people reach the web app, e.g. https://kith.example.org (behind a proxy): sign-in links use
+    # it, and its host and origin count as public_names and allowed_origins (docs/security.md#sign-in).
+    public_url: str | None = None
     max_frame_bytes: int = Field(64 * 1024, ge=1024)
     rate_limit: RateLimit = Field(default_factory=RateLimit)
 
@@ -122,6 +134,25 @@ class ServerConfig(Section):
     def _origins_are_origins(cls, v: list[str]) -> list[str]:
         _refuse_unparsed(v, parse_origin, "origins like https://chat.example.org or http://localhost:3000")
         return v
+
+    @field_validator("public_url")
+    @classmethod
+    def _public_url_is_origin(cls, v: str | None) -> str | None:
+        if v is None:
+            return None
+        v = v.rstrip("/")
+        _refuse_unparsed([v], parse_origin, "an origin like https://kith.example.org (scheme, host, port only)")
+        return v
+
+    @model_validator(mode="after")
+    def _public_url_is_served(self) -> ServerConfig:
+        parsed = parse_origin(self.public_url) if self.public_url else None
+        if parsed is not None:
+            if not is_loopback_host(parsed[1]) and parsed[1] not in self.public_names:
+                self.public_names.append(parsed[1])
+            if self.public_url not in self.allowed_origins:
+                self.allowed_origins.append(str(self.public_url))
+        return self
 
     def is_loopback(self) -> bool:
         return is_loopback_host(self.host)

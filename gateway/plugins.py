@@ -27,6 +27,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "gateway.turn",
     "gateway.identity.users",
     "gateway.commands",
+    "gateway.http.web_command",
     "gateway.llm.provider",
     "plugins.system_block",
     "plugins.persona",

@@ -12,6 +12,8 @@ that another person exists. See docs/security.md#sign-in.
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Literal
@@ -21,6 +23,8 @@ from aiohttp import web
 from gateway.http.auth import bearer, is_operator
 
 Via = Literal["cookie", "operator-token"]
+SESSION_COOKIE = "kith_session"
+CSRF_HEADER = "X-CSRF-Token"
 
 
 @dataclass(frozen=True)
@@ -94,3 +98,18 @@ def require_operator_principal(request: web.Request) -> Principal:
     if not who.operator:
         raise web.HTTPForbidden(text="this needs the operator role (docs/security.md#sign-in)")
     return who
+
+
+def csrf_for(session_secret: str) -> str:
+    """The CSRF token of a session: derived from the cookie's secret, so it is never stored and cannot be
+    computed by anyone who does not hold the cookie (the page reads it from ``GET /api/me``)."""
+    return hmac.new(session_secret.encode("utf-8", "surrogateescape"), b"kith csrf v1", hashlib.sha256).hexdigest()
+
+
+def csrf_token(request: web.Request) -> str | None:
+    """The token a cookie-authenticated page must send as ``X-CSRF-Token`` on every state change; None
+    when the request is not authenticated by a session cookie (the operator token needs none)."""
+    who = principal_or_none(request)
+    if who is None or who.via != "cookie":
+        return None
+    return csrf_for(request.cookies[SESSION_COOKIE])

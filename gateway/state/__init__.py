@@ -32,6 +32,7 @@ from gateway.state.interface import (
     State,
     TurnStore,
     UserStore,
+    WebSessionStore,
 )
 from gateway.state.records import (
     Account,
@@ -46,11 +47,13 @@ from gateway.state.records import (
     NewFact,
     PairingRequest,
     QueueStats,
+    SigninGrant,
     SleepRun,
     StoredSession,
     TranscriptEntry,
     TranscriptRow,
     User,
+    WebSession,
 )
 from gateway.state.sqlite import open_sqlite
 from gateway.state.sqlite.migrations import COMPONENTS
@@ -60,9 +63,9 @@ __all__ = [
     "COMPONENTS", "Account", "ApprovedAccount", "Compaction", "CompactionStore", "Conversation",
     "ConversationStore", "DedupeStore", "Fact", "HistoryRow", "IdentityStore", "Invite", "KnowledgeStore",
     "LinkRequestRecord", "LinkRequestStore", "LoggedTurn", "NewFact", "PairingRequest", "PairingStore",
-    "ProgressStore", "QueueStats", "SchemaError", "SessionStore", "SleepRun", "State", "StorageError",
-    "StoredSession", "TranscriptEntry", "TranscriptRow", "TurnStore", "User", "UserStore", "open_state",
-    "open_state_async", "parse_ts", "ts",
+    "ProgressStore", "QueueStats", "SchemaError", "SessionStore", "SigninGrant", "SleepRun", "State",
+    "StorageError", "StoredSession", "TranscriptEntry", "TranscriptRow", "TurnStore", "User", "UserStore",
+    "WebSession", "WebSessionStore", "open_state", "open_state_async", "parse_ts", "ts",
 ]  # fmt: skip
 
 

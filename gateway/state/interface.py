@@ -34,11 +34,13 @@ from gateway.state.records import (
     NewFact,
     PairingRequest,
     QueueStats,
+    SigninGrant,
     SleepRun,
     StoredSession,
     TranscriptEntry,
     TranscriptRow,
     User,
+    WebSession,
 )
 
 Position = tuple[str, str]  # where a user was added: (creation stamp, user id), ordered
@@ -196,6 +198,22 @@ class ProgressStore(Protocol):
     def set_retention_cutoff(self, scope: str, cutoff: datetime) -> None: ...
 
 
+class WebSessionStore(Protocol):
+    """Web sign-in: one-time sign-in tokens and browser sessions, both keyed by a hash of the secret
+    (gateway/http/signin.py hashes; a stolen database copy holds no usable cookie or link)."""
+
+    def add_signin(self, token_hash: str, *, user_id: str, operator: bool, issued_by: str, at: datetime,
+                   expires_at: datetime) -> None: ...  # fmt: skip
+    def take_signin(self, token_hash: str, now: datetime) -> SigninGrant | None: ...  # deletes it: single use
+    def create(self, session_hash: str, *, user_id: str, operator: bool, via: str, at: datetime,
+               expires_at: datetime) -> None: ...  # fmt: skip
+    def get(self, session_hash: str, now: datetime) -> WebSession | None: ...  # None when expired
+    def touch(self, session_hash: str, *, at: datetime, expires_at: datetime) -> None: ...
+    def delete(self, session_hash: str) -> bool: ...
+    def revoke_user(self, user_id: str) -> int: ...  # sessions and unused sign-in tokens of the user
+    def expire(self, now: datetime) -> int: ...
+
+
 class PersonaChoiceStore(Protocol):
     """The persona a person chose, per conversation key; ``''`` is the person's own default."""
 
@@ -234,6 +252,8 @@ class State(Protocol):
     def progress(self) -> ProgressStore: ...
     @property
     def persona_choices(self) -> PersonaChoiceStore: ...
+    @property
+    def web_sessions(self) -> WebSessionStore: ...
 
     def tx(self) -> AbstractContextManager[None]:
         """One transaction around the calls made inside (no ``await`` inside)."""

@@ -267,3 +267,27 @@ class SleepRun:
     output: str
     stage: str  # extracted | applied | done
     detail: str
+
+# ------------------------------------------------------------------------- web sign-in (issue 14)
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SigninGrant:
+    """A one-time sign-in token, as redeemed (the token itself is never stored, only its hash)."""
+
+    user_id: str
+    operator: bool
+    issued_by: str
+    expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class WebSession:
+    """A browser's session behind the ``kith_session`` cookie (stored by the cookie's hash)."""
+
+    user_id: str
+    operator: bool
+    via: str  # "link" (a one-time sign-in link) | "local" (loopback without server.token)
+    created_at: datetime
+    last_seen_at: datetime
+    expires_at: datetime

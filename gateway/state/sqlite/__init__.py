@@ -20,6 +20,7 @@ from gateway.state.sqlite.progress import SqliteProgress
 from gateway.state.sqlite.sessions import SqliteConversations, SqliteDedupe, SqliteSessions
 from gateway.state.sqlite.transcript import SqliteCompactions, SqliteTurns
 from gateway.state.sqlite.users import SqliteIdentities, SqliteUsers
+from gateway.state.sqlite.websessions import SqliteWebSessions
 
 __all__ = ["SqliteState", "open_sqlite"]
 
@@ -42,6 +43,7 @@ class SqliteState:
         self.knowledge = SqliteKnowledge(self.database)
         self.progress = SqliteProgress(self.database)
         self.persona_choices = SqlitePersonaChoices(self.database)
+        self.web_sessions = SqliteWebSessions(self.database)
 
     @property
     def db(self) -> sqlite3.Connection:

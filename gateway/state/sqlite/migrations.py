@@ -231,6 +231,31 @@ CREATE TABLE persona_choices (
 )
 """
 
+# Web sign-in (docs/security.md#sign-in): secrets are stored as SHA-256 hashes only.
+_WEB_SESSIONS = """
+CREATE TABLE web_signin_tokens (
+    token_hash TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    operator INTEGER NOT NULL DEFAULT 0,
+    issued_by TEXT NOT NULL DEFAULT '',
+    created_at TEXT NOT NULL,
+    expires_at TEXT NOT NULL
+);
+CREATE INDEX web_signin_tokens_user ON web_signin_tokens(user_id);
+CREATE INDEX web_signin_tokens_expires ON web_signin_tokens(expires_at);
+CREATE TABLE web_sessions (
+    session_hash TEXT PRIMARY KEY,
+    user_id TEXT NOT NULL,
+    operator INTEGER NOT NULL DEFAULT 0,
+    via TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    last_seen_at TEXT NOT NULL,
+    expires_at TEXT NOT NULL
+);
+CREATE INDEX web_sessions_user ON web_sessions(user_id);
+CREATE INDEX web_sessions_expires ON web_sessions(expires_at)
+"""
+
 _KNOWLEDGE_V1 = """
 CREATE TABLE IF NOT EXISTS kg_facts (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -265,6 +290,7 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
         # Superseded by link_requests (the two-sided /link confirmation); nothing reads it.
         Migration("drop link_codes", ("DROP TABLE IF EXISTS link_codes",)),
         Migration("persona choices per person and conversation", _script(_PERSONA_CHOICES)),
+        Migration("web sign-in tokens and browser sessions (issue 14)", _script(_WEB_SESSIONS)),
     ),
     "knowledge": (
         Migration("the knowledge graph before versioned migrations (kg_schema.py)", _script(_KNOWLEDGE_V1)),

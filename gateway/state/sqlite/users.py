@@ -51,6 +51,9 @@ class SqliteUsers:
             self._db.run("UPDATE sessions SET scope_key=? WHERE scope_key=?", (f"user:{into}", f"user:{source}"))
             self._db.run("UPDATE conversations SET user_id=? WHERE user_id=?", (into, source))
             self._db.run("DELETE FROM link_requests WHERE issuer_user=? OR redeemer_user=?", (source, source))
+            # A browser signed in as the merged user is signed out, not silently moved to ``into``.
+            self._db.run("DELETE FROM web_sessions WHERE user_id=?", (source,))
+            self._db.run("DELETE FROM web_signin_tokens WHERE user_id=?", (source,))
             self._db.run("DELETE FROM users WHERE user_id=?", (source,))
 
     # The cron scheduler's reads (gateway/bus/cronusers.py): each costs index seeks, not a scan.
