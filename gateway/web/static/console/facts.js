@@ -4,8 +4,9 @@ import { empty, errorBox, h, mount, toast, when } from "./dom.js";
 
 function state(f) {
   if (f.superseded_by) return ["superseded", "superseded"];
-  if (f.valid_to && new Date(String(f.valid_to).replace(" ", "T") + (/[zZ+]/.test(f.valid_to) ? "" : "Z")) <= new Date()) return ["ended", "ended"];
-  return ["current", "current"];
+  const ended = typeof f.current === "boolean" ? !f.current
+    : f.valid_to && new Date(String(f.valid_to).replace(" ", "T")) <= new Date();
+  return ended ? ["ended", "ended"] : ["current", "current"];
 }
 
 export async function factsView(ctx) {

@@ -13,11 +13,12 @@ export async function fileView(ctx) {
     h("p", { class: "crumbs" }, h("a", { href: ctx.link("files") }, "Files"), " / ", ctx.arg),
     h("div", { class: "title-row" },
       h("h2", {}, ctx.arg.split("/").pop()),
-      h("button", { type: "button", onclick: edit }, "Edit")),
+      file.read_only ? h("span", { class: "badge" }, "kept by kith, read only") : h("button", { type: "button", onclick: edit }, "Edit")),
     h("p", { class: "meta" }, bytes(file.size), file.modified ? " · changed " + when(file.modified) : "", " ", expiryBadge(file.expires)),
     h("article", { class: "doc" }, markdown(file.text)));
 
-  function edit(draft) {
+  // After a conflict the newer text is shown above the person's own draft, which is never thrown away.
+  function edit(draft, newer) {
     const area = h("textarea", { class: "editor", "aria-label": "File text", spellcheck: "true" });
     area.value = typeof draft === "string" ? draft : file.text;
     const status = h("div", { class: "status-line", role: "status" });
@@ -34,13 +35,19 @@ export async function fileView(ctx) {
         if (err instanceof ApiError && err.status === 409) {
           mount(status, h("p", { class: "error", role: "alert" },
             "This file changed since you opened it. Your text is kept below; reload to see the new version, then apply your change again."),
-            h("button", { type: "button", onclick: async () => { const mine = area.value; file = await get(url); edit(mine); } }, "Load the new version"));
+            h("button", { type: "button", onclick: async () => {
+              const mine = area.value;
+              try { file = await get(url); edit(mine, true); } catch (e) { mount(status, errorBox(e)); }
+            } }, "Load the new version"));
         } else mount(status, errorBox(err));
       }
     };
     mount(root,
       h("p", { class: "crumbs" }, h("a", { href: ctx.link("files") }, "Files"), " / ", ctx.arg),
       h("h2", {}, "Editing " + ctx.arg.split("/").pop()),
+      newer ? h("details", { class: "newer", open: true }, h("summary", {}, "The version now on the server"),
+        h("pre", { class: "plain" }, file.text),
+        h("p", { class: "muted" }, "Your text is in the editor below; saving it replaces this version.")) : null,
       h("form", { class: "edit", onsubmit: save, onkeydown: (e) => { if ((e.ctrlKey || e.metaKey) && e.key === "s") save(e); } },
         area, status,
         h("div", { class: "actions" },

@@ -2,19 +2,24 @@
 import { get, enc } from "./api.js";
 import { bytes, empty, h, when } from "./dom.js";
 
+// [server kind, title, path test used when the server names no kind]
 const GROUPS = [
   ["profile", "Profile", (p) => p === "USER.md" || p === "PATTERNS.md"],
   ["working", "Working memory", (p) => p === "WORKING.md"],
   ["people", "People", (p) => p.startsWith("people/")],
   ["topics", "Topics", (p) => p.startsWith("topics/")],
-  ["memories", "Dated memories", (p) => p.startsWith("memories/")],
-  ["distill", "Distillation tiers", (p) => /^MEMORY_(SHORT|MID|LONG)\.md$/.test(p)],
-  ["sessions", "Session logs", (p) => p.startsWith("sessions/")],
-  ["other", "Other files", () => true],
+  ["dated", "Dated memories", (p) => p.startsWith("memories/")],
+  ["distilled", "Distillation tiers", (p) => /^MEMORY_(SHORT|MID|LONG)\.md$/.test(p)],
+  ["session_log", "Session logs", (p) => p.startsWith("sessions/")],
+  ["other", "Other files", (p) => !p.endsWith(".jsonl") && !p.startsWith("_history/")],
+  ["kept", "Kept by kith (read only)", () => true],
 ];
+const KEPT = new Set(["audit", "backup", "quarantine"]);
 
-export function groupOf(path) {
-  return GROUPS.find(([, , test]) => test(path))[0];
+export function groupOf(file) {
+  if (KEPT.has(file.kind)) return "kept";
+  if (file.kind && GROUPS.some(([key]) => key === file.kind)) return file.kind;
+  return GROUPS.find(([, , test]) => test(file.path))[0];
 }
 
 export function expiryBadge(expires) {
@@ -26,11 +31,11 @@ export function expiryBadge(expires) {
 export async function filesView(ctx) {
   const { files } = await get(`/api/users/${enc(ctx.uid)}/memory/files`);
   const byGroup = new Map(GROUPS.map(([key]) => [key, []]));
-  for (const f of files) byGroup.get(groupOf(f.path)).push(f);
+  for (const f of files) byGroup.get(groupOf(f)).push(f);
   const sections = GROUPS.map(([key, title]) => {
     const list = byGroup.get(key);
-    if (!list.length && !["profile", "working", "people", "topics", "memories"].includes(key)) return null;
-    list.sort((a, b) => (key === "memories" || key === "sessions") ? b.path.localeCompare(a.path) : a.path.localeCompare(b.path));
+    if (!list.length && !["profile", "working", "people", "topics", "dated"].includes(key)) return null;
+    list.sort((a, b) => (key === "dated" || key === "session_log") ? b.path.localeCompare(a.path) : a.path.localeCompare(b.path));
     return h("section", { class: "group", "aria-labelledby": "g-" + key },
       h("h3", { id: "g-" + key }, title, h("span", { class: "count" }, String(list.length))),
       list.length
