@@ -3,13 +3,10 @@ import { enc, get, post } from "./api.js";
 import { empty, errorBox, h, mount, toast } from "./dom.js";
 
 function describe(report) {
-  if (!report || typeof report !== "object") return "Forgotten.";
-  const parts = [];
-  for (const [k, v] of Object.entries(report)) {
-    if (typeof v === "number") parts.push(`${k.replaceAll("_", " ")}: ${v}`);
-    else if (Array.isArray(v)) parts.push(`${k.replaceAll("_", " ")}: ${v.length}`);
-  }
-  return parts.length ? "Forgotten (" + parts.join(", ") + ")." : "Forgotten.";
+  if (!report) return "Forgotten.";
+  if (report.message) return report.message;
+  const lines = (report.lines || []).length, facts = (report.facts || []).length;
+  return `Forgotten: ${lines} lines, ${facts} facts, ${report.points || 0} index entries.`;
 }
 
 export async function recallView(ctx) {
@@ -29,18 +26,30 @@ export async function recallView(ctx) {
         const item = h("li", { class: "hit" },
           h("div", { class: "hit-head" },
             h("span", { class: "badge" }, hit.kind || "memory"), " ",
-            h("span", { class: "meta" }, hit.path || ""), " ",
+            h("span", { class: "meta" }, hit.path || ""), " ", hit.date ? h("span", { class: "meta" }, hit.date) : null, " ",
             h("span", { class: "meta" }, typeof hit.score === "number" ? "score " + hit.score.toFixed(2) : "")),
           h("blockquote", { class: "hit-text" }, hit.text),
           h("button", { type: "button", class: "danger small", "aria-label": "Forget this: " + String(hit.text).slice(0, 80),
             onclick: async () => {
               if (!confirm("Forget this everywhere (files, facts and search)? You can still roll a file back from its audit.")) return;
-              try {
-                const report = await post(`/api/users/${enc(ctx.uid)}/forget`, { ref: hit.ref });
-                item.classList.add("forgotten");
-                mount(msg, h("p", { class: "ok" }, describe(report)));
-                toast("Forgotten", "ok");
-              } catch (err) { mount(msg, errorBox(err)); }
+              const forget = async (body) => {
+                try {
+                  const report = await post(`/api/users/${enc(ctx.uid)}/forget`, body);
+                  if (report && report.status === "confirm") {
+                    // A broad match: show what would go and let the person confirm it.
+                    mount(msg, h("p", { class: "muted" }, describe(report)),
+                      h("button", { type: "button", class: "danger small", onclick: () => forget({ ref: "pending:" + report.forget_id }) }, "Yes, forget all of it"));
+                    return;
+                  }
+                  if (report && (report.status === "nothing" || report.status === "refused")) {
+                    mount(msg, h("p", { class: "error" }, describe(report))); return;
+                  }
+                  item.classList.add("forgotten");
+                  mount(msg, h("p", { class: "ok" }, describe(report)));
+                  toast("Forgotten", "ok");
+                } catch (err) { mount(msg, errorBox(err)); }
+              };
+              await forget({ ref: hit.ref });
             } }, "Forget this"), msg);
         return item;
       })) : empty("Nothing recalled for that."));
