@@ -40,7 +40,8 @@ OPERATOR = Principal(user_id=None, operator=True, via="operator-token")
 # this module stays free of storage. Absent (an app without sign-in): cookies identify nobody.
 CookieResolver = Callable[[web.Request], Principal | None]
 COOKIE_RESOLVER: web.AppKey[CookieResolver] = web.AppKey("cookie_resolver")
-_RESOLVED = "kith.principal"  # per-request cache: the cookie is looked up once however often handlers ask
+# Per-request cache: the cookie is looked up once however often handlers ask.
+_RESOLVED: web.RequestKey[Principal | None] = web.RequestKey("kith_principal")
 
 
 def principal_or_none(request: web.Request) -> Principal | None:
@@ -51,8 +52,7 @@ def principal_or_none(request: web.Request) -> Principal | None:
     if bearer(request) is not None:
         return OPERATOR if is_operator(request) else None
     if _RESOLVED in request:
-        cached: Principal | None = request[_RESOLVED]
-        return cached
+        return request[_RESOLVED]
     resolver = request.app.get(COOKIE_RESOLVER)
     found = resolver(request) if resolver is not None else None
     request[_RESOLVED] = found

@@ -52,8 +52,9 @@ TOUCH_AFTER = timedelta(minutes=5)  # a session's expiry moves at most this ofte
 MAX_SECRET_CHARS = 128
 # The same client ids as the WebSocket hello accepts (adapters/websocket.py, docs/protocol.md).
 CLIENT_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
-_SESSION_SECRET = "kith.session_secret"  # request key: the raw cookie of a valid session (CSRF, logout)
-_REFRESH = "kith.session_refresh"  # request key: the session's expiry moved; send the cookie again
+# The raw cookie of a valid session (logout), and whether its expiry moved (send the cookie again).
+_SESSION_SECRET: web.RequestKey[str] = web.RequestKey("kith_session_secret", str)
+_REFRESH: web.RequestKey[bool] = web.RequestKey("kith_session_refresh", bool)
 NO_STORE = {"Cache-Control": "no-store", "Referrer-Policy": "no-referrer"}
 
 
