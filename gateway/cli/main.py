@@ -23,6 +23,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gateway.cli.worker",
     "gateway.cli.context",
     "gateway.cli.persona",
+    "gateway.cli.users",
 )
 
 

@@ -18,6 +18,7 @@ from aiohttp import web
 from gateway.explain import ExplainError, explain
 from gateway.http.auth import require_operator
 from gateway.http.guard import json_object
+from gateway.identity.people_api import people_routes
 from gateway.memory.files.scopes import ScopeError, user_scope
 
 if TYPE_CHECKING:
@@ -86,4 +87,5 @@ def routes(gateway: Gateway) -> list[web.RouteDef]:
         web.post("/memory/search", search),
         web.get("/memory/stats", stats),
         web.post("/memory/reindex", reindex),
+        *people_routes(gateway),
     ]

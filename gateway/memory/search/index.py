@@ -208,6 +208,9 @@ class VectorIndex(ABC):
     def optimize(self) -> None:  # noqa: B027 - servers optimise in the background on their own
         """Build search structures (HNSW, payload indexes) for what was upserted so far."""
 
+    def compact(self) -> None:  # noqa: B027 - a server vacuums deleted points with its own optimiser
+        """Rewrite the stored points so deleted ones leave the files on disk (``kith users delete``)."""
+
     @abstractmethod
     def close(self) -> None: ...
 

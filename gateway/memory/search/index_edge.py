@@ -8,6 +8,7 @@ write-ahead log) first checks free space and raises ``LowDiskSpaceError`` instea
 from __future__ import annotations
 
 import logging
+import shutil
 import threading
 from collections.abc import Iterator, Sequence
 from pathlib import Path
@@ -70,6 +71,7 @@ class EdgeIndex(VectorIndex):
             sparse_vectors={"bm25": qe.EdgeSparseVectorParams(modifier=qe.Modifier.Idf)},
             max_search_threads=search_threads,
         )
+        self._path, self._config = path, config
         if path.exists() and any(path.iterdir()):
             try:
                 self._shard = qe.EdgeShard.load(str(path), config)
@@ -78,12 +80,7 @@ class EdgeIndex(VectorIndex):
                     raise IndexBusyError(f"the memory index {path} is in use by another process") from exc
                 raise
         else:
-            path.mkdir(parents=True, exist_ok=True)
-            self._shard = qe.EdgeShard.create(str(path), config)
-            # is_tenant: Qdrant lays points out by scope, so a one-user query touches one user's data.
-            self._shard.update(qe.UpdateOperation.create_field_index("scope", qe.KeywordIndexParams(is_tenant=True)))
-            self._shard.update(qe.UpdateOperation.create_field_index("path", qe.PayloadSchemaType.Keyword))
-            self._shard.update(qe.UpdateOperation.create_field_index("valid_until", qe.PayloadSchemaType.Float))
+            self._shard = _create_shard(path, config)
         self._write = threading.Lock()
         self._closed = False
         self._since_optimize = 0
@@ -168,6 +165,38 @@ class EdgeIndex(VectorIndex):
             self._since_optimize = 0
             self._shard.optimize()
 
+    def compact(self) -> None:
+        """Copy the live points into a new shard and replace the old one with it. Deleting a point
+        only flags it: its payload (the chunk's text) stays in the segment files and the write-ahead
+        log until then. Searches wait on nothing: one that runs during the swap may fail once."""
+        self._room("compacting the memory index")
+        with self._write:
+            fresh = self._path.with_name(self._path.name + ".compact")
+            old = self._path.with_name(self._path.name + ".old")
+            for leftover in (fresh, old):
+                if leftover.exists():
+                    shutil.rmtree(leftover)
+            shard = _create_shard(fresh, self._config)
+            try:
+                offset = None
+                while True:
+                    req = qe.ScrollRequest(offset=offset, limit=_SCROLL_PAGE, with_payload=True, with_vector=True)
+                    records, offset = self._shard.scroll(req)
+                    if records:
+                        shard.update(qe.UpdateOperation.upsert_points(
+                            [qe.Point(id=r.id, vector=r.vector, payload=r.payload) for r in records]))  # fmt: skip
+                    if offset is None:
+                        break
+                shard.flush()
+            finally:
+                shard.close()
+            self._shard.close()
+            self._path.rename(old)
+            fresh.rename(self._path)
+            self._shard = qe.EdgeShard.load(str(self._path), self._config)
+            shutil.rmtree(old)
+            self._since_optimize = 0
+
     def close(self) -> None:
         if not self._closed:
             self._closed = True
@@ -183,3 +212,13 @@ class EdgeIndex(VectorIndex):
     def _room(self, what: str) -> None:
         if self._floor is not None:
             self._floor.require(what)
+
+
+def _create_shard(path: Path, config: Any) -> Any:
+    path.mkdir(parents=True, exist_ok=True)
+    shard = qe.EdgeShard.create(str(path), config)
+    # is_tenant: Qdrant lays points out by scope, so a one-user query touches one user's data.
+    shard.update(qe.UpdateOperation.create_field_index("scope", qe.KeywordIndexParams(is_tenant=True)))
+    shard.update(qe.UpdateOperation.create_field_index("path", qe.PayloadSchemaType.Keyword))
+    shard.update(qe.UpdateOperation.create_field_index("valid_until", qe.PayloadSchemaType.Float))
+    return shard

@@ -388,6 +388,11 @@ class MemoryService:
         await self._guarded((PURGE, scope, ""), self._scope_work, "purge", scope)
         self._stores.pop(scope, None)
 
+    async def compact(self) -> None:
+        """Rewrite the index files so purged points are gone from the disk, not only from searches."""
+        if self._index is not None:
+            await self._indexing(self._index.compact)
+
     def _scope_work(self, kind: str, scope: str) -> IndexReport | None:
         """Whole-root work on the indexing thread (blocking)."""
         if kind == PURGE:

@@ -1,0 +1,182 @@
+"""Erasing a person (``kith users delete``): nothing of theirs is left in the data directory.
+
+In order, on a started ``Gateway`` (the daemon itself, through its operator API, or one the CLI starts
+without HTTP, adapters or job workers when no daemon runs):
+
+1. buffered writes are flushed (the session log would otherwise append to a folder just removed);
+2. their jobs leave the bus: queued, delayed, backing off, dead-lettered, their cron slots
+   (``gateway.bus.purge``), and the embedded server rewrites its append-only file;
+3. every row that is theirs goes from the database (``State.people.erase_user``: accounts, sessions,
+   transcript, facts, pairing and link entries, web sessions, progress), overwritten on disk;
+4. ``users/<id>/`` is removed (symlinks inside are removed, never followed);
+5. their points leave the memory index, and the index is rewritten so the text leaves its files;
+6. the lines that name them (their id, accounts, or a message of theirs) leave the log files of the
+   data directory (``*.log``, ``*.jsonl``), each file rewritten atomically.
+
+Steps 1, 3 and 4 run a second time at the end, for a turn that was in flight meanwhile.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import tempfile
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from gateway.bus.purge import purge_jobs
+from gateway.memory.files.scopes import root_for, user_scope
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+log = logging.getLogger("kith.identity")
+
+LOG_SUFFIXES = (".log", ".jsonl")
+MIN_TEXT = 12  # a message shorter than this is not looked for in logs (it would match others' lines)
+MIN_ACCOUNT = 4
+
+
+class EraseError(RuntimeError):
+    """The person cannot be erased as asked (unknown user, bad id)."""
+
+
+@dataclass
+class EraseReport:
+    user_id: str
+    rows: dict[str, int] = field(default_factory=dict)
+    files: int = 0
+    jobs: int = 0
+    points: int = 0
+    log_lines: int = 0
+    accounts: list[str] = field(default_factory=list)
+
+    def as_dict(self) -> dict[str, object]:
+        return {"user_id": self.user_id, "rows": self.rows, "files": self.files, "jobs": self.jobs,
+                "points": self.points, "log_lines": self.log_lines, "accounts": self.accounts}  # fmt: skip
+
+
+async def erase_person(gateway: Gateway, user_id: str) -> EraseReport:
+    state = gateway.state
+    root = root_for(gateway.data_dir, user_scope(user_id))  # ScopeError for an id that names no folder
+    if state.users.get(user_id) is None and not root.exists():
+        raise EraseError(f"no user {user_id!r}")
+    report = EraseReport(user_id)
+    rows = state.people.rows(user_id)
+    accounts = [(str(r["channel"]), str(r["account_id"])) for r in rows.get("identities", [])]
+    report.accounts = [f"{c}:{a}" for c, a in accounts]
+    sessions = sorted({str(r["session_id"]) for r in rows.get("sessions", []) if r.get("session_id")})
+    turns = sorted({str(r["turn_id"]) for r in rows.get("turns", []) if r.get("turn_id")})
+    texts = {str(r["content"]).strip() for r in rows.get("turns", []) if r.get("role") == "user"}
+    needles = _needles(user_id, accounts, texts)
+
+    await gateway.hooks.flush(gateway)
+    if gateway.bus is not None:
+        report.jobs = await purge_jobs(gateway.bus.redis, gateway.bus.keys, [user_id, user_scope(user_id),
+                                       *sessions, *turns], rewrite_aof=gateway.bus.server is not None)  # fmt: skip
+    _forget_live(gateway, user_id, sessions)
+    report.rows = state.people.erase_user(user_id)
+    report.files = _remove_tree(root)
+    memory = gateway.memory
+    if memory is not None and not memory.detached:
+        report.points = memory.scope_count(user_scope(user_id))
+        await memory.purge(user_scope(user_id))
+        await memory.compact()
+    report.log_lines = scrub_logs(gateway.data_dir, needles)
+
+    # A turn in flight during the above may have written again: the second pass finds it.
+    await gateway.hooks.flush(gateway)
+    again = state.people.erase_user(user_id)
+    for table, n in again.items():
+        report.rows[table] = report.rows.get(table, 0) + n
+    report.files += _remove_tree(root)
+    state.people.scrub()
+    log.info("erased user %s: %d rows, %d files, %d jobs, %d index points, %d log lines", user_id,
+             sum(report.rows.values()), report.files, report.jobs, report.points, report.log_lines)  # fmt: skip
+    return report
+
+
+def _needles(user_id: str, accounts: Iterable[tuple[str, str]], texts: Iterable[str]) -> list[str]:
+    out = [user_id]
+    for channel, account in accounts:
+        out.append(f"{channel}:{account}")
+        if len(account) >= MIN_ACCOUNT:
+            out.append(account)
+    out.extend(t for t in texts if len(t) >= MIN_TEXT)
+    # Each line of a multi-line message is looked for on its own (a log line holds one of them).
+    out.extend(line.strip() for t in texts for line in t.splitlines() if len(line.strip()) >= MIN_TEXT)
+    return sorted(set(out))
+
+
+def _forget_live(gateway: Gateway, user_id: str, sessions: Iterable[str]) -> None:
+    """In-memory state of the running gateway: an Off-The-Record session, replies awaited."""
+    gone = set(sessions)
+    gateway.sessions.otr.pop(user_scope(user_id), None)
+    awaiting = getattr(gateway.sessions, "_awaiting_reply", None)
+    if isinstance(awaiting, dict):
+        for turn_id in [t for t, s in awaiting.items() if s in gone]:
+            awaiting.pop(turn_id, None)
+
+
+def _remove_tree(root: Path) -> int:
+    """Remove ``root`` and everything in it; a symlink is removed, never followed. Files removed."""
+    if root.is_symlink() or root.is_file():
+        root.unlink()
+        return 1
+    if not root.exists():
+        return 0
+    count = sum(1 for p in root.rglob("*") if p.is_file() or p.is_symlink())
+    shutil.rmtree(root)
+    return count
+
+
+def scrub_logs(data_dir: Path, needles: Iterable[str]) -> int:
+    """Remove every line naming one of ``needles`` from the log files under ``data_dir``; lines removed."""
+    needles = [n for n in needles if n]
+    if not needles:
+        return 0
+    removed = 0
+    for path in _log_files(data_dir):
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            log.warning("cannot read %s to remove the person's lines: %s", path, exc)
+            continue
+        encoded = [n.encode() for n in needles]
+        if not any(n in data for n in encoded):
+            continue
+        lines = data.splitlines(keepends=True)
+        kept = [line for line in lines if not any(n in line for n in encoded)]
+        removed += len(lines) - len(kept)
+        _rewrite(path, b"".join(kept))
+    return removed
+
+
+def _log_files(data_dir: Path) -> list[Path]:
+    out = []
+    for dirpath, dirnames, filenames in os.walk(data_dir, followlinks=False):
+        dirnames[:] = [d for d in dirnames if not Path(dirpath, d).is_symlink()]
+        for name in filenames:
+            path = Path(dirpath, name)
+            if name.endswith(LOG_SUFFIXES) and not path.is_symlink() and path.is_file():
+                out.append(path)
+    return sorted(out)
+
+
+def _rewrite(path: Path, data: bytes) -> None:
+    """Replace ``path``'s content atomically, keeping its mode (the old inode with the lines goes)."""
+    mode = path.stat().st_mode & 0o777
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, mode)
+        os.replace(tmp, path)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
