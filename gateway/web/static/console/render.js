@@ -30,7 +30,9 @@ export function loadRenderer() {
 export function markdown(text) {
   const box = h("div", { class: "md" });
   if (md && purify) {
-    box.innerHTML = purify.sanitize(md.render(String(text || "")), { USE_PROFILES: { html: true } });
+    // kith's own markers (<!-- kith:turn ... -->) are for its parsers, not for people.
+    const shown = String(text || "").replace(/<!--[\s\S]*?-->\n?/g, "");
+    box.innerHTML = purify.sanitize(md.render(shown), { USE_PROFILES: { html: true } });
   } else {
     box.append(h("pre", { class: "plain" }, String(text || "")));
   }
