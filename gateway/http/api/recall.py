@@ -1,0 +1,100 @@
+"""What kith recalls about a person for a query, and "forget this".
+
+Recall is the hybrid search the prompt's recall section uses (``MemoryService.recall``) over the
+person's own scope. Forgetting is ``gateway.memory.forgetting.forget``: matching lines leave the
+files (guarded store, audited, undoable), facts leave the graph and the index follows before the
+answer, so the next recall no longer finds them. A broad or meaning-only match answers
+``status="confirm"`` with a ``forget_id``; ``{"ref": "pending:<forget_id>"}`` (or ``confirm: true``
+with the text) then applies it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import ConfigDict, Field, model_validator
+
+from gateway.http.api.spec import Answer, ApiError, Body, Call, Query, Route
+from gateway.memory.files.scopes import ScopeError, user_scope
+
+
+class HitOut(Answer):
+    ref: str = Field(description="the chunk id; POST .../forget {\"ref\": ref} forgets exactly this")
+    kind: str
+    path: str
+    text: str
+    score: float
+    date: str
+    session_id: str
+
+
+class Hits(Answer):
+    hits: list[HitOut]
+
+
+class RecallQuery(Query):
+    q: str = Field(min_length=1, max_length=1000)
+    k: int = Field(8, ge=1, le=50)
+
+
+class ForgetBody(Body):
+    text: str | None = Field(None, min_length=1, max_length=1000)
+    ref: str | None = Field(None, min_length=1, max_length=1000)
+    confirm: bool = False
+
+    @model_validator(mode="after")
+    def _one_of(self) -> ForgetBody:
+        if (self.text is None) == (self.ref is None):
+            raise ValueError('send either {"text": ...} or {"ref": ...}')
+        return self
+
+
+class ForgetReport(Answer):
+    model_config = ConfigDict(extra="allow")
+    status: str = Field(description="removed, confirm, nothing or refused")
+    forget_id: str
+    query: str
+    lines: list[dict[str, Any]]
+    facts: list[dict[str, Any]]
+    points: int
+    message: str
+
+
+def _memory(call: Call) -> Any:
+    memory = call.gateway.memory
+    if memory is None or memory.detached:
+        raise ApiError(503, "this process has no memory index")
+    return memory
+
+
+async def recall(call: Call) -> Hits:
+    uid = call.user_id()
+    query: RecallQuery = call.query
+    if not query.q.strip():
+        return Hits(hits=[])
+    try:
+        hits = await _memory(call).recall(scope=user_scope(uid), query=query.q, k=query.k)
+    except ScopeError as exc:
+        raise ApiError(400, str(exc)) from None
+    return Hits(hits=[HitOut(ref=h.chunk_id, kind=h.kind, path=h.source, text=h.text, score=h.score, date=h.date,
+                             session_id=h.session_id) for h in hits])  # fmt: skip
+
+
+async def forget(call: Call) -> ForgetReport:
+    from gateway.memory.forgetting import forget as forget_memory
+
+    uid = call.user_id()
+    _memory(call)
+    body: ForgetBody = call.body
+    who = call.who()
+    actor = f"web:{who.user_id}" if who.user_id else "operator"
+    report = await forget_memory(call.gateway, uid, text=body.text, ref=body.ref, actor=actor, confirm=body.confirm)
+    return ForgetReport.model_validate(report.to_dict())
+
+
+ROUTES = [
+    Route("GET", "/api/users/{uid}/recall", "what recall finds in the person's memory for a query", Hits, recall,
+          query=RecallQuery, tag="memory"),
+    Route("POST", "/api/users/{uid}/forget", "forget lines, facts and index entries matching a text or a ref",
+          ForgetReport, forget, body=ForgetBody, tag="memory", errors=(400, 401, 404, 503)),
+]
