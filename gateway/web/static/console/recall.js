@@ -1,6 +1,6 @@
 // Search what the assistant would recall, and forget any hit (file lines, facts and index points).
 import { enc, get, post } from "./api.js";
-import { empty, errorBox, h, mount, toast } from "./dom.js";
+import { empty, errorBox, h, mount, toast, when } from "./dom.js";
 
 function describe(report) {
   if (!report) return "Forgotten.";
@@ -26,9 +26,9 @@ export async function recallView(ctx) {
         const item = h("li", { class: "hit" },
           h("div", { class: "hit-head" },
             h("span", { class: "badge" }, hit.kind || "memory"), " ",
-            h("span", { class: "meta" }, hit.path || ""), " ", hit.date ? h("span", { class: "meta" }, hit.date) : null, " ",
+            h("span", { class: "meta" }, hit.path || ""), " ", hit.date ? h("span", { class: "meta" }, when(hit.date)) : null, " ",
             h("span", { class: "meta" }, typeof hit.score === "number" ? "score " + hit.score.toFixed(2) : "")),
-          h("blockquote", { class: "hit-text" }, hit.text),
+          h("blockquote", { class: "hit-text" }, String(hit.text).replace(/<!--[\s\S]*?-->\n?/g, "").trim()),
           h("button", { type: "button", class: "danger small", "aria-label": "Forget this: " + String(hit.text).slice(0, 80),
             onclick: async () => {
               if (!confirm("Forget this everywhere (files, facts and search)? You can still roll a file back from its audit.")) return;

@@ -10,7 +10,7 @@ export async function sessionsView(ctx) {
     const { sessions } = await get(`/api/users/${enc(ctx.uid)}/sessions?limit=50` + (query ? `&q=${enc(query)}` : ""));
     list.replaceChildren(sessions.length ? h("ul", { class: "sessions" }, sessions.map((s) => h("li", {},
       h("a", { href: ctx.link("session", s.session_id) }, s.title || "Session " + String(s.session_id).slice(-8)),
-      h("span", { class: "meta" }, ` ${when(s.started_at)} · ${s.channel || ""} · ${s.turns ?? "?"} turns`),
+      h("span", { class: "meta" }, ` ${when(s.started_at)} · ${s.channel || ""} · ${s.turns ?? "?"} ${s.turns === 1 ? "turn" : "turns"}`),
       s.open ? h("span", { class: "badge ok" }, "open") : null))) : empty("No sessions found."));
   };
   await load();
