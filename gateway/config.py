@@ -273,6 +273,8 @@ class MemoryConfig(Section):
     """Memory store and recall (owned by gateway.memory; see docs/memory.md)."""
 
     max_file_bytes: int = Field(256 * 1024, ge=1024)
+    # Re-index files edited by hand (an editor, git pull, a sync tool) within ~2 s (memory/files/watch.py).
+    watch_files: bool = True
     # Offline ONNX models shipped in wheels; chosen by measurement on LoCoMo (docs/benchmarks.md).
     embedding_model: Literal["minilm-l6-int8", "e5-small-q4"] = "minilm-l6-int8"
     # Texts embedded at once, one thread each: 2 meets the ingest goal on a 2-core machine (docs/benchmarks.md).

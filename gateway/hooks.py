@@ -113,6 +113,9 @@ class Hooks:
     async def users_merged(self, gateway: Gateway, *, into: str, source: str) -> None:
         await self._call.call_all("gateway_users_merged", gateway=gateway, into=into, source=source)
 
+    async def memory_edited(self, gateway: Gateway, *, user_id: str, paths: list[str]) -> None:
+        await self._call.call_all("gateway_memory_edited", gateway=gateway, user_id=user_id, paths=paths)
+
     async def handle_command(self, gateway: Gateway, turn: Turn, command: str, args: str) -> Reply | None:
         answer = await self._call.call_first("gateway_handle_command", gateway=gateway, turn=turn, command=command,
                                              args=args)  # fmt: skip

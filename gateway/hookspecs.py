@@ -126,6 +126,14 @@ def gateway_users_merged(gateway: Gateway, into: str, source: str) -> None:
     Derived data (indexes) should be rebuilt for ``into`` and purged for ``source``. Rule: all."""
 
 
+@hookspec
+def gateway_memory_edited(gateway: Gateway, user_id: str, paths: list[str]) -> None:
+    """The person ``user_id`` changed their memory on purpose (``/remember``, ``/forget``, an undo):
+    ``paths`` are the files of their root that changed. Anything that keeps a copy of those files
+    (a session's profile snapshot) must drop it, so the next prompt does not carry a forgotten line.
+    Rule: all."""
+
+
 @hookspec(firstresult=True)
 def gateway_handle_command(gateway: Gateway, turn: Turn, command: str, args: str) -> Reply | None:
     """Answer a chat command (``/new``, ``/otr``, ``/link`` ...). Rule: first.

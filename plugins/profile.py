@@ -127,3 +127,13 @@ async def gateway_context_sections(gateway: Gateway, turn: Turn) -> list[Context
 @hookimpl
 def gateway_users_merged(gateway: Gateway, into: str, source: str) -> None:
     _snapshots(gateway).clear()  # the survivor's files changed under its live sessions
+
+
+@hookimpl
+def gateway_memory_edited(gateway: Gateway, user_id: str, paths: list[str]) -> None:
+    # A forgotten line must leave the next prompt, not the next session: drop this person's snapshots.
+    cache = _snapshots(gateway)
+    for session_id in list(cache):
+        stored = gateway.state.sessions.get(session_id)
+        if stored is None or stored.user_id == user_id:
+            del cache[session_id]

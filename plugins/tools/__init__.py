@@ -7,6 +7,8 @@
 | ``reminders`` | 2 | yes | add / list / cancel reminders in ``REMINDERS.md``; a delayed bus job delivers each |
 | ``scratchpad`` | 4 | yes | read / write / append / clear ``SCRATCH.md`` |
 | ``tasks`` | 4 | yes | add / list / complete / reopen tasks in ``TASKS.json`` |
+| ``memory_remember`` | 2 | yes | keep one line in ``REMEMBERED.md`` (``gateway.memory.remembering``) |
+| ``memory_forget`` | 2 | yes | forget matching lines, facts and index points (``gateway.memory.forgetting``) |
 
 Every tool works on the speaker's own root through the guarded store (containment, size cap, lock,
 atomic replace, audit line with ``source="tool:<name>"``, the turn id and ``trust="model"``), so
@@ -27,9 +29,10 @@ from __future__ import annotations
 from gateway.bus.registry import JobRegistry
 from gateway.hookspecs import hookimpl
 from gateway.tools import Tool, ToolRegistry
-from plugins.tools import memory_get, memory_search, reminders, scratchpad, tasks
+from plugins.tools import memory_forget, memory_get, memory_remember, memory_search, reminders, scratchpad, tasks
 
-TOOLS: tuple[Tool, ...] = (memory_search.TOOL, memory_get.TOOL, reminders.TOOL, scratchpad.TOOL, tasks.TOOL)
+TOOLS: tuple[Tool, ...] = (memory_search.TOOL, memory_get.TOOL, reminders.TOOL, scratchpad.TOOL, tasks.TOOL,
+                           memory_remember.TOOL, memory_forget.TOOL)
 
 
 @hookimpl

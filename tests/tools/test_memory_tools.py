@@ -16,7 +16,8 @@ from gateway.types import ConversationKind, InboundMessage
 from tests.conftest import GatewayFactory
 from tests.fakes.anthropic import FakeAnthropic
 
-ALL_TOOLS = {"memory_search", "memory_get", "reminders", "scratchpad", "tasks"}
+ALL_TOOLS = {"memory_search", "memory_get", "reminders", "scratchpad", "tasks", "memory_remember", "memory_forget"}
+TIER2 = {"memory_search", "memory_get", "reminders", "memory_remember", "memory_forget"}
 
 
 def dm(text: str, *, account: str = "alice", tier: int | None = None) -> InboundMessage:
@@ -58,8 +59,7 @@ async def test_tools_offered_by_tier_otr_and_group(make_gateway: GatewayFactory,
     for tier in (1, 2, 3, 4):
         await gw.handle_inbound(dm("hi", tier=tier))
         offered[tier] = set(fake_anthropic.tool_names())
-    assert offered == {1: set(), 2: {"memory_search", "memory_get", "reminders"},
-                       3: {"memory_search", "memory_get", "reminders"}, 4: ALL_TOOLS}
+    assert offered == {1: set(), 2: TIER2, 3: TIER2, 4: ALL_TOOLS}
     assert fake_anthropic.tool_names() == sorted(ALL_TOOLS), "sorted: the cached prefix stays identical"
 
     await gw.handle_inbound(dm("/otr on"))

@@ -1,0 +1,155 @@
+"""Hand edits are live: a file watcher over every memory root that queues re-indexing.
+
+``MemoryWatcher(data_dir, enqueue)`` watches ``users/``, ``channels/`` and ``personas/`` under the data
+directory (recursively: a root created later is covered) with ``watchfiles`` (inotify), debounced to
+``debounce_ms``, and for each changed or deleted indexable file calls ``enqueue(scope, rel)``: the same
+sink guarded writes report to, which queues a ``memory.index`` job on the bus. The watcher never
+indexes itself; the job re-chunks the file (a deleted file's points are purged).
+
+kith's own writes are already reported by the store, so the watcher skips them instead of queueing
+each twice (a session log appended every half second would otherwise double the index jobs): a
+change whose content hash equals the latest audit line of that file (``.audit.jsonl``, written by
+the store right after the rename) is kith's own. Dot-names (the store's audit, locks, temp files,
+``.index/``) and files the indexer does not read are ignored.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+from collections.abc import Callable
+from pathlib import Path
+
+from watchfiles import Change, awatch
+
+from gateway.memory.files.scopes import KINDS, ScopeError, root_for
+from gateway.memory.files.store import AUDIT_FILE
+from gateway.memory.search.indexer import indexable
+
+log = logging.getLogger("kith.memory.watch")
+
+Enqueue = Callable[[str, str], None]
+_AUDIT_TAIL = 256 * 1024  # the newest audit lines are all a change is compared with
+_SCOPE_OF = {folder: kind for kind, folder in KINDS.items()}
+
+
+def scope_and_rel(data_dir: Path, path: str) -> tuple[str, str] | None:
+    """``<data_dir>/users/u1/people/x.md`` -> ("user:u1", "people/x.md"); None for anything else."""
+    try:
+        parts = Path(path).relative_to(data_dir).parts
+    except ValueError:
+        return None
+    if len(parts) < 3 or parts[0] not in _SCOPE_OF or any(p.startswith(".") for p in parts[1:]):
+        return None
+    scope, rel = f"{_SCOPE_OF[parts[0]]}:{parts[1]}", "/".join(parts[2:])
+    try:
+        root_for(data_dir, scope)
+    except ScopeError:
+        return None
+    return (scope, rel) if indexable(rel) else None
+
+
+def last_audited_sha(root: Path, rel: str) -> str | None:
+    """The content hash of the newest audit line for ``rel`` ("" = deleted by kith; None = none)."""
+    try:
+        fd = os.open(root / AUDIT_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        size = os.fstat(fd).st_size
+        os.lseek(fd, max(0, size - _AUDIT_TAIL), os.SEEK_SET)
+        tail = os.read(fd, _AUDIT_TAIL)
+    finally:
+        os.close(fd)
+    for raw in reversed(tail.splitlines()):
+        if rel.encode() not in raw:
+            continue
+        with contextlib.suppress(ValueError):
+            rec = json.loads(raw)
+            if isinstance(rec, dict) and rec.get("file") == rel:
+                return "" if rec.get("op") == "delete" else str(rec.get("sha256", ""))
+    return None
+
+
+def is_own_write(data_dir: Path, scope: str, rel: str) -> bool:
+    """Whether the file's current state is what kith itself last wrote (the store reported it)."""
+    root = root_for(data_dir, scope)
+    audited = last_audited_sha(root, rel)
+    if audited is None:
+        return False
+    try:
+        data = (root / rel).read_bytes()
+    except FileNotFoundError:
+        return audited == ""
+    except OSError:
+        return False
+    return hashlib.sha256(data).hexdigest() == audited
+
+
+class MemoryWatcher:
+    def __init__(self, data_dir: Path, enqueue: Enqueue, *, debounce_ms: int = 200) -> None:
+        self.data_dir = Path(data_dir).resolve()
+        self.enqueue = enqueue
+        self.debounce_ms = debounce_ms
+        self.queued = 0  # files handed to ``enqueue`` (tests and stats)
+        self.skipped_own = 0  # changes that were kith's own writes
+        self._stop = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._ready = asyncio.Event()
+
+    async def start(self) -> None:
+        for folder in KINDS.values():
+            (self.data_dir / folder).mkdir(parents=True, exist_ok=True, mode=0o700)
+        self._stop.clear()
+        self._task = asyncio.create_task(self._run(), name="memory:watch")
+
+    async def wait_ready(self, timeout: float = 5.0) -> bool:
+        """Wait until the inotify watches are in place (the first quiet ``rust_timeout``), so a change
+        made after this returns is seen. Start does not wait: the gateway need not be held up."""
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._ready.wait(), timeout=timeout)
+        return self._ready.is_set()
+
+    async def stop(self) -> None:
+        self._stop.set()
+        if self._task is not None:
+            self._task.cancel()
+            await asyncio.gather(self._task, return_exceptions=True)
+            self._task = None
+
+    async def _run(self) -> None:
+        paths = [self.data_dir / folder for folder in KINDS.values()]
+        try:
+            watch = awatch(*paths, debounce=self.debounce_ms, step=50, stop_event=self._stop,
+                           watch_filter=self._wanted, recursive=True, yield_on_timeout=True, rust_timeout=500)
+            async for changes in watch:
+                self._ready.set()
+                if changes:
+                    await self._handle(changes)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("memory: the file watcher stopped; hand edits are indexed at the next start")
+        finally:
+            self._ready.set()
+
+    def _wanted(self, change: Change, path: str) -> bool:
+        return scope_and_rel(self.data_dir, path) is not None
+
+    async def _handle(self, changes: set[tuple[Change, str]]) -> None:
+        files = {sr for _, path in changes if (sr := scope_and_rel(self.data_dir, path)) is not None}
+        for scope, rel in sorted(files):
+            own = await asyncio.to_thread(is_own_write, self.data_dir, scope, rel)
+            if own:
+                self.skipped_own += 1
+                continue
+            log.debug("memory: %s %s changed on disk; re-indexing", scope, rel)
+            self.queued += 1
+            try:
+                self.enqueue(scope, rel)
+            except Exception:
+                log.exception("memory: queueing re-indexing of %s %s failed", scope, rel)

@@ -1,0 +1,444 @@
+"""Forgetting on a person's request: lines of their files, facts of the graph, points of the index.
+
+``forget(gateway, user_id, text=..., actor=...)`` finds what the text means (``forget_match``: the
+literal lines and facts, plus lines and facts that only match by meaning) and either removes it or,
+when the match is broad (more than ``CONFIRM_LINES`` lines or facts, or any match by meaning), returns
+``status="confirm"`` with exactly what would go and a pending id; ``forget(..., ref="pending:<id>")``
+(``/forget confirm``) then removes it. ``ref`` also names one thing directly: a recall hit's chunk id
+(``f:<path>#<n>``, ``t:<turn id>``), ``<path>:<line>`` or ``fact:<id>``.
+
+Rails: only the person's own root (``user:<id>``); every file change goes through the guarded store
+(containment, lock, atomic replace, an audit line with ``source="forget:<actor>"`` and the forget id);
+the removed lines and facts are kept in an undo record (``forget_undo``) for ``undo_forget``. In a
+session log a removed message line becomes ``> [forgotten]``: the turn structure stays parseable.
+
+The index follows before ``forget`` returns: each changed file is re-indexed on the indexing thread
+(its points re-embedded or deleted, dense and BM25 alike), then a recall for the text deletes any point
+whose text still holds it (a live turn indexed before its log block existed). Profile snapshots are
+dropped through ``gateway_memory_edited``. Callers check Off-The-Record and group rules first.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hashlib
+import logging
+import secrets
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any, Literal
+
+from gateway.memory import forget_undo
+from gateway.memory.files.errors import MemoryFileNotFoundError, MemoryStoreError
+from gateway.memory.files.scopes import user_scope
+from gateway.memory.forget_match import (
+    SEMANTIC_HITS,
+    SESSION_PLACEHOLDER,
+    FactMatch,
+    LineMatch,
+    close_lines,
+    content_of,
+    fold,
+    literal_lines,
+    matching_facts,
+    semantic_candidates,
+)
+from gateway.memory.search.chunk import chunk_file
+from gateway.memory.search.index import point_id
+from gateway.types import StashKey
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+    from gateway.memory.files.store import MemoryStore
+
+log = logging.getLogger("kith.memory.forget")
+
+Status = Literal["removed", "confirm", "nothing", "refused", "restored", "nothing_to_undo"]
+CONFIRM_LINES = 5  # more lines (or facts) than this: show them and ask first
+MIN_CHARS = 3
+PENDING_TTL_S = 600.0
+SWEEP_K = 50
+SHOWN = 20  # lines listed in a chat answer; the report itself has them all
+
+
+@dataclass(frozen=True, slots=True)
+class ForgetReport:
+    status: Status
+    forget_id: str = ""
+    query: str = ""
+    lines: tuple[LineMatch, ...] = ()
+    facts: tuple[FactMatch, ...] = ()
+    points: int = 0  # index points deleted or re-embedded because their text changed
+    message: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"status": self.status, "forget_id": self.forget_id, "query": self.query,
+                "lines": [m.to_dict() for m in self.lines], "facts": [m.to_dict() for m in self.facts],
+                "points": self.points, "message": self.message}  # fmt: skip
+
+    def describe(self) -> str:
+        """The answer a person reads in chat: what was (or would be) removed, line by line."""
+        head = self.message
+        body: list[str] = []
+        for m in self.lines[:SHOWN]:
+            mark = " (similar)" if m.match == "semantic" else ""
+            body.append(f"- {m.path}:{m.line_no}{mark}: {_clip(content_of(m.path, m.text) or m.text)}")
+        if len(self.lines) > SHOWN:
+            body.append(f"- ... and {len(self.lines) - SHOWN} more lines")
+        for fm in self.facts[:SHOWN]:
+            f = fm.fact
+            mark = " (similar)" if fm.match == "semantic" else ""
+            body.append(f"- fact{mark}: {f.subject} {f.predicate} {_clip(f.object)}")
+        if len(self.facts) > SHOWN:
+            body.append(f"- ... and {len(self.facts) - SHOWN} more facts")
+        tail = {
+            "removed": "\nUndo with /forget undo (possible for 7 days).",
+            "confirm": "\nReply /forget confirm to remove exactly this, or /forget cancel.",
+        }.get(self.status, "")
+        return "\n".join([head, *body]) + tail
+
+
+@dataclass(slots=True)
+class _Pending:
+    forget_id: str
+    text: str
+    lines: tuple[LineMatch, ...]
+    facts: tuple[FactMatch, ...]
+    at: float = field(default_factory=time.monotonic)
+
+
+PENDING: StashKey[dict[str, _Pending]] = StashKey()
+
+
+def _clip(text: str, n: int = 160) -> str:
+    text = " ".join(text.split())
+    return text if len(text) <= n else text[: n - 1] + "…"
+
+
+def _new_id() -> str:
+    # Sorts by time: the newest undo record is the last name.
+    return f"{datetime.now(UTC):%Y%m%dT%H%M%S%f}-{secrets.token_hex(3)}"
+
+
+def _sha(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def _pending(gateway: Gateway) -> dict[str, _Pending]:
+    table = gateway.stash.get(PENDING)
+    if table is None:
+        table = {}
+        gateway.stash[PENDING] = table
+    now = time.monotonic()
+    for uid in [u for u, p in table.items() if now - p.at > PENDING_TTL_S]:
+        del table[uid]
+    return table
+
+
+def cancel_pending(gateway: Gateway, user_id: str) -> bool:
+    return _pending(gateway).pop(user_id, None) is not None
+
+
+def _self_ids(gateway: Gateway, user_id: str) -> tuple[str, ...]:
+    try:
+        names = gateway.state.users.names(user_id)
+    except Exception:
+        names = ()
+    return (user_id, "user", "me", *names)
+
+
+# ------------------------------------------------------------------------------------- planning
+
+
+async def plan(gateway: Gateway, user_id: str, text: str) -> tuple[list[LineMatch], list[FactMatch]]:
+    """What forgetting ``text`` would remove (reads only)."""
+    memory = gateway.memory
+    assert memory is not None and gateway.kg is not None
+    store = memory.store_for_user(user_id)
+    needle = fold(text)
+    lines = await asyncio.to_thread(literal_lines, store, needle)
+    if not memory.detached and not memory.paused:
+        hits = await memory.recall(scope=user_scope(user_id), query=text, k=SEMANTIC_HITS)
+        taken = {(m.path, m.line_no) for m in lines}
+        candidates = await asyncio.to_thread(semantic_candidates, store, hits, taken)
+        lines += await asyncio.to_thread(close_lines, memory.embedder, text, candidates)
+    facts = matching_facts(gateway.kg.all(user_id), needle, self_ids=_self_ids(gateway, user_id))
+    lines.sort(key=lambda m: (m.path, m.line_no))
+    return lines, facts
+
+
+def _broad(lines: Iterable[LineMatch], facts: Iterable[FactMatch]) -> bool:
+    lines, facts = list(lines), list(facts)
+    fuzzy = any(m.match == "semantic" for m in lines) or any(f.match == "semantic" for f in facts)
+    return fuzzy or len(lines) > CONFIRM_LINES or len(facts) > CONFIRM_LINES
+
+
+async def _by_ref(gateway: Gateway, user_id: str, ref: str) -> tuple[list[LineMatch], list[FactMatch]]:
+    memory, kg = gateway.memory, gateway.kg
+    assert memory is not None and kg is not None
+    if ref.startswith("fact:"):
+        fact = kg.get(int(ref[5:])) if ref[5:].isdigit() else None
+        return [], [FactMatch(fact, "literal")] if fact is not None and fact.user_id == user_id else []
+    store = memory.store_for_user(user_id)
+    return await asyncio.to_thread(_lines_of_ref, store, ref), []
+
+
+def _lines_of_ref(store: MemoryStore, ref: str) -> list[LineMatch]:
+    """The lines a recall hit (``f:<path>#<n>``, ``t:<turn id>``) or ``<path>:<line>`` stands for."""
+    try:
+        if ref.startswith("t:"):
+            return _turn_lines(store, ref[2:])
+        if ref.startswith("f:") and "#" in ref:
+            path = ref[2:].rpartition("#")[0]
+            chunk = next((c for c in chunk_file(path, store.read(path)) if c.chunk_id == ref), None)
+            if chunk is None:
+                return []
+            inside = fold(chunk.text)
+            return [LineMatch(path, no, line, "literal") for no, line in enumerate(store.read(path).splitlines(), 1)
+                    if (body := content_of(path, line)) is not None and fold(body) in inside]  # fmt: skip
+        path, _, no = ref.rpartition(":")
+        if path and no.isdigit():
+            lines = store.read(path).splitlines()
+            n = int(no)
+            if 1 <= n <= len(lines) and content_of(path, lines[n - 1]) is not None:
+                return [LineMatch(path, n, lines[n - 1], "literal")]
+    except MemoryStoreError:
+        return []
+    return []
+
+
+def _turn_lines(store: MemoryStore, turn_id: str) -> list[LineMatch]:
+    marker = f"id={turn_id} "
+    for entry in store.files("sessions"):
+        lines = store.read(entry.path).splitlines()
+        for i, line in enumerate(lines):
+            if line.startswith("<!-- kith:turn") and marker in line:
+                out = []
+                for j in range(i + 1, len(lines)):
+                    if lines[j].startswith("<!-- kith:turn"):
+                        break
+                    if content_of(entry.path, lines[j]) is not None:
+                        out.append(LineMatch(entry.path, j + 1, lines[j], "literal"))
+                return out
+    return []
+
+
+# -------------------------------------------------------------------------------------- applying
+
+
+def _rewrite(store: MemoryStore, lines: list[LineMatch]) -> list[dict[str, Any]]:
+    """Remove the lines from their files (blocking); returns the undo entries of the files changed."""
+    by_path: dict[str, list[LineMatch]] = {}
+    for m in lines:
+        by_path.setdefault(m.path, []).append(m)
+    planned: list[tuple[str, str, str, list[dict[str, Any]]]] = []
+    for path, matches in sorted(by_path.items()):
+        try:
+            before = store.read(path)
+        except MemoryFileNotFoundError:
+            continue
+        rows = before.splitlines(keepends=True)
+        chosen: dict[int, LineMatch] = {}
+        for m in matches:
+            idx = m.line_no - 1
+            if not (0 <= idx < len(rows) and rows[idx].rstrip("\r\n") == m.text and idx not in chosen):
+                # The file moved since the plan: the same line elsewhere, else it is already gone.
+                idx = next((i for i, r in enumerate(rows) if r.rstrip("\r\n") == m.text and i not in chosen), -1)
+            if idx >= 0:
+                chosen[idx] = m
+        if not chosen:
+            continue
+        session = path.startswith("sessions/")
+        removed: list[dict[str, Any]] = []
+        out: list[str] = []
+        for i, row in enumerate(rows):
+            if i not in chosen:
+                out.append(row)
+                continue
+            removed.append({"line": i + 1, "text": row.rstrip("\r\n"), "replaced": session})
+            if session:
+                out.append(SESSION_PLACEHOLDER + row[len(row.rstrip("\r\n")):])
+        planned.append((path, before, "".join(out), removed))
+    return [{"path": p, "before": b, "after": a, "removed": r} for p, b, a, r in planned]
+
+
+async def _reindex(gateway: Gateway, user_id: str, paths: list[str], text: str) -> int:
+    """Bring the index in step now (not when the bus gets to it): the next recall must not find it."""
+    memory = gateway.memory
+    assert memory is not None
+    if memory.detached:
+        return 0
+    scope = user_scope(user_id)
+    points = 0
+    for path in paths:
+        report = await memory.index_file(scope, path)
+        points += report.deleted + report.embedded
+    if not text or memory.paused:
+        return points
+    needle = fold(text)
+    hits = await memory.recall(scope=scope, query=text, k=SWEEP_K)
+    stale = [point_id(h.scope, h.chunk_id) for h in hits if needle in fold(h.text)]
+    if stale:
+        # Points whose text holds the forgotten words but no file does (a turn indexed live before
+        # its log block was written, or a log block forgotten by hand): nothing would re-create them.
+        log.info("forget: %d index points outside any changed file removed for %s", len(stale), scope)
+        await asyncio.to_thread(memory.index.delete_ids, stale)
+    return points + len(stale)
+
+
+async def _apply(gateway: Gateway, user_id: str, lines: list[LineMatch], facts: list[FactMatch], *, query: str,
+                 actor: str, forget_id: str = "") -> ForgetReport:  # fmt: skip
+    memory, kg = gateway.memory, gateway.kg
+    assert memory is not None and kg is not None
+    forget_id = forget_id or _new_id()
+    store = memory.store_for_user(user_id)
+    files = await asyncio.to_thread(_rewrite, store, lines)
+    record = {
+        "id": forget_id, "ts": datetime.now(UTC).isoformat(), "actor": actor, "user_id": user_id, "query": query,
+        "files": [{"path": f["path"], "before": f["before"], "after_sha256": _sha(f["after"]),
+                   "removed": f["removed"]} for f in files],
+        "facts": [fm.fact.as_dict() | {"source_type": fm.fact.source_type, "source_ref": fm.fact.source_ref}
+                  for fm in facts],
+    }  # fmt: skip
+    if files or facts:
+        # The undo record first: a crash after it leaves a forget that can still be undone.
+        await asyncio.to_thread(forget_undo.save, store.root, record)
+    for f in files:
+        await asyncio.to_thread(store.write, f["path"], f["after"], source=f"forget:{actor}", message_id=forget_id,
+                                trust="user")  # fmt: skip
+    for fm in facts:
+        kg.delete(fm.fact.id)
+    kinds = {(m.path, m.text): m.match for m in lines}
+    done_lines = tuple(LineMatch(f["path"], r["line"], r["text"], kinds.get((f["path"], r["text"]), "literal"))
+                       for f in files for r in f["removed"])  # fmt: skip
+    paths = [f["path"] for f in files]
+    points = await _reindex(gateway, user_id, paths, query)
+    await gateway.hooks.memory_edited(gateway, user_id=user_id, paths=paths)
+    await asyncio.to_thread(forget_undo.expire, store.root)
+    n_lines = sum(len(f["removed"]) for f in files)
+    log.info("forget %s for %s by %s: %d lines in %d files, %d facts, %d index points", forget_id, user_id, actor,
+             n_lines, len(files), len(facts), points)  # fmt: skip
+    if not n_lines and not facts:
+        return ForgetReport("nothing", forget_id, query, points=points,
+                            message="Nothing in your memory matches that any more.")  # fmt: skip
+    what = _count(n_lines, "line") + (f" and {_count(len(facts), 'fact')}" if facts else "")
+    return ForgetReport("removed", forget_id, query, done_lines, tuple(facts), points,
+                        f"Forgotten: {what}.")  # fmt: skip
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+async def forget(gateway: Gateway, user_id: str, *, text: str | None = None, ref: str | None = None, actor: str,
+                 confirm: bool = False) -> ForgetReport:  # fmt: skip
+    """Forget what ``text`` matches (or what ``ref`` names) in the person's own memory.
+
+    A broad match is not applied unless ``confirm``: the report (``status="confirm"``) lists it and
+    keeps it as ``pending:<forget_id>`` for ``PENDING_TTL_S``; ``ref="pending:<id>"`` applies exactly
+    that list (``/forget confirm``)."""
+    if gateway.memory is None or gateway.kg is None:
+        raise RuntimeError("the gateway's memory is not running")
+    await gateway.hooks.flush(gateway)  # buffered session-log blocks are files too
+    if ref:
+        ref = ref.strip()
+        if ref.startswith("pending:"):
+            pending = _pending(gateway).get(user_id)
+            if pending is None or (ref != "pending:" and ref[8:] != pending.forget_id):
+                return ForgetReport("refused", message="Nothing is waiting for confirmation (it expires after"
+                                                        " 10 minutes); send /forget TEXT again.")  # fmt: skip
+            del _pending(gateway)[user_id]
+            return await _apply(gateway, user_id, list(pending.lines), list(pending.facts), query=pending.text,
+                                actor=actor, forget_id=pending.forget_id)  # fmt: skip
+        lines, facts = await _by_ref(gateway, user_id, ref)
+        if not lines and not facts:
+            return ForgetReport("nothing", query=ref, message=f"Nothing in your memory is {ref!r}.")
+        texts = [content_of(m.path, m.text) or "" for m in lines]
+        sweep = texts[0] if len(texts) == 1 else ""
+        report = await _apply(gateway, user_id, lines, facts, query=sweep, actor=actor)
+        return report if report.query else _with_query(report, ref)
+    query = " ".join((text or "").split())
+    if len(fold(query)) < MIN_CHARS:
+        return ForgetReport("refused", query=query, message="Tell me what to forget (at least a few letters).")
+    lines, facts = await plan(gateway, user_id, query)
+    if not lines and not facts:
+        return ForgetReport("nothing", query=query, message="Nothing in your memory matches that.")
+    if _broad(lines, facts) and not confirm:
+        pending = _Pending(_new_id(), query, tuple(lines), tuple(facts))
+        _pending(gateway)[user_id] = pending
+        what = _count(len(lines), "line") + (f" and {_count(len(facts), 'fact')}" if facts else "")
+        return ForgetReport("confirm", pending.forget_id, query, tuple(lines), tuple(facts),
+                            message=f"This would forget {what}; lines marked (similar) match by meaning, not"
+                                    " by the exact words:")  # fmt: skip
+    return await _apply(gateway, user_id, lines, facts, query=query, actor=actor)
+
+
+def _with_query(report: ForgetReport, query: str) -> ForgetReport:
+    return ForgetReport(report.status, report.forget_id, query, report.lines, report.facts, report.points,
+                        report.message)  # fmt: skip
+
+
+# ------------------------------------------------------------------------------------------- undo
+
+
+def _restore_text(current: str | None, entry: dict[str, Any]) -> str:
+    """The file with the removed lines back: the exact old text when nothing changed since, else the
+    lines put back where they were (a placeholder in a session log is replaced in place)."""
+    if current is not None and _sha(current) == entry.get("after_sha256"):
+        return str(entry["before"])
+    rows = (current or "").splitlines(keepends=True)
+    if rows and not rows[-1].endswith(("\n", "\r")):
+        rows[-1] += "\n"
+    for item in sorted(entry.get("removed", []), key=lambda r: int(r["line"])):
+        idx = int(item["line"]) - 1
+        text = str(item["text"]) + "\n"
+        if item.get("replaced"):
+            near = [i for i, r in enumerate(rows) if r.rstrip("\r\n") == SESSION_PLACEHOLDER]
+            if near:
+                best = min(near, key=lambda i: abs(i - idx))
+                rows[best] = text
+                continue
+        rows.insert(min(max(idx, 0), len(rows)), text)
+    return "".join(rows)
+
+
+async def undo_forget(gateway: Gateway, user_id: str, forget_id: str | None = None, *, actor: str) -> ForgetReport:
+    """Put back what a forget removed (the newest one when ``forget_id`` is None)."""
+    memory, kg = gateway.memory, gateway.kg
+    if memory is None or kg is None:
+        raise RuntimeError("the gateway's memory is not running")
+    store = memory.store_for_user(user_id)
+    record = await asyncio.to_thread(forget_undo.load, store.root, forget_id)
+    if record is None or record.get("user_id") != user_id:
+        return ForgetReport("nothing_to_undo", message="There is no forget to undo (undo is kept for 7 days).")
+    fid = str(record["id"])
+    paths: list[str] = []
+    restored = 0
+    for entry in record.get("files", []):
+        path = str(entry["path"])
+        try:
+            current: str | None = await asyncio.to_thread(store.read, path)
+        except MemoryFileNotFoundError:
+            current = None
+        text = _restore_text(current, entry)
+        await asyncio.to_thread(store.write, path, text, source=f"forget-undo:{actor}", message_id=fid, trust="user")
+        paths.append(path)
+        restored += len(entry.get("removed", []))
+    facts = 0
+    for f in record.get("facts", []):
+        try:
+            kg.add(user_id, f["subject"], f["predicate"], f["object"], valid_from=f["valid_from"],
+                   valid_until=f.get("valid_until"), confidence=float(f.get("confidence", 1.0)),
+                   source_type=str(f.get("source_type") or "manual"), source_ref=str(f.get("source_ref") or ""))
+            facts += 1
+        except (KeyError, ValueError) as exc:
+            log.warning("forget undo %s: fact %r not restored: %s", fid, f, exc)
+    await asyncio.to_thread(forget_undo.drop, store.root, fid)
+    await _reindex(gateway, user_id, paths, "")
+    await gateway.hooks.memory_edited(gateway, user_id=user_id, paths=paths)
+    log.info("forget %s undone for %s by %s: %d lines, %d facts", fid, user_id, actor, restored, facts)
+    what = _count(restored, "line") + (f" and {_count(facts, 'fact')}" if facts else "")
+    return ForgetReport("restored", fid, str(record.get("query", "")),
+                        message=f"Restored {what} of the forget of {record.get('query') or 'a selection'!r}.")

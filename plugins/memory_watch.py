@@ -1,0 +1,50 @@
+"""Built-in plugin: runs the memory file watcher (``gateway.memory.files.watch``) in the daemon.
+
+Started after the index sink exists (``plugins.memory_index`` sets it in its own startup hook; the
+watcher reads it at each change, so the order of the two startups does not matter) and only where
+index jobs run (the daemon, not ``kith worker`` or read-only CLI commands). A hand-edited file becomes
+a ``memory.index`` job on the bus, exactly like a guarded write. ``memory.watch_files: false`` turns it off.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import TYPE_CHECKING
+
+from gateway.hookspecs import hookimpl
+from gateway.memory.files.watch import MemoryWatcher
+from gateway.types import StashKey
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+log = logging.getLogger("kith.memory.watch")
+WATCHER: StashKey[MemoryWatcher] = StashKey()
+
+
+def watcher(gateway: Gateway) -> MemoryWatcher | None:
+    return gateway.stash.get(WATCHER)
+
+
+@hookimpl
+async def gateway_startup(gateway: Gateway) -> None:
+    memory = gateway.memory
+    if memory is None or memory.detached or not gateway.run_jobs or not gateway.config.memory.watch_files:
+        return
+
+    def enqueue(scope: str, rel: str) -> None:
+        if memory.index_sink is not None:
+            memory.index_sink(scope, rel)  # a memory.index job on the bus
+        else:
+            memory.enqueue_local(scope, rel)
+
+    w = MemoryWatcher(gateway.data_dir, enqueue)
+    await w.start()
+    gateway.stash[WATCHER] = w
+
+
+@hookimpl
+async def gateway_shutdown(gateway: Gateway) -> None:
+    w = watcher(gateway)
+    if w is not None:
+        await w.stop()
