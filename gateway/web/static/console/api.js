@@ -21,8 +21,11 @@ export function clientId() {
 
 async function send(method, path, body) {
   const headers = { Accept: "application/json" };
-  if (body !== undefined) headers["Content-Type"] = "application/json";
-  if (method !== "GET" && csrf) headers["X-CSRF-Token"] = csrf;
+  // Every change is JSON, even a DELETE without a body: the server refuses anything else (a CSRF wall).
+  if (method !== "GET") {
+    headers["Content-Type"] = "application/json";
+    if (csrf) headers["X-CSRF-Token"] = csrf;
+  }
   const res = await fetch(path, {
     method, headers, credentials: "same-origin",
     body: body === undefined ? undefined : JSON.stringify(body),
