@@ -29,7 +29,6 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "gateway.commands",
     "gateway.http.web_command",
     "gateway.llm.provider",
-    "gateway.turncontext",
     "plugins.system_block",
     "plugins.persona",
     "plugins.tools",
