@@ -1,0 +1,95 @@
+"""``kith users delete``: after a real conversation with a canary, no file of the data dir holds it.
+
+The grep reads every file under the data dir, raw: the SQLite database and its WAL, the Qdrant
+shard (segments and write-ahead log), the job bus's append-only file, the memory trees and the log
+files. Bob, who talked too, keeps everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+
+import pytest
+
+from gateway.cli.main import main
+from gateway.memory.files.scopes import user_scope
+from gateway.testing import message
+from tests.users.support import config_of, converse, files_with, kith, started, write_config
+
+
+def _canary() -> str:
+    return "KITHCANARY" + uuid.uuid4().hex[:12].upper()
+
+
+def test_offline_delete_leaves_no_trace_of_the_person(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    cfg_path = write_config(tmp_path)
+    config = config_of(cfg_path)
+    data = Path(config.data_dir)
+    canary = _canary()
+
+    async def before() -> tuple[str, str]:
+        gw = await started(config)
+        try:
+            return await converse(gw, canary)
+        finally:
+            await gw.close()
+
+    alice, bob = asyncio.run(before())
+    assert files_with(data, canary), "the conversation must have stored the canary somewhere"
+    assert any("qdrant" in f for f in files_with(data, canary)), "and in the index"
+
+    assert kith(cfg_path, "users", "delete", "websocket:alice", "--yes") == 0
+    out = capsys.readouterr().out
+    assert f"erased {alice}" in out
+
+    assert files_with(data, canary) == []
+    assert files_with(data, alice) == []  # her id: rows, jobs, cron slots, log lines
+    log = (data / "logs" / "kith.log").read_text()
+    assert "bob's turn ok" in log and "alice" not in log
+
+    async def after() -> None:
+        gw = await started(config)
+        try:
+            assert gw.state.users.get(alice) is None
+            assert gw.identities.lookup("websocket", "alice") is None
+            assert not gw.state.access.is_approved("websocket", "alice")
+            assert gw.state.knowledge.all(alice) == []
+            assert [f.object for f in gw.state.knowledge.all(bob)] == ["gardening"]
+            assert gw.memory is not None
+            assert gw.memory.scope_count(user_scope(alice)) == 0
+            hits = await gw.memory.recall(scope=user_scope(bob), query="garden meeting thursday", k=3)
+            assert hits and "garden meeting" in hits[0].text
+            assert canary not in str(await gw.bus.dead(1000))
+        finally:
+            await gw.close()
+
+    asyncio.run(after())
+    assert files_with(data, canary) == []  # a second start wrote nothing of hers back
+
+
+async def test_delete_through_the_running_daemon(tmp_path: Path, unused_tcp_port: int) -> None:
+    """With a daemon on the data dir, the CLI asks it (POST /users/delete): its live index and bus
+    drop the person, and the files are clean while it keeps running."""
+    cfg_path = write_config(tmp_path, host="127.0.0.1", port=unused_tcp_port)
+    config = config_of(cfg_path)
+    data = Path(config.data_dir)
+    canary = _canary()
+    gw = await started(config)
+    try:
+        alice, bob = await converse(gw, canary)
+        code = await asyncio.to_thread(main, ["-c", str(cfg_path), "users", "delete", alice, "--yes"])
+        assert code == 0
+        assert gw.state.users.get(alice) is None
+        assert gw.memory is not None and gw.memory.scope_count(user_scope(alice)) == 0
+        hits = await gw.memory.recall(scope=user_scope(bob), query="garden meeting thursday", k=3)
+        assert hits and "garden meeting" in hits[0].text
+        assert files_with(data, canary) == []
+        # The daemon still serves: a new message from her account is a new person.
+        reply = await gw.handle_inbound(message("hello again", account="alice"))
+        assert reply is not None
+        assert gw.identities.lookup("websocket", "alice") not in (None, alice)
+    finally:
+        await gw.close()
+    assert files_with(data, canary) == []
