@@ -24,6 +24,7 @@ from gateway.config import Config
 from gateway.dedupe import Dedupe
 from gateway.hooks import Hooks, Registrations
 from gateway.http.accept import BackoffSite
+from gateway.http.api import install as install_person_api
 from gateway.http.guard import install as install_http_guard
 from gateway.http.operator_api import routes as operator_routes
 from gateway.http.signin import install as install_signin
@@ -78,6 +79,7 @@ class Gateway:
         install_signin(self.http_app, self)  # session cookie, sign-in routes, CSRF token (gateway/http/signin.py)
         self.http_app.router.add_get("/healthz", self._healthz)
         self.http_app.router.add_routes(operator_routes(self))
+        install_person_api(self.http_app, self)  # /api: the person-facing JSON API + OpenAPI (docs/api.md)
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
         self._providers: dict[str, Provider] = {}

@@ -50,7 +50,8 @@ async def explain(
         display_name=user.display_name, timestamp=now, trusted=True, mentioned=True,
     )
     turn = Turn(turn_id="explain-" + uuid.uuid4().hex, message=message, received_at=now, tier=tier,
-                user=UserRef(user_id=user_id, display_name=user.display_name, timezone=user.timezone))
+                user=UserRef(user_id=user_id, display_name=user.display_name, timezone=user.timezone,
+                             tier=user.tier))
     turn.session = gateway.sessions.peek(turn.user, message, now)  # type: ignore[arg-type]
     turn.history = gateway.sessions.history(turn.session)
     request = await build_request(gateway, turn)

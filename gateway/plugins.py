@@ -29,6 +29,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "gateway.commands",
     "gateway.http.web_command",
     "gateway.llm.provider",
+    "gateway.turncontext",
     "plugins.system_block",
     "plugins.persona",
     "plugins.tools",

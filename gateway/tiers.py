@@ -16,8 +16,9 @@ tier  adds
 
 A turn's tier, first match wins: the request (``Turn.tier``, or ``"tier"`` in the inbound message's
 raw payload, which the WebSocket protocol carries), the conversation
-(``context.conversation_tier["<channel>:<conversation>"]``), the channel (``context.channel_tier``),
-then ``context.default_tier``. Stages ask ``loads(tier, "USER.md")`` instead of comparing numbers, so
+(``context.conversation_tier["<channel>:<conversation>"]``), the person's own setting (``User.tier``,
+``PATCH /api/users/{uid}/settings``), the channel (``context.channel_tier``), then
+``context.default_tier``. Stages ask ``loads(tier, "USER.md")`` instead of comparing numbers, so
 the table here is the only place that knows where an item enters.
 """
 
@@ -122,6 +123,8 @@ def tier_of(gateway: Gateway, turn: Turn) -> int:
     ctx = gateway.config.context
     if msg.conversation_key in ctx.conversation_tier:
         return clamp(ctx.conversation_tier[msg.conversation_key])
+    if turn.user is not None and turn.user.tier is not None:
+        return clamp(turn.user.tier)
     if msg.channel in ctx.channel_tier:
         return clamp(ctx.channel_tier[msg.channel])
     return clamp(ctx.default_tier)

@@ -73,6 +73,7 @@ class UserRef:
     user_id: str
     display_name: str = ""
     timezone: str = "UTC"
+    tier: int | None = None  # the person's own context tier (settings); None: the configured default
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -63,6 +63,7 @@ class Identities:
             user_id=user_id,
             display_name=(user.display_name if user else "") or message.display_name,
             timezone=user.timezone if user else self.config.timezone,
+            tier=user.tier if user else None,
         )
 
     def accounts(self, user_id: str) -> list[tuple[str, str]]:

@@ -19,6 +19,7 @@ class User:
     display_name: str
     timezone: str
     created_at: datetime
+    tier: int | None = None  # the person's own context tier (1-4); None: the configured default
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -43,6 +44,31 @@ class StoredSession:
     started_at: datetime
     last_active_at: datetime
     ended_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class SessionSummary:
+    """A session as a list of past conversations shows it: its first message as a title, its size."""
+
+    session_id: str
+    channel: str  # the channel of its first message ("" when it has none)
+    started_at: datetime
+    last_active_at: datetime
+    ended_at: datetime | None
+    title: str  # the first user message, cut to a line
+    turns: int  # user messages
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TurnContext:
+    """What the model saw for one stored turn: section names, token counts, what was trimmed, as the
+    JSON text the turn pipeline wrote (``gateway.turncontext``)."""
+
+    turn_id: str
+    user_id: str
+    session_id: str
+    created_at: datetime
+    data: str
 
 
 # ------------------------------------------------------------------------------------- transcript
@@ -267,6 +293,7 @@ class SleepRun:
     output: str
     stage: str  # extracted | applied | done
     detail: str
+
 
 # ------------------------------------------------------------------------- web sign-in (issue 14)
 

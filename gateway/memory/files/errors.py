@@ -48,3 +48,12 @@ class NotAFileError(MemoryStoreError):
 
 class InvalidPatternError(MemoryStoreError, ValueError):
     """A grep pattern that does not compile."""
+
+
+class StaleWriteError(MemoryStoreError):
+    """A write conditioned on the file's content (``write_if``) found it changed since it was read."""
+
+    def __init__(self, rel: str, current_sha256: str) -> None:
+        self.rel = rel
+        self.current_sha256 = current_sha256  # "" when the file does not exist
+        super().__init__(f"{rel} changed since it was read; read it again and reapply the edit")

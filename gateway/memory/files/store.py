@@ -32,6 +32,7 @@ from gateway.memory.files.errors import (
     NotAFileError,
     PathEscapeError,
     ReservedPathError,
+    StaleWriteError,
 )
 
 __all__ = [
@@ -45,6 +46,7 @@ __all__ = [
     "NotAFileError",
     "PathEscapeError",
     "ReservedPathError",
+    "StaleWriteError",
 ]
 
 log = logging.getLogger(__name__)
@@ -184,6 +186,28 @@ class MemoryStore:
             self._lock(rfd, parts),
             guarded_fs.parent_dir(rfd, parts, rel, create=True) as dfd,
         ):
+            guarded_fs.atomic_replace(dfd, parts[-1], data, rel)
+        return self._written("write", parts, data, source, message_id, trust)
+
+    def write_if(self, rel: str, text: str, *, expected_sha256: str, source: str, message_id: str = "",
+                 trust: str = "system") -> int:  # fmt: skip
+        """``write``, only while the file's SHA-256 is still ``expected_sha256`` (``""``: the file must not
+        exist); ``StaleWriteError`` otherwise. Checked under the file's lock, so an edit made from a copy
+        read earlier never silently overwrites a change made in between (the web console's etag)."""
+        parts = guarded_fs.split_rel(rel)
+        data = _encode(rel, text)
+        self._check_size(rel, len(data))
+        with (
+            self._root_fd() as rfd,
+            self._lock(rfd, parts),
+            guarded_fs.parent_dir(rfd, parts, rel, create=True) as dfd,
+        ):
+            try:
+                current = hashlib.sha256(guarded_fs.read_file(rfd, parts, rel)).hexdigest()
+            except MemoryFileNotFoundError:
+                current = ""
+            if current != expected_sha256:
+                raise StaleWriteError(rel, current)
             guarded_fs.atomic_replace(dfd, parts[-1], data, rel)
         return self._written("write", parts, data, source, message_id, trust)
 

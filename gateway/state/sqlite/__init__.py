@@ -15,10 +15,11 @@ from gateway.state.sqlite.database import Database, connect
 from gateway.state.sqlite.knowledge import SqliteKnowledge
 from gateway.state.sqlite.links import SqliteLinkRequests
 from gateway.state.sqlite.migrations import COMPONENTS, migrate
+from gateway.state.sqlite.people import SqlitePeople
 from gateway.state.sqlite.personas import SqlitePersonaChoices
 from gateway.state.sqlite.progress import SqliteProgress
 from gateway.state.sqlite.sessions import SqliteConversations, SqliteDedupe, SqliteSessions
-from gateway.state.sqlite.transcript import SqliteCompactions, SqliteTurns
+from gateway.state.sqlite.transcript import SqliteCompactions, SqliteTurnContexts, SqliteTurns
 from gateway.state.sqlite.users import SqliteIdentities, SqliteUsers
 from gateway.state.sqlite.websessions import SqliteWebSessions
 
@@ -42,6 +43,8 @@ class SqliteState:
         self.access = SqliteAccess(self.database)
         self.knowledge = SqliteKnowledge(self.database)
         self.progress = SqliteProgress(self.database)
+        self.people = SqlitePeople(self.database)
+        self.turn_contexts = SqliteTurnContexts(self.database)
         self.persona_choices = SqlitePersonaChoices(self.database)
         self.web_sessions = SqliteWebSessions(self.database)
 

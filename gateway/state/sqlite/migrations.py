@@ -256,6 +256,28 @@ CREATE INDEX web_sessions_user ON web_sessions(user_id);
 CREATE INDEX web_sessions_expires ON web_sessions(expires_at)
 """
 
+# The person-facing API (issue 14, docs/api.md): a person's own context tier; their sessions listed by
+# start; full-text search over the transcript (an external-content FTS5 index kept by triggers, so the
+# turn path pays one small index insert per row); what the model saw per turn. Triggers hold ";" inside
+# BEGIN ... END, so these statements are listed one by one rather than split from a script.
+_PERSON_API: tuple[str, ...] = (
+    "ALTER TABLE users ADD COLUMN tier INTEGER",
+    "CREATE INDEX sessions_scope_started ON sessions(scope_key, started_at)",
+    "CREATE VIRTUAL TABLE turns_fts USING fts5(content, content='turns', content_rowid='seq',"
+    " tokenize='unicode61 remove_diacritics 2')",
+    "CREATE TRIGGER turns_fts_insert AFTER INSERT ON turns BEGIN"
+    " INSERT INTO turns_fts(rowid, content) VALUES (new.seq, new.content); END",
+    "CREATE TRIGGER turns_fts_delete AFTER DELETE ON turns BEGIN"
+    " INSERT INTO turns_fts(turns_fts, rowid, content) VALUES ('delete', old.seq, old.content); END",
+    "CREATE TRIGGER turns_fts_update AFTER UPDATE OF content ON turns BEGIN"
+    " INSERT INTO turns_fts(turns_fts, rowid, content) VALUES ('delete', old.seq, old.content);"
+    " INSERT INTO turns_fts(rowid, content) VALUES (new.seq, new.content); END",
+    "INSERT INTO turns_fts(turns_fts) VALUES ('rebuild')",
+    "CREATE TABLE turn_contexts (turn_id TEXT PRIMARY KEY, user_id TEXT NOT NULL, session_id TEXT NOT NULL,"
+    " created_at TEXT NOT NULL, data TEXT NOT NULL)",
+    "CREATE INDEX turn_contexts_created ON turn_contexts(created_at)",
+)
+
 _KNOWLEDGE_V1 = """
 CREATE TABLE IF NOT EXISTS kg_facts (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -291,6 +313,8 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
         Migration("drop link_codes", ("DROP TABLE IF EXISTS link_codes",)),
         Migration("persona choices per person and conversation", _script(_PERSONA_CHOICES)),
         Migration("web sign-in tokens and browser sessions (issue 14)", _script(_WEB_SESSIONS)),
+        Migration("person settings (tier), session listing, transcript full-text search, turn contexts",
+                  _PERSON_API),
     ),
     "knowledge": (
         Migration("the knowledge graph before versioned migrations (kg_schema.py)", _script(_KNOWLEDGE_V1)),

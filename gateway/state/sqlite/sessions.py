@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from gateway.state.records import Conversation, StoredSession
+from gateway.state.records import Conversation, SessionSummary, StoredSession
 from gateway.state.sqlite.database import Database, Row
 from gateway.state.timestamps import parse_ts, ts
 
@@ -61,6 +61,45 @@ class SqliteSessions:
 
     def touch(self, session_id: str, at: datetime) -> None:
         self._db.run("UPDATE sessions SET last_active_at=? WHERE session_id=?", (ts(at), session_id))
+
+    def of_user(self, user_id: str, *, before: datetime | None = None, limit: int = 50) -> list[SessionSummary]:
+        """The person's direct sessions (scope ``user:<id>``) started before ``before``, newest first;
+        sessions without a message (opened by /new and left) are not listed."""
+        rows = self._db.all(
+            _SUMMARY + " AND s.started_at<? AND EXISTS (SELECT 1 FROM turns t WHERE t.session_id=s.session_id)"
+            " ORDER BY s.started_at DESC LIMIT ?",
+            (f"user:{user_id}", ts(before) if before else "9999", limit),
+        )
+        return [_summary(r) for r in rows]
+
+    def summaries(self, user_id: str, session_ids: list[str]) -> list[SessionSummary]:
+        """The named sessions that are the person's direct ones, in the order given."""
+        if not session_ids:
+            return []
+        marks = ",".join("?" * len(session_ids))
+        rows = self._db.all(_SUMMARY + f" AND s.session_id IN ({marks})", (f"user:{user_id}", *session_ids))
+        by_id = {r[0]: _summary(r) for r in rows}
+        return [by_id[i] for i in session_ids if i in by_id]
+
+
+# A session's list entry: its first user message (title and channel) and its number of user messages,
+# each one seek on turns_session (session_id, seq).
+_SUMMARY = (
+    "SELECT s.session_id, s.started_at, s.last_active_at, s.ended_at,"
+    " (SELECT t.content FROM turns t WHERE t.session_id=s.session_id AND t.role='user' ORDER BY t.seq LIMIT 1),"
+    " (SELECT t.channel FROM turns t WHERE t.session_id=s.session_id ORDER BY t.seq LIMIT 1),"
+    " (SELECT count(*) FROM turns t WHERE t.session_id=s.session_id AND t.role='user')"
+    " FROM sessions s WHERE s.scope_key=?"
+)
+TITLE_CHARS = 80
+
+
+def _summary(r: Row) -> SessionSummary:
+    first = " ".join(str(r[4] or "").split())
+    title = first if len(first) <= TITLE_CHARS else first[: TITLE_CHARS - 1] + "…"
+    return SessionSummary(session_id=r[0], started_at=parse_ts(r[1]), last_active_at=parse_ts(r[2]),
+                          ended_at=parse_ts(r[3]) if r[3] is not None else None, title=title,
+                          channel=str(r[5] or ""), turns=int(r[6]))  # fmt: skip
 
 
 def _conversation(r: Row) -> Conversation:

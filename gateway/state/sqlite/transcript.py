@@ -4,7 +4,14 @@ from __future__ import annotations
 
 from datetime import datetime
 
-from gateway.state.records import Compaction, HistoryRow, LoggedTurn, TranscriptEntry, TranscriptRow
+from gateway.state.records import (
+    Compaction,
+    HistoryRow,
+    LoggedTurn,
+    TranscriptEntry,
+    TranscriptRow,
+    TurnContext,
+)
 from gateway.state.sqlite.database import Database, Row
 from gateway.state.timestamps import parse_ts, ts
 
@@ -139,6 +146,64 @@ class SqliteTurns:
             (channel, conversation_key, limit),
         )
         return [r[0] for r in rows]
+
+
+    # ---------------------------------------------------------------------- the person's own views
+    def page(self, session_id: str, *, before_seq: int | None = None, limit: int = 50) -> list[TranscriptRow]:
+        """Up to ``limit`` rows of the session before ``before_seq`` (default: its end), oldest first."""
+        rows = self._db.all(
+            f"SELECT {_ROW} FROM turns t WHERE t.session_id=? AND t.seq<? ORDER BY t.seq DESC LIMIT ?",
+            (session_id, before_seq if before_seq is not None else 2**62, limit),
+        )
+        rows.reverse()
+        return [_row(r) for r in rows]
+
+    def search_sessions(self, user_id: str, text: str, *, limit: int = 20) -> list[str]:
+        """Ids of the person's direct sessions whose messages hold every word of ``text`` (full text,
+        ``turns_fts``), best match first. ``text`` is plain words: FTS5 syntax in it is not interpreted."""
+        words = [w.replace('"', '""') for w in text.split()][:16]
+        if not words:
+            return []
+        query = " ".join(f'"{w}"' for w in words)
+        rows = self._db.all(
+            "SELECT t.session_id, min(f.rank) AS best FROM turns_fts f JOIN turns t ON t.seq=f.rowid"
+            " JOIN sessions s ON s.session_id=t.session_id"
+            " WHERE turns_fts MATCH ? AND t.user_id=? AND s.scope_key=?"
+            " GROUP BY t.session_id ORDER BY best LIMIT ?",
+            (query, user_id, f"user:{user_id}", limit),
+        )
+        return [r[0] for r in rows]
+
+
+class SqliteTurnContexts:
+    """What the model saw per turn (``gateway.turncontext`` writes it; the HTTP API reads it)."""
+
+    def __init__(self, db: Database) -> None:
+        self._db = db
+
+    def record(self, turn_id: str, *, user_id: str, session_id: str, at: datetime, data: str) -> None:
+        self._db.run(
+            "INSERT OR REPLACE INTO turn_contexts(turn_id, user_id, session_id, created_at, data) VALUES (?,?,?,?,?)",
+            (turn_id, user_id, session_id, ts(at), data),
+        )
+
+    def get(self, turn_id: str) -> TurnContext | None:
+        row = self._db.one(
+            "SELECT turn_id, user_id, session_id, created_at, data FROM turn_contexts WHERE turn_id=?", (turn_id,)
+        )
+        if row is None:
+            return None
+        return TurnContext(turn_id=row[0], user_id=row[1], session_id=row[2], created_at=parse_ts(row[3]),
+                           data=row[4])  # fmt: skip
+
+    def prune(self, before: datetime, limit: int) -> int:
+        """Delete up to ``limit`` records older than ``before``, oldest first; how many went."""
+        cur = self._db.run(
+            "DELETE FROM turn_contexts WHERE turn_id IN (SELECT turn_id FROM turn_contexts WHERE created_at<?"
+            " ORDER BY created_at LIMIT ?)",
+            (ts(before), limit),
+        )
+        return cur.rowcount
 
 
 class SqliteCompactions:

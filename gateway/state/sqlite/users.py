@@ -8,9 +8,11 @@ from gateway.state.records import Account, User
 from gateway.state.sqlite.database import Database, Row
 from gateway.state.timestamps import parse_ts, ts
 
+_USER = "user_id, display_name, timezone, created_at, tier"
+
 
 def _user(r: Row) -> User:
-    return User(user_id=r[0], display_name=r[1], timezone=r[2], created_at=parse_ts(r[3]))
+    return User(user_id=r[0], display_name=r[1], timezone=r[2], created_at=parse_ts(r[3]), tier=r[4])
 
 
 class SqliteUsers:
@@ -18,12 +20,11 @@ class SqliteUsers:
         self._db = db
 
     def get(self, user_id: str) -> User | None:
-        r = self._db.one("SELECT user_id, display_name, timezone, created_at FROM users WHERE user_id=?", (user_id,))
+        r = self._db.one(f"SELECT {_USER} FROM users WHERE user_id=?", (user_id,))
         return _user(r) if r else None
 
     def all(self) -> list[User]:
-        return [_user(r) for r in self._db.all(
-            "SELECT user_id, display_name, timezone, created_at FROM users ORDER BY user_id")]  # fmt: skip
+        return [_user(r) for r in self._db.all(f"SELECT {_USER} FROM users ORDER BY user_id")]
 
     def create(self, user_id: str, *, display_name: str, timezone: str, at: datetime | None = None) -> None:
         self._db.run("INSERT INTO users(user_id, display_name, timezone, created_at) VALUES (?,?,?,?)",
@@ -50,11 +51,22 @@ class SqliteUsers:
                 self._db.run(f"UPDATE {table} SET user_id=? WHERE user_id=?", (into, source))
             self._db.run("UPDATE sessions SET scope_key=? WHERE scope_key=?", (f"user:{into}", f"user:{source}"))
             self._db.run("UPDATE conversations SET user_id=? WHERE user_id=?", (into, source))
+            self._db.run("UPDATE turn_contexts SET user_id=? WHERE user_id=?", (into, source))
             self._db.run("DELETE FROM link_requests WHERE issuer_user=? OR redeemer_user=?", (source, source))
             # A browser signed in as the merged user is signed out, not silently moved to ``into``.
             self._db.run("DELETE FROM web_sessions WHERE user_id=?", (source,))
             self._db.run("DELETE FROM web_signin_tokens WHERE user_id=?", (source,))
             self._db.run("DELETE FROM users WHERE user_id=?", (source,))
+
+    # A person's settings (gateway/http/api/me.py validates them).
+    def set_display_name(self, user_id: str, display_name: str) -> bool:
+        return self._db.run("UPDATE users SET display_name=? WHERE user_id=?", (display_name, user_id)).rowcount == 1
+
+    def set_timezone(self, user_id: str, timezone: str) -> bool:
+        return self._db.run("UPDATE users SET timezone=? WHERE user_id=?", (timezone, user_id)).rowcount == 1
+
+    def set_tier(self, user_id: str, tier: int | None) -> bool:
+        return self._db.run("UPDATE users SET tier=? WHERE user_id=?", (tier, user_id)).rowcount == 1
 
     # The cron scheduler's reads (gateway/bus/cronusers.py): each costs index seeks, not a scan.
     def user_timezones(self) -> list[str]:
