@@ -138,10 +138,30 @@ class MemoryWatcher:
             self._ready.set()
 
     def _wanted(self, change: Change, path: str) -> bool:
-        return scope_and_rel(self.data_dir, path) is not None
+        return scope_and_rel(self.data_dir, path) is not None or (change == Change.added and self._is_dir(path))
+
+    def _is_dir(self, path: str) -> bool:
+        try:
+            parts = Path(path).relative_to(self.data_dir).parts
+        except ValueError:
+            return False
+        return (len(parts) >= 2 and parts[0] in _SCOPE_OF and not any(p.startswith(".") for p in parts[1:])
+                and os.path.isdir(path) and not os.path.islink(path))  # fmt: skip
+
+    def _files_below(self, path: str) -> list[tuple[str, str]]:
+        """Files in a directory that appeared (a new root, a ``git pull``): written before inotify
+        watched the directory, so no event of their own may ever come."""
+        out = []
+        for top, dirs, names in os.walk(path):
+            dirs[:] = [d for d in dirs if not d.startswith(".")]
+            out += [sr for n in names if (sr := scope_and_rel(self.data_dir, os.path.join(top, n))) is not None]
+        return out
 
     async def _handle(self, changes: set[tuple[Change, str]]) -> None:
         files = {sr for _, path in changes if (sr := scope_and_rel(self.data_dir, path)) is not None}
+        for change, path in changes:
+            if change == Change.added and self._is_dir(path):
+                files.update(await asyncio.to_thread(self._files_below, path))
         for scope, rel in sorted(files):
             own = await asyncio.to_thread(is_own_write, self.data_dir, scope, rel)
             if own:
