@@ -43,7 +43,7 @@ async def test_vendored_libraries_are_served_from_the_lock(make_gateway: Any) ->
 
 async def test_own_files_revalidate_and_carry_their_types(make_gateway: Any) -> None:
     gw = await make_gateway()
-    status, headers, _ = await _get(gw, "/static/style.css")
+    status, headers, _ = await _get(gw, "/static/chat.css")
     assert status == 200 and headers["Content-Type"].startswith("text/css")
     assert headers["Cache-Control"] == "no-cache" and headers["X-Content-Type-Options"] == "nosniff"
 

@@ -1,0 +1,123 @@
+// A list of message bubbles: the live conversation or a past session shown read-only.
+import { renderMarkdown } from "./render.js";
+
+// Streaming bubbles -> the text to render at the next animation frame.
+const STREAMING = new WeakMap();
+const ROLE_CLASS = { user: "me", assistant: "bot", notice: "notice", system: "notice", error: "error" };
+
+export class MessageLog {
+  constructor(root, { onLoadEarlier } = {}) {
+    this.root = root;
+    this.onLoadEarlier = onLoadEarlier;
+    this.oldestSeq = null;
+    this.more = false;
+    this.moreButton = null;
+  }
+
+  nearBottom() {
+    const r = this.root;
+    return r.scrollHeight - r.scrollTop - r.clientHeight < 80;
+  }
+
+  scrollToEnd() { this.root.scrollTop = this.root.scrollHeight; }
+
+  // A bubble; markdown for the assistant and notices, plain text for what the person typed.
+  bubble(role, text, { at, seq, streaming = false, prepend = false } = {}) {
+    const el = document.createElement("div");
+    el.className = "msg " + (ROLE_CLASS[role] || "notice") + (streaming ? " streaming" : "");
+    if (seq !== undefined && seq !== null) el.dataset.seq = String(seq);
+    if (at) el.title = new Date(at).toLocaleString();
+    this.fill(el, role, text);
+    if (prepend) {
+      const anchor = this.moreButton ? this.moreButton.nextSibling : this.root.firstChild;
+      this.root.insertBefore(el, anchor);
+    } else {
+      const stick = this.nearBottom();
+      this.root.appendChild(el);
+      if (stick || role === "user") this.scrollToEnd();
+    }
+    return el;
+  }
+
+  fill(el, role, text) {
+    if (role === "user" || role === "error") {
+      el.textContent = text;
+    } else {
+      el.classList.add("md");
+      renderMarkdown(el, text);
+    }
+  }
+
+  // Re-render a streaming bubble at most once a frame, however fast the deltas come.
+  stream(el, text) {
+    const scheduled = STREAMING.has(el);
+    STREAMING.set(el, text);
+    if (scheduled) return;
+    requestAnimationFrame(() => {
+      const latest = STREAMING.get(el);
+      STREAMING.delete(el);
+      if (latest === undefined) return; // finished meanwhile: the final text is already shown
+      const stick = this.nearBottom();
+      renderMarkdown(el, latest);
+      if (stick) this.scrollToEnd();
+    });
+  }
+
+  finish(el, role, text) {
+    STREAMING.delete(el);
+    el.className = "msg " + (ROLE_CLASS[role] || "notice");
+    const stick = this.nearBottom();
+    this.fill(el, role, text);
+    if (stick) this.scrollToEnd();
+  }
+
+  clear() {
+    this.root.replaceChildren();
+    this.oldestSeq = null;
+    this.more = false;
+    this.moreButton = null;
+  }
+
+  // A page of stored messages: `replace` for the newest page, otherwise older ones go on top.
+  page(messages, more, { replace }) {
+    if (replace) this.clear();
+    const ordered = [...messages].sort((a, b) => a.seq - b.seq);
+    const before = this.root.scrollHeight;
+    if (replace) {
+      for (const m of ordered) this.bubble(m.role, m.text, { at: m.at, seq: m.seq });
+    } else {
+      for (const m of ordered.reverse()) this.bubble(m.role, m.text, { at: m.at, seq: m.seq, prepend: true });
+    }
+    if (ordered.length) {
+      const seqs = ordered.map((m) => m.seq);
+      const low = Math.min(...seqs);
+      this.oldestSeq = this.oldestSeq === null ? low : Math.min(this.oldestSeq, low);
+    }
+    this.setMore(more);
+    if (replace) this.scrollToEnd();
+    else this.root.scrollTop += this.root.scrollHeight - before; // keep the reader where they were
+  }
+
+  setMore(more) {
+    this.more = !!more;
+    if (this.more && !this.moreButton) {
+      const b = document.createElement("button");
+      b.type = "button";
+      b.className = "load-earlier ghost";
+      b.textContent = "Load earlier messages";
+      b.addEventListener("click", () => {
+        b.disabled = true;
+        this.onLoadEarlier?.(this.oldestSeq);
+      });
+      this.root.prepend(b);
+      this.moreButton = b;
+    } else if (!this.more && this.moreButton) {
+      this.moreButton.remove();
+      this.moreButton = null;
+    }
+    if (this.moreButton) {
+      this.moreButton.disabled = false;
+      this.root.prepend(this.moreButton);
+    }
+  }
+}

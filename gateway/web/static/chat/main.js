@@ -1,0 +1,258 @@
+// kith web chat: wires the socket (docs/protocol.md), the person's API (docs/api.md) and the panels.
+import { currentMe, refreshMe, setFallbackUser, signIn } from "./api.js";
+import { Composer } from "./composer.js";
+import { MessageLog } from "./log.js";
+import { setupPanel } from "./panels.js";
+import { PersonPanel } from "./person.js";
+import { installCopyHandler, ready as rendererReady } from "./render.js";
+import { SessionsPanel } from "./sessions.js";
+import { SettingsPanel } from "./settings.js";
+import { ChatSocket } from "./socket.js";
+
+const $ = (id) => document.getElementById(id);
+const HISTORY_PAGE = 50;
+
+const clientId = localStorage.getItem("kith.client_id") || (() => {
+  const id = "web-" + (crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2));
+  localStorage.setItem("kith.client_id", id);
+  return id;
+})();
+
+// What the page knows about the person and the conversation, merged from `ready`, `state`, `reply`
+// frames and GET /api/me; every view is drawn from it.
+const person = { user_id: "", display_name: "", persona: "", tier: null, timezone: "", accounts: [],
+  otr: false, session_id: "" };
+
+let seq = 0;
+const pending = new Map(); // message id -> {text, bubble (streaming reply) or null, acc (streamed text)}
+let historyMode = null; // "replace" | "prepend" while a history request is out
+
+const log = new MessageLog($("log"), { onLoadEarlier: (before) => requestHistory(before) });
+installCopyHandler(document.body);
+
+const socket = new ChatSocket({
+  clientId,
+  onFrame: handle,
+  onClose: () => {
+    setConn("reconnecting…", "off");
+    $("send").disabled = true;
+    // Messages not answered yet were dropped by the server (docs/protocol.md): back into the box.
+    for (const [id, p] of pending) {
+      if (p.bubble) p.bubble.remove();
+      else composer.restore(p.text, "The connection dropped before this was answered; it is back in the box.");
+      pending.delete(id);
+    }
+    historyMode = null;
+  },
+  onLocked: () => { setConn("locked", "off"); $("auth").showModal(); },
+});
+
+function nextId() { return `${++seq}-${Date.now()}`; }
+
+function sendText(text) {
+  const id = nextId();
+  if (!socket.send({ type: "message", id, text })) return null;
+  pending.set(id, { text, bubble: null, acc: "" });
+  return id;
+}
+
+const composer = new Composer({
+  form: $("composer"), input: $("input"), button: $("send"), error: $("composer-error"),
+  onSend: (text) => {
+    const id = sendText(text);
+    if (!id) return false;
+    log.bubble("user", text);
+    return true;
+  },
+});
+
+const personPanel = new PersonPanel({
+  name: $("p-name"), persona: $("p-persona"), user: $("p-user"), accounts: $("p-accounts"),
+  linkNew: $("link-new"), linkForm: $("link-form"), linkCode: $("link-code"), out: $("link-out"),
+  actions: $("link-actions"), confirm: $("link-confirm"), cancel: $("link-cancel"),
+  sendCommand: (text) => {
+    const id = sendText(text);
+    if (id) log.bubble("user", text);
+    return id;
+  },
+});
+
+const settings = new SettingsPanel({
+  form: $("settings-form"), name: $("s-name"), tz: $("s-tz"), persona: $("s-persona"),
+  personas: $("s-personas"), tier: $("s-tier"), status: $("settings-status"), otr: $("s-otr"),
+  otrLabel: $("s-otr-label"),
+  sendCommand: (text) => {
+    const id = sendText(text);
+    if (id) log.bubble("user", text);
+    return id;
+  },
+  onSaved: (saved) => update(saved),
+});
+
+const sessions = new SessionsPanel({
+  dialog: $("sessions"), form: $("search-form"), query: $("search"), mode: $("search-mode"),
+  list: $("sessions-list"), status: $("sessions-status"), more: $("sessions-more"),
+  archive: $("archive"), bar: $("archive-bar"), title: $("archive-title"), close: $("archive-close"),
+  onArchive: (on) => {
+    $("archive").hidden = !on;
+    $("archive-bar").hidden = !on;
+    $("log").hidden = on;
+    $("composer").hidden = on;
+    if (!on) $("input").focus();
+  },
+});
+
+setupPanel($("person"), $("person-btn"), { onOpen: () => { personPanel.show(person); refresh(); } });
+setupPanel($("settings"), $("settings-btn"), { onOpen: () => { settings.show(person); refresh(); } });
+setupPanel($("sessions"), $("sessions-btn"), { onOpen: () => sessions.opened() });
+
+// Escape also leaves a past session (panels close themselves: they are dialogs).
+document.addEventListener("keydown", (e) => {
+  if (e.key === "Escape" && !$("archive").hidden && !document.querySelector("dialog[open]")) {
+    sessions.closeArchive();
+  }
+});
+
+async function refresh() {
+  const me = await refreshMe();
+  if (me) update(me);
+}
+
+function update(fields) {
+  for (const key of Object.keys(person)) {
+    if (fields[key] !== undefined) person[key] = fields[key];
+  }
+  if (fields.personas !== undefined) person.personas = fields.personas;
+  $("person-name").textContent = person.display_name || "you";
+  $("persona").textContent = person.persona ? ` · ${person.persona}` : "";
+  setOtr(person.otr);
+  $("session").textContent = person.session_id
+    ? (person.otr ? "otr " : "session ") + person.session_id.slice(-8) : "";
+  if ($("person").open) personPanel.show(person);
+  if ($("settings").open && !$("settings").contains(document.activeElement)) settings.show(person);
+  else settings.setOtr(person.otr);
+}
+
+function setConn(text, cls) {
+  const conn = $("conn");
+  conn.textContent = text;
+  conn.className = "pill " + cls;
+}
+
+function setOtr(on) {
+  $("otr").hidden = !on;
+  document.body.classList.toggle("otr", !!on);
+  settings?.setOtr(!!on);
+}
+
+function requestHistory(beforeSeq) {
+  const frame = { type: "history", limit: HISTORY_PAGE };
+  if (beforeSeq !== null && beforeSeq !== undefined) frame.before_seq = beforeSeq;
+  historyMode = frame.before_seq === undefined ? "replace" : "prepend";
+  if (!socket.send(frame)) historyMode = null;
+}
+
+function handle(f) {
+  switch (f.type) {
+    case "ready": {
+      setConn("connected", "on");
+      $("send").disabled = false;
+      setFallbackUser(f.user_id);
+      update(f);
+      const notice = $("notice");
+      notice.hidden = !f.notice;
+      notice.textContent = f.notice || "";
+      requestHistory(null);
+      if (!currentMe()) refresh();
+      break;
+    }
+    case "history": {
+      const mode = historyMode || "replace";
+      historyMode = null;
+      // A turn streaming right now stays below the replayed conversation.
+      const streaming = [...pending.values()].map((p) => p.bubble).filter(Boolean);
+      log.page(f.messages || [], f.more, { replace: mode === "replace" });
+      for (const b of streaming) $("log").appendChild(b);
+      if (f.session_id) update({ session_id: f.session_id });
+      break;
+    }
+    case "state":
+      update(f);
+      break;
+    case "delta": {
+      const p = pending.get(f.id);
+      if (!p) break;
+      p.acc += f.text;
+      if (!p.bubble) p.bubble = log.bubble("assistant", "", { streaming: true });
+      log.stream(p.bubble, p.acc);
+      break;
+    }
+    case "reply":
+      onReply(f);
+      break;
+    case "error":
+      onError(f);
+      break;
+    default:
+      break;
+  }
+}
+
+function onReply(f) {
+  const p = f.id !== null && f.id !== undefined ? pending.get(f.id) : undefined;
+  pending.delete(f.id);
+  const fields = {};
+  if (typeof f.otr === "boolean") fields.otr = f.otr;
+  if (f.session_id) fields.session_id = f.session_id;
+  update(fields);
+  if (f.dropped) { p?.bubble?.remove(); return; }
+  const role = f.notice ? "notice" : "assistant";
+  if (p?.bubble) log.finish(p.bubble, role, f.text);
+  else log.bubble(role, f.text);
+  if (personPanel.answer(f.id, f.text) || /^Linked\./.test(f.text || "")) refresh();
+}
+
+function onError(f) {
+  if (f.code === "unknown_type" && historyMode) { historyMode = null; return; } // a server without history
+  const p = f.id !== undefined ? pending.get(f.id) : undefined;
+  if (p) {
+    pending.delete(f.id);
+    p.bubble?.remove();
+    // The refused message leaves the log and goes back into the box, with the reason.
+    const mine = [...$("log").querySelectorAll(".msg.me")].reverse().find((b) => b.textContent === p.text);
+    mine?.remove();
+    composer.restore(p.text, explain(f));
+    return;
+  }
+  log.bubble("error", explain(f));
+}
+
+function explain(f) {
+  if (f.code === "too_large" || f.code === "too_long") {
+    return `The server refused this message as too long${f.limit ? ` (limit ${Number(f.limit).toLocaleString()})` : ""}. ` +
+      "It is back in the box: shorten it or send it in parts.";
+  }
+  if (f.code === "rate_limited" || f.code === "busy") return `${f.message} Your message is back in the box.`;
+  return f.message || f.code || "error";
+}
+
+$("auth-form").addEventListener("submit", () => {
+  sessionStorage.setItem("kith.token", $("token").value);
+  start();
+});
+
+$("send").disabled = true;
+update({});
+
+let started = false;
+async function start() {
+  // Sign in first: the socket's upgrade then carries the cookie and links this browser to the person.
+  if (!started) {
+    started = true;
+    const me = await Promise.race([signIn(clientId), new Promise((r) => setTimeout(() => r(null), 3000))]);
+    if (me) update(me);
+    await Promise.race([rendererReady, new Promise((r) => setTimeout(r, 1500))]);
+  }
+  socket.connect();
+}
+start();

@@ -1,0 +1,100 @@
+"""Shared pieces of the chat page's browser tests (tests/web/test_chat_*.py).
+
+A real gateway answering through the fake Anthropic server, and headless Chromium opening ``/`` at a
+phone size (dark) and a desktop size (light). Screenshots of every view go to ``$KITH_SCREENSHOTS`` or
+a fresh temporary directory (never into the repository).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
+ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", "--no-first-run"]
+SIZES: dict[str, dict[str, Any]] = {
+    "phone": {"viewport": {"width": 390, "height": 844}, "color_scheme": "dark", "is_mobile": True,
+              "has_touch": True},
+    "desktop": {"viewport": {"width": 1280, "height": 860}, "color_scheme": "light"},
+}
+T = 10_000  # ms: generous waits for a 2-core machine shared with other test runs
+
+
+@pytest.fixture
+async def browser() -> AsyncIterator[Any]:
+    if shutil.which(CHROMIUM) is None:
+        if os.environ.get("KITH_REQUIRE_BROWSER"):
+            pytest.fail("Debian chromium is required for the web chat tests (apt-get install chromium)")
+        pytest.skip("Debian chromium not installed")
+    from playwright.async_api import async_playwright
+
+    async with async_playwright() as pw:
+        b = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        yield b
+        await b.close()
+
+
+_SHOTS: list[Path] = []
+
+
+def shots_dir() -> Path:
+    if not _SHOTS:
+        root = os.environ.get("KITH_SCREENSHOTS")
+        path = Path(root) if root else Path(tempfile.mkdtemp(prefix="kith-chat-shots-"))
+        path.mkdir(parents=True, exist_ok=True)
+        _SHOTS.append(path)
+    return _SHOTS[0]
+
+
+async def shot(page: Any, name: str, size: str) -> Path:
+    path = shots_dir() / f"chat-{name}-{size}.png"
+    await page.screenshot(path=str(path))
+    return path
+
+
+class Chat:
+    """One browser page on the chat, driven as a person would: type, press Enter, read bubbles."""
+
+    def __init__(self, page: Any, size: str, errors: list[str]) -> None:
+        self.page = page
+        self.size = size
+        self.errors = errors
+
+    async def send(self, text: str) -> None:
+        await self.page.fill("#input", text)
+        await self.page.press("#input", "Enter")
+
+    async def reply_after(self, text: str, *, notice: bool = False) -> Any:
+        """Send and wait for the next finished answer bubble; returns it."""
+        kind = ".msg.notice" if notice else ".msg.bot:not(.streaming)"
+        before = await self.page.locator(kind).count()
+        await self.send(text)
+        bubble = self.page.locator(kind).nth(before)
+        await bubble.wait_for(timeout=T)
+        return bubble
+
+    async def shot(self, name: str) -> Path:
+        return await shot(self.page, name, self.size)
+
+
+async def open_chat(browser: Any, gw: Any, size: str, *, client_id: str | None = None) -> Chat:
+    context = await browser.new_context(**SIZES[size])
+    page = await context.new_page()
+    errors: list[str] = []
+    page.on("pageerror", lambda exc: errors.append(str(exc)))
+    # A failed request is reported by its URL (the console only says "Failed to load resource").
+    page.on("console", lambda msg: errors.append(msg.text) if msg.type == "error"
+            and not msg.text.startswith("Failed to load resource") else None)
+    page.on("response", lambda r: errors.append(f"{r.status} {r.url}") if r.status >= 400 else None)
+    if client_id is not None:
+        await context.add_init_script(f"localStorage.setItem('kith.client_id', {client_id!r})")
+    await page.goto(f"http://127.0.0.1:{gw.port}/")
+    await page.wait_for_selector("#conn.on", timeout=T)
+    return Chat(page, size, errors)
