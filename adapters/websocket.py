@@ -2,11 +2,14 @@
 
 Security, in the order it is applied: the Origin header is checked before the upgrade (cross-site
 pages cannot drive a local assistant); when a token is configured (always, beyond loopback) the
-connection must authenticate (Authorization header or a first ``auth`` frame) before anything else;
-frames above ``server.max_frame_bytes`` close the connection with 1009. A connection is one client for
-its lifetime (its first ``hello``); new clients, messages and concurrent turns are limited by
-``adapters.ws_limits`` with keys that outlive connections. Authenticated connections are trusted
-senders: they skip the pairing policy.
+connection must authenticate (Authorization header, a signed-in ``kith_session`` cookie, or a first
+``auth`` frame) before anything else; a frame above ``server.max_frame_bytes`` is answered
+``too_large`` and the connection stays open (only one above ``ws_limits.hard_frame_bytes`` closes it
+with 1009). A connection is one client for its lifetime (its first ``hello``); with a sign-in cookie
+that client's account belongs to the cookie's person. New clients, messages and concurrent turns are
+limited by ``adapters.ws_limits`` with keys that outlive connections. Authenticated connections are
+trusted senders: they skip the pairing policy. What a client shows about its conversation (``ready``,
+``state``, ``history``) comes from ``adapters.ws_conversation``.
 """
 
 from __future__ import annotations
@@ -20,12 +23,14 @@ from typing import TYPE_CHECKING, Any
 
 from aiohttp import WSCloseCode, WSMsgType, web
 
-from adapters.ws_limits import WebSocketLimits
+from adapters import ws_conversation
+from adapters.ws_limits import WebSocketLimits, hard_frame_bytes
 from gateway.adapter import Adapter, AdapterRegistry
 from gateway.hookspecs import hookimpl
 from gateway.http.auth import tokens_match
 from gateway.http.guard import HTTP_POLICY
-from gateway.types import ConversationAddress, ConversationKind, InboundMessage, Reply
+from gateway.http.principal import principal_or_none
+from gateway.types import ConversationAddress, ConversationKind, InboundMessage, Reply, UserRef
 from gateway.web import serve
 
 if TYPE_CHECKING:
@@ -62,14 +67,17 @@ def parse_frame(data: str) -> dict[str, Any]:
 class Connection:
     """One client connection: auth state, identity and ordered message handling."""
 
-    def __init__(self, adapter: WebSocketAdapter, ws: web.WebSocketResponse, authed: bool, remote: str) -> None:
+    def __init__(self, adapter: WebSocketAdapter, ws: web.WebSocketResponse, authed: bool, remote: str,
+                 signed_in: str | None = None) -> None:  # fmt: skip
         self.adapter = adapter
         self.ws = ws
         self.authed = authed
         self.remote = remote  # the client's address: the key of its new-user allowance
+        self.signed_in = signed_in  # the person of the upgrade's kith_session cookie: hello's account is theirs
         self.client_id = ""  # set once, by the first hello: a connection is one client for its lifetime
         self.user_id = ""
         self.name = ""
+        self.shown: dict[str, Any] = {}  # the conversation state this client was last sent
         # Messages run one at a time, in order, in their own task, so the receive loop keeps
         # answering pings and reading frames while a long model call streams.
         self.queue: asyncio.Queue[dict[str, Any]] = asyncio.Queue(maxsize=32)
@@ -120,6 +128,33 @@ class Connection:
             frame["id"] = ref
         await self.send(frame)
 
+    def user(self) -> UserRef | None:
+        """The person this client's account belongs to now (a /link merge may have moved it)."""
+        return self.adapter.gateway.identities.resolve(self._message_obj("", ""), create=False)
+
+    async def push_state(self) -> None:
+        """Send a ``state`` frame when the conversation changed since this client last saw it."""
+        user = self.user()
+        if user is None or not self.client_id:
+            return
+        self.user_id = user.user_id
+        state = ws_conversation.conversation_state(self.adapter.gateway, user, self._message_obj("", ""))
+        if state != self.shown:
+            self.shown = state
+            await self.send({"type": "state", **state})
+
+    async def error_too_large(self, data: str, limit: int) -> None:
+        """An oversize frame is answered, naming its id when one can be read, and forgotten."""
+        try:
+            ref = json.loads(data).get("id")
+        except (ValueError, RecursionError, AttributeError):
+            ref = None
+        frame: dict[str, Any] = {"type": "error", "code": "too_large", "limit": limit,
+                                 "message": f"frames are limited to {limit} bytes"}
+        if isinstance(ref, (str, int)) and not isinstance(ref, bool):
+            frame["id"] = ref
+        await self.send(frame)
+
     async def handle(self, frame: dict[str, Any]) -> None:
         kind = frame["type"]
         if kind == "ping":
@@ -134,6 +169,8 @@ class Connection:
             return
         if kind == "hello":
             await self._hello(frame)
+        elif kind == "history":
+            await self._history(frame)
         elif kind == "message":
             if self.worker is None:
                 self.worker = asyncio.create_task(self._work(), name=f"ws:{self.client_id or 'anon'}")
@@ -173,19 +210,61 @@ class Connection:
                              "open a new connection for another client_id")
             return
         gw = self.adapter.gateway
-        if not self.client_id and gw.identities.lookup("websocket", client_id) is None:
-            refusal = self.adapter.limits.new_user(self.remote)
-            if refusal is not None:
-                await self.error("rate_limited", refusal)
-                return
+        owner = gw.identities.lookup("websocket", client_id)
+        if self.signed_in is not None and owner not in (None, self.signed_in):
+            # The cookie names the person; an account of someone else is not taken over (nor merged).
+            await self.error("account_taken", "this client_id belongs to another person; "
+                             "sign in there, or use a new client_id")
+            return
+        if not self.client_id and owner is None:
+            if self.signed_in is not None:
+                await self._attach(client_id, name)
+            else:
+                refusal = self.adapter.limits.new_user(self.remote)
+                if refusal is not None:
+                    await self.error("rate_limited", refusal)
+                    return
         self.client_id, self.name = client_id, name
         user = gw.identities.resolve(self._message_obj("", ""))
         assert user is not None
         self.user_id = user.user_id
-        otr = gw.sessions.is_otr(user, self._message_obj("", ""))
         self.adapter.connections.setdefault(client_id, set()).add(self)
-        await self.send({"type": "ready", "user_id": user.user_id, "otr": otr, "model_ready": gw.model_ready,
-                         "notice": "" if gw.model_ready else gw.model_help})
+        self.shown = ws_conversation.conversation_state(gw, user, self._message_obj("", ""))
+        await self.send({"type": "ready", "user_id": user.user_id, **self.shown,
+                         "accounts": ws_conversation.accounts(gw, user.user_id),
+                         "model_ready": gw.model_ready, "notice": "" if gw.model_ready else gw.model_help})
+
+    async def _attach(self, client_id: str, name: str) -> None:
+        """A new client of a signed-in browser: its account joins the cookie's person (no new user)."""
+        assert self.signed_in is not None
+        state = self.adapter.gateway.state
+        with state.tx():
+            state.identities.add("websocket", client_id, self.signed_in, display_name=name, source="signin",
+                                 at=datetime.now(UTC))  # fmt: skip
+        log.info("websocket client %s attached to signed-in user %s", client_id, self.signed_in)
+
+    async def _history(self, frame: dict[str, Any]) -> None:
+        ref = frame.get("id")
+        if not self.client_id:
+            await self.error("no_hello", "send a 'hello' frame with your client_id first", ref)
+            return
+        before, limit = frame.get("before_seq"), frame.get("limit", ws_conversation.DEFAULT_HISTORY)
+        if before is not None and (not isinstance(before, int) or isinstance(before, bool) or before < 1):
+            await self.error("bad_frame", "'before_seq' must be a positive integer", ref)
+            return
+        if not isinstance(limit, int) or isinstance(limit, bool) or not 1 <= limit <= ws_conversation.MAX_HISTORY:
+            await self.error("bad_frame", f"'limit' must be 1-{ws_conversation.MAX_HISTORY}", ref)
+            return
+        user = self.user()
+        if user is None:
+            return
+        page = ws_conversation.history(self.adapter.gateway, user, self._message_obj("", ""), before_seq=before,
+                                       limit=limit)  # fmt: skip
+        out: dict[str, Any] = {"type": "history", "session_id": page.session_id, "messages": page.messages,
+                               "more": page.more}
+        if ref is not None:
+            out["id"] = ref
+        await self.send(out)
 
     def _message_obj(self, text: str, message_id: str, tier: int | None = None) -> InboundMessage:
         return InboundMessage(
@@ -235,6 +314,9 @@ class Connection:
             return
         await self.send({"type": "reply", "id": ref, "text": reply.text, "session_id": reply.session_id,
                          "otr": reply.otr, "notice": reply.notice, "turn_id": reply.turn_id})
+        # A command (or a session started after an idle gap) may have changed what every client of this
+        # person shows; each is sent a state frame only if its view changed.
+        await self.adapter.push_state(self.user_id)
 
 
 class WebSocketAdapter(Adapter):
@@ -262,6 +344,14 @@ class WebSocketAdapter(Adapter):
         for conns in list(self.connections.values()):
             for conn in list(conns):
                 await conn.ws.close(code=WSCloseCode.GOING_AWAY, message=b"server shutdown")
+
+    async def push_state(self, user_id: str) -> None:
+        """Every open client of ``user_id`` whose view of its conversation is stale gets a ``state`` frame."""
+        lookup = self.gateway.identities.lookup
+        for conns in list(self.connections.values()):
+            for conn in list(conns):
+                if conn.client_id and lookup("websocket", conn.client_id) == user_id:
+                    await conn.push_state()
 
     def health(self) -> dict[str, Any]:
         return {"connections": sum(len(c) for c in self.connections.values()), **self.limits.health()}
@@ -291,13 +381,23 @@ class WebSocketAdapter(Adapter):
             raise web.HTTPForbidden(text="origin not allowed")
         authed = self.token is None
         header = request.headers.get("Authorization", "")
+        signed_in: str | None = None
         if self.token is not None and header.startswith("Bearer "):
             if not tokens_match(header[7:], self.token):  # any header bytes: a mismatch, never a 500
                 raise web.HTTPUnauthorized(text="invalid token")
             authed = True
-        ws = web.WebSocketResponse(max_msg_size=self.gateway.config.server.max_frame_bytes, heartbeat=30.0)
+        elif not header:
+            # A browser signed in with its kith_session cookie (SameSite=Strict, and the Origin was
+            # checked above): the cookie authenticates, and names the person this client is.
+            who = principal_or_none(request)
+            if who is not None:
+                authed, signed_in = True, who.user_id
+        limit = self.gateway.config.server.max_frame_bytes
+        # aiohttp closes at its own limit; ours is checked per frame below so an oversize message is
+        # answered (and the page keeps its draft). The hard limit only bounds what one frame may cost.
+        ws = web.WebSocketResponse(max_msg_size=hard_frame_bytes(limit), heartbeat=30.0)
         await ws.prepare(request)
-        conn = Connection(self, ws, authed, request.remote or "")
+        conn = Connection(self, ws, authed, request.remote or "", signed_in)
         auth_deadline = None if authed else asyncio.get_running_loop().time() + AUTH_TIMEOUT_S
         try:
             while True:
@@ -309,7 +409,9 @@ class WebSocketAdapter(Adapter):
                     await conn.error("unauthorized", "no 'auth' frame received in time")
                     await ws.close(code=CLOSE_UNAUTHORIZED, message=b"unauthorized")
                     break
-                if msg.type == WSMsgType.TEXT:
+                if msg.type == WSMsgType.TEXT and len(msg.data) > limit // 4 and len(msg.data.encode()) > limit:
+                    await conn.error_too_large(msg.data, limit)
+                elif msg.type == WSMsgType.TEXT:
                     try:
                         frame = parse_frame(msg.data)
                     except FrameError as exc:
@@ -337,3 +439,12 @@ class WebSocketAdapter(Adapter):
 @hookimpl
 def gateway_register_adapters(register: AdapterRegistry) -> None:
     register(WebSocketAdapter)
+
+
+@hookimpl
+async def gateway_conversation_changed(gateway: Gateway, user_id: str) -> None:
+    # /new or /otr on another channel, a persona or settings change from the API: the person's open
+    # web and terminal clients refresh what they show.
+    adapter = gateway.adapters.get("websocket")
+    if isinstance(adapter, WebSocketAdapter):
+        await adapter.push_state(user_id)

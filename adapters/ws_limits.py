@@ -76,3 +76,12 @@ class WebSocketLimits:
 
     def health(self) -> dict[str, object]:
         return {"turns_running": self.running, "refused": dict(self.refused)}
+
+
+HARD_FRAME_FACTOR = 16
+
+
+def hard_frame_bytes(max_frame_bytes: int) -> int:
+    """The size at which a frame closes the connection (1009) instead of being answered ``too_large``:
+    the most one frame may make the server read and hold."""
+    return max_frame_bytes * HARD_FRAME_FACTOR

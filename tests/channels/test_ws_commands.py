@@ -19,7 +19,7 @@ Connect = Callable[..., Awaitable[WSClient]]
 
 
 class Plugin:
-    """A third-party plugin: one declared command (/remember), one undeclared (/ping), and a watcher."""
+    """A third-party plugin: one declared command (/recipe), one undeclared (/ping), and a watcher."""
 
     def __init__(self) -> None:
         self.model_calls = 0
@@ -27,12 +27,12 @@ class Plugin:
 
     @hookimpl
     def gateway_register_commands(self, register: CommandRegistry, config: Config) -> None:
-        register("remember", "/remember TEXT: keep TEXT in my memory")
+        register("recipe", "/recipe DISH: a recipe for DISH")
 
     @hookimpl
     def gateway_handle_command(self, command: str, args: str) -> Reply | None:
-        if command == "remember":
-            return Reply(text=f"kept: {args}", notice=True)
+        if command == "recipe":
+            return Reply(text=f"recipe: {args}", notice=True)
         if command == "ping":
             return Reply(text="pong", notice=True)
         return None
@@ -59,7 +59,7 @@ async def test_unknown_command_is_answered_by_the_host_not_the_model(kith_gatewa
     assert select_rows(gw.state, "SELECT * FROM turns") == []
     # commands plugins answer still work, declared or not; a path-like message is still a message
     assert (await client.ask("/ping"))[0]["text"] == "pong"
-    assert (await client.ask("/remember the boat is blue"))[0]["text"] == "kept: the boat is blue"
+    assert (await client.ask("/recipe apple pie"))[0]["text"] == "recipe: apple pie"
     reply, _ = await client.ask("/usr/bin is where it lives")
     assert reply["notice"] is False and plugin.model_calls == 1
 
@@ -70,10 +70,10 @@ async def test_help_lists_builtin_and_plugin_commands(kith_gateway: GatewayFacto
     await client.hello("cmd-2")
     text = (await client.ask("/help"))[0]["text"]
     lines = text.splitlines()
-    for usage in ("/new:", "/otr on|off:", "/link:", "/link CODE:", "/help:", "/remember TEXT:"):
+    for usage in ("/new:", "/otr on|off:", "/link:", "/link CODE:", "/help:", "/recipe DISH:"):
         assert any(line.startswith(usage) for line in lines), (usage, text)
     # built-ins first, then plugins
-    assert lines.index("/help: this text") < next(i for i, ln in enumerate(lines) if ln.startswith("/remember"))
+    assert lines.index("/help: this text") < next(i for i, ln in enumerate(lines) if ln.startswith("/recipe"))
 
 
 async def test_conversation_changes_reach_the_hook(kith_gateway: GatewayFactory, ws_connect: Connect) -> None:

@@ -124,3 +124,28 @@ async def test_queued_messages_are_dropped_when_the_client_leaves(
     assert [(r["role"], r["content"]) for r in rows][:1] == [("user", "message 0")]
     assert [r["role"] for r in rows] == ["user", "assistant"]
 
+
+
+async def test_oversize_frame_is_answered_and_the_connection_stays(
+    make_gateway: GatewayFactory, ws_connect: Any
+) -> None:
+    """Issue 14: a 70 KB message silently dropped the connection (1009) and the page lost its draft."""
+    gw = await make_gateway()  # the default server.max_frame_bytes, 64 KiB
+    limit = gw.config.server.max_frame_bytes
+    client: WSClient = await ws_connect(gw)
+    await client.hello("big")
+    await client.ws.send_str(json.dumps({"type": "message", "id": "m-70k", "text": "x" * 70_000}))
+    frame = await client.recv()
+    assert frame == {"type": "error", "code": "too_large", "id": "m-70k", "limit": limit,
+                     "message": f"frames are limited to {limit} bytes"}
+    # multi-byte text is measured in bytes, as the limit is: 20,000 characters of 4 bytes each
+    await client.ws.send_str(json.dumps({"type": "message", "id": 7, "text": "\U0001f600" * 20_000},
+                                        ensure_ascii=False))
+    assert (await client.recv())["code"] == "too_large"
+    await client.ws.send_str("x" * (limit + 1))  # not even JSON: answered without an id
+    assert (await client.recv()) == {"type": "error", "code": "too_large", "limit": limit,
+                                     "message": f"frames are limited to {limit} bytes"}
+    assert not client.ws.closed
+    reply, _ = await client.ask("still here?")
+    assert reply["type"] == "reply" and "still here?" in reply["text"]
+    assert select_rows(gw.state, "SELECT * FROM turns WHERE content LIKE 'xxx%'") == []
