@@ -17,7 +17,7 @@ const VIEWS = {
   file: { render: fileView, parent: "files" },
   facts: { label: "Facts", render: factsView },
   recall: { label: "Recall & forget", render: recallView },
-  review: { label: "Quarantine & audit", render: reviewView },
+  review: { label: "Quarantine & audit", personLabel: "Audit", render: reviewView },
   distill: { label: "Distillation", render: distillView },
   sessions: { label: "Turns", render: sessionsView },
   session: { render: sessionView, parent: "sessions" },
@@ -47,7 +47,8 @@ function drawNav(uid, view) {
   const current = VIEWS[view].parent || view;
   mount(navEl, Object.entries(VIEWS)
     .filter(([, v]) => v.label && (!v.operator || me.operator))
-    .map(([name, v]) => h("a", { href: link(uid, name), "aria-current": name === current ? "page" : undefined }, v.label)));
+    .map(([name, v]) => h("a", { href: link(uid, name), "aria-current": name === current ? "page" : undefined },
+      !me.operator && v.personLabel ? v.personLabel : v.label)));
   // On a phone the tabs scroll sideways: keep the current one in sight.
   const active = navEl.querySelector("[aria-current=page]");
   if (active) active.scrollIntoView({ block: "nearest", inline: "nearest" });

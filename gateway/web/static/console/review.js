@@ -68,10 +68,13 @@ function curationSection(ctx, runs, reload) {
 export async function reviewView(ctx) {
   const root = h("section", { class: "review" });
   const load = async () => {
+    // Quarantined lines are the operator's to review (they may quote other people's messages).
     const [q, c] = await Promise.allSettled([
-      get(`/api/users/${enc(ctx.uid)}/quarantine`), get(`/api/users/${enc(ctx.uid)}/curation`)]);
-    mount(root, h("h2", {}, "Quarantine & audit"),
-      q.status === "fulfilled" ? quarantineSection(listOf(q.value, "quarantine", "lines", "items")) : errorBox(q.reason),
+      ctx.me.operator ? get(`/api/users/${enc(ctx.uid)}/quarantine`) : Promise.resolve(null),
+      get(`/api/users/${enc(ctx.uid)}/curation`)]);
+    mount(root, h("h2", {}, ctx.me.operator ? "Quarantine & audit" : "Audit"),
+      q.status === "rejected" ? errorBox(q.reason)
+        : q.value ? quarantineSection(listOf(q.value, "quarantine", "lines", "items")) : null,
       c.status === "fulfilled" ? curationSection(ctx, listOf(c.value, "runs", "curation", "items").slice().sort((a, b) => String(b.ts || "").localeCompare(String(a.ts || ""))), load) : errorBox(c.reason));
   };
   await load();
