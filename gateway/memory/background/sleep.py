@@ -11,7 +11,7 @@ Stages, each recorded in ``bg_sleep_runs`` so a retry resumes instead of repeati
    (written once: a block already in the file is not written again; lines already in the file are
    skipped), flagged lines to ``QUARANTINE.jsonl``, facts into the knowledge graph with
    ``source_ref = sleep:<scope>:<slot>`` (a replay returns the existing row).
-3. **curate** (users only): USER.md operations under rails, with run id ``sleep-<slot>``; a run id
+3. **curate** (users only): USER.md and PATTERNS.md operations under rails, with run id ``sleep-<slot>``; a run id
    already in the audit is not run again. A curation failure is logged and does not fail the night.
 4. **done**: the watermark moves past the batch and the stored answer is dropped, in one transaction.
 
@@ -24,7 +24,7 @@ import asyncio
 import json
 import logging
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
 from typing import Any, Literal
 
@@ -66,7 +66,12 @@ current profile, what was learned recently, and the known facts. Answer with JSO
 {"op": "append", "section": S, "text": T} | {"op": "replace", "section": S, "old": T, "new": T} |
 {"op": "remove", "section": S, "text": T} | {"op": "add_heading", "section": S} |
 {"op": "remove_heading", "section": S}; optional "subheading" targets a ### subsection.
-Only durable things about the person belong there. Return {"ops": []} when nothing changes."""
+Only durable things about the person belong there. Return {"ops": []} when nothing changes.
+Stable behavioural patterns (routines, habits, when and how they like to talk, what they do again and \
+again: seen on several days, not once) go to PATTERNS.md instead: add them as "patterns": [...], \
+ops of the same shape, with sections among {pattern_sections}."""
+PATTERNS = "PATTERNS.md"
+PATTERN_SECTIONS = ("Routines", "Habits", "Communication", "Schedule", "Work", "Notes")
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -200,12 +205,17 @@ def _rails(cfg: RailsConfig) -> Rails:
                  allowed_sections=tuple(cfg.allowed_sections), allow_new_sections=cfg.allow_new_sections)  # fmt: skip
 
 
-def parse_ops(text: str) -> tuple[Any, list[str]]:
+def parse_curation(text: str) -> tuple[Any, Any, list[str]]:
+    """(USER.md ops, PATTERNS.md ops, errors); a bare list is USER.md ops, no patterns."""
     errors: list[str] = []
     data = load_json(text, "OPS", errors)
     if isinstance(data, dict):
-        data = data.get("ops", [])
-    return data, errors
+        return data.get("ops", []), data.get("patterns", []), errors
+    return data, [], errors
+
+
+def _ran(store: Any, rel: str, run_id: str) -> bool:
+    return any(r.get("type") == "run" and r.get("run_id") == run_id for r in curation_audit.read_records(store, rel))
 
 
 async def curate_profile(
@@ -214,30 +224,51 @@ async def curate_profile(
 ) -> str:  # fmt: skip
     """One curation run for the night; returns a one-line outcome. Never raises on model trouble."""
     run_id = f"sleep-{run.slot}"
-    records = await asyncio.to_thread(lambda: list(curation_audit.read_records(store, "USER.md")))
-    if any(r.get("type") == "run" and r.get("run_id") == run_id for r in records):
+    # USER.md's run record marks the night's curation done; PATTERNS.md is curated just before it.
+    if await asyncio.to_thread(_ran, store, "USER.md", run_id):
         return "already curated"
     profile = await asyncio.to_thread(_read, store, "USER.md")
+    patterns = await asyncio.to_thread(_read, store, PATTERNS)
     facts = kg.current(scope.kg_scope)[:60]
     prompt = (
-        f"CURRENT USER.md:\n{profile or '(empty)'}\n\nLEARNED RECENTLY:\n"
+        f"CURRENT USER.md:\n{profile or '(empty)'}\n\nCURRENT PATTERNS.md:\n{patterns or '(empty)'}\n\n"
+        "LEARNED RECENTLY:\n"
         + "\n".join(f"- {m}" for m in ex.memories)
         + "\n\nKNOWN FACTS:\n"
         + "\n".join(f"- {f.subject} {f.predicate} {f.object}" for f in facts)
     )
     try:
-        response = await ask(provider, source="curation", system=CURATE_SYSTEM, prompt=prompt,
+        system = CURATE_SYSTEM.replace("{pattern_sections}", ", ".join(PATTERN_SECTIONS))
+        response = await ask(provider, source="curation", system=system, prompt=prompt,
                              role=cfg.curation_backend, max_tokens=cfg.max_tokens)  # fmt: skip
     except Exception as exc:  # the night's memories stand; the next night curates again
         log.warning("sleep cycle %s: curation skipped, model call failed: %s", scope.key, exc)
         return f"skipped: {exc}"[:200]
-    ops, errors = parse_ops(response.text)
+    ops, pattern_ops, errors = parse_curation(response.text)
     if ops is None:
         log.warning("sleep cycle %s: curation output unusable: %s", scope.key, "; ".join(errors))
         return "skipped: unusable output"
+    outcome = ""
+    if pattern_ops and not await asyncio.to_thread(_ran, store, PATTERNS, run_id):
+        # The same rails, screen, audit and rollback as USER.md; only its own sections.
+        prails = replace(_rails(rails), allowed_sections=PATTERN_SECTIONS)
+        presult = await asyncio.to_thread(
+            curate, store, pattern_ops, rel=PATTERNS, rails=prails, screen=screen_text, run_id=run_id,
+            source="curation",
+        )
+        await _quarantine_rejected(store, run_id, presult)
+        outcome = f"; patterns: {len(presult.applied)} applied, {len(presult.rejected)} rejected"
     result = await asyncio.to_thread(
         curate, store, ops, rails=_rails(rails), screen=screen_text, run_id=run_id, source="curation"
     )
+    await _quarantine_rejected(store, run_id, result)
+    for r in result.rejected:
+        log.info("sleep cycle %s: curation op %d rejected: %s", scope.key, r.index, r.reason)
+    return (f"run {run_id}: {len(result.applied)} applied, {len(result.rejected)} rejected, written={result.written}"
+            + outcome)
+
+
+async def _quarantine_rejected(store: Any, run_id: str, result: Any) -> None:
     prov = Provenance(source_type="curation", source_ref=run_id)
     flagged = [
         Quarantined(line=MemoryLine(text=str(r.op.get("text") or r.op.get("new") or r.op.get("section", "")),
@@ -245,9 +276,6 @@ async def curate_profile(
         for r in result.rejected if r.reason.startswith("quarantined") and isinstance(r.op, dict)
     ]  # fmt: skip
     await asyncio.to_thread(record, store, flagged)
-    for r in result.rejected:
-        log.info("sleep cycle %s: curation op %d rejected: %s", scope.key, r.index, r.reason)
-    return f"run {run_id}: {len(result.applied)} applied, {len(result.rejected)} rejected, written={result.written}"
 
 
 async def run_night(
