@@ -52,6 +52,7 @@ STORAGE_TESTS = {
     "tests/bus/test_worker.py": "its own effects database (not kith's)",
     "tests/bus/test_scheduler_scaling.py": "counts the SQLite VM steps a scheduler tick costs",
     "tests/security/test_disk_full.py": "a page limit on the gateway's connection (a full disk)",
+    "tests/users/test_erase_schema.py": "fills every table of the schema with a person's rows and reads the file",
 }
 INSPECTOR = {"select_rows", "select_one", "count_rows", "write_rows"}
 EXECUTE = {"execute", "executemany", "executescript"}
