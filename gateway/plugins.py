@@ -38,6 +38,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "plugins.memory_watch",
     "plugins.remember",
     "plugins.recall",
+    "plugins.lore",
     "plugins.profile",
     "plugins.people",
     "plugins.compaction",

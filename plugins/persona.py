@@ -23,7 +23,8 @@ from typing import TYPE_CHECKING
 from gateway.config import Config, ConfigError
 from gateway.context import TRIM_DATED, TRIM_PEOPLE, TRIM_WORKING
 from gateway.hookspecs import hookimpl
-from gateway.personas import FileCache, PersonaError, ensure_configured, persona_store, resolve, source_for
+from gateway.personas import FileCache, PersonaError, ensure_configured, persona_store, source_for
+from gateway.personas.choice import turn_persona
 from gateway.personas.command import HELP_LINE, persona_command
 from gateway.tiers import loads, tier_of
 from gateway.types import ContextSection, ConversationKind, Reply, Stability, Turn
@@ -65,14 +66,7 @@ def _strip_title(text: str) -> str:
 
 
 def persona_name(gateway: Gateway, turn: Turn) -> str:
-    if turn.session is not None:
-        name = turn.session.persona
-    elif turn.user is not None:
-        name = gateway.sessions.persona(turn.user, turn.message)
-    else:
-        msg = turn.message
-        name = gateway.config.personas.for_conversation(msg.channel, msg.conversation_key)
-    return resolve(gateway, name)
+    return turn_persona(gateway, turn)
 
 
 def persona_sections(gateway: Gateway, turn: Turn, tier: int) -> list[ContextSection]:

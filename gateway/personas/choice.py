@@ -22,11 +22,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gateway.config import Config
-from gateway.personas import PersonaError, check_name
+from gateway.personas import PersonaError, check_name, resolve
 from gateway.state import State
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
+    from gateway.types import Turn
 
 DEFAULT_KEY = ""  # the conversation key under which a person's own default is stored
 
@@ -96,3 +97,16 @@ def choose(gateway: Gateway, user_id: str, name: str, *, conversation_key: str |
 def clear(gateway: Gateway, user_id: str, *, conversation_key: str | None = None) -> bool:
     """Forget the choice (None: the person's own default); the operator's defaults apply again."""
     return gateway.state.persona_choices.clear(user_id, DEFAULT_KEY if conversation_key is None else conversation_key)
+
+
+def turn_persona(gateway: Gateway, turn: Turn) -> str:
+    """The persona speaking in ``turn``: its session's (a session keeps the persona it started with),
+    else the conversation's choice; one that no longer exists falls back to the default."""
+    if turn.session is not None:
+        name = turn.session.persona
+    elif turn.user is not None:
+        name = gateway.sessions.persona(turn.user, turn.message)
+    else:
+        msg = turn.message
+        name = gateway.config.personas.for_conversation(msg.channel, msg.conversation_key)
+    return resolve(gateway, name)
