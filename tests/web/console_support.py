@@ -154,5 +154,11 @@ async def seed(gw: Any, fake: Any, *, client_id: str = CLIENT) -> Seeded:
     # The short distillation tier, from the session log the turn above wrote.
     await run_tier("short", store=store, cfg=gw.config.background.distill, providers={}, now=now, force=True)
     await gw.settle()
-    return Seeded(user_id=uid, today=today, turn_id=reply.turn_id, session_id=reply.session_id, fact_ids=ids,
+    # A later turn whose prompt draws on all of it (recall, facts, profile): "what the assistant saw".
+    fake.enqueue("Pier 17, as you noted.")
+    later = await gw.handle_inbound(message("Which pier is the boat at, and how is Sam?", account=client_id,
+                                            name="Alice"))
+    assert later is not None and later.turn_id
+    await gw.settle()
+    return Seeded(user_id=uid, today=today, turn_id=later.turn_id, session_id=later.session_id, fact_ids=ids,
                   run_id=result.run_id)

@@ -21,7 +21,8 @@ pytestmark = pytest.mark.browser
 async def test_every_console_view_shows_the_persons_real_memory(
     size: str, browser: Any, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]
 ) -> None:
-    gw = await make_gateway(llm=anthropic_llm)
+    # A tight context budget, so the turn view has trimming to show.
+    gw = await make_gateway(llm=anthropic_llm, context={"budget_tokens": 520})
     s = await seed(gw, fake_anthropic)
     page = await open_console(browser, gw, size)
     await page.wait_for_selector("#nav a[aria-current=page]", timeout=10_000)
@@ -78,11 +79,12 @@ async def test_every_console_view_shows_the_persons_real_memory(
     await goto_view(page, "#/me/sessions", "turns")
     await shot(page, f"{size}-sessions")
     await goto_view(page, f"#/me/session/{s.session_id}", "pier 17")
-    await page.click("a.saw")
+    await page.locator("a.saw").last.click()
     await page.wait_for_selector("table.sections", timeout=10_000)
     view = await page.text_content("#view") or ""
     assert "What the assistant saw" in view and "tokens" in view
-    assert await page.locator("table.sections tbody tr").count() >= 2
+    assert await page.locator("table.sections tbody tr").count() >= 4
+    assert await page.locator("ul.trims li").count() >= 1  # what did not fit the budget
     await shot(page, f"{size}-turn-context")
 
     await goto_view(page, "#/me/pairing", "Pairing requests")

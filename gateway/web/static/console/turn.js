@@ -34,9 +34,9 @@ export async function turnView(ctx) {
             s.text ? h("details", {}, h("summary", {}, "text"), h("pre", { class: "section-text" }, s.text)) : null),
           h("td", { class: "num" }, num(s.tokens)),
           h("td", {}, [s.cached ? h("span", { class: "badge" }, "cached") : null,
-            s.protected ? h("span", { class: "badge" }, "never trimmed") : null,
+            s.protected ? h("span", { class: "badge", title: "never trimmed" }, "protected") : null,
             s.as_data ? h("span", { class: "badge" }, "quoted data") : null,
-            trim ? h("span", { class: "badge warn" }, `trimmed from ${num(trim.before)}`) : null]));
+            trim ? h("span", { class: "badge warn", title: "trimmed to fit the budget" }, `cut from ${num(trim.before)}`) : null]));
       }))) : empty("No sections were recorded."),
     h("h3", {}, "Trimmed to fit the budget"),
     trims.length ? h("ul", { class: "trims" }, trims.map((t) => h("li", {}, h("strong", {}, t.source),
