@@ -12,7 +12,7 @@ export function loadRenderer() {
     ready = Promise.all([import("/static/vendor/markdown-it.mjs"), import("/static/vendor/purify.mjs")])
       .then(([mdMod, purifyMod]) => {
         // html: false: memory text that looks like HTML stays text; DOMPurify is the second wall.
-        md = mdMod.default({ html: false, linkify: true, typographer: false });
+        md = mdMod.default({ html: false, linkify: true, breaks: true, typographer: false });
         purify = purifyMod.default;
         purify.addHook("afterSanitizeAttributes", (node) => {
           if (node.tagName !== "A") return;
