@@ -34,7 +34,7 @@ export async function fileView(ctx) {
       } catch (err) {
         if (err instanceof ApiError && err.status === 409) {
           mount(status, h("p", { class: "error", role: "alert" },
-            "This file changed since you opened it. Your text is kept below; reload to see the new version, then apply your change again."),
+            "This file changed since you opened it (kith or another tab wrote it), so nothing was saved. Load the new version to compare; your text stays in the editor."),
             h("button", { type: "button", onclick: async () => {
               const mine = area.value;
               try { file = await get(url); edit(mine, true); } catch (e) { mount(status, errorBox(e)); }

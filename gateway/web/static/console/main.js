@@ -67,7 +67,7 @@ async function route(ev) {
     node = await VIEWS[view].render(ctx);
   } catch (err) {
     node = err instanceof ApiError && err.status === 404
-      ? h("section", {}, h("h2", {}, "Not found"), errorBox(err))
+      ? h("section", {}, h("h2", {}, "Not found"), errorBox(err), h("p", {}, h("a", { href: link("me", "files") }, "Back to your memory")))
       : h("section", {}, h("h2", {}, "Something went wrong"), errorBox(err));
   }
   if (seq !== renderSeq) return; // a newer navigation won
