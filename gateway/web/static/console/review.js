@@ -45,7 +45,7 @@ function curationSection(ctx, runs, reload) {
           toast("Rollback: " + status, "ok");
           if (status === "restored") setTimeout(reload, 600);
         } catch (err) {
-          if (err instanceof ApiError && err.status === 409) {
+          if (err instanceof ApiError && err.status === 409 && err.code !== "no_backup") {
             mount(msg, h("p", { class: "error", role: "alert" }, "USER.md changed after this run; undoing it would lose those changes."),
               h("button", { type: "button", class: "danger small", onclick: () => undo(true) }, "Undo anyway"));
           } else mount(msg, errorBox(err));
