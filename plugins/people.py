@@ -7,7 +7,9 @@ from ``people/`` (written by the memory writer), in this order:
 2. everyone else in the pending batch (a turn is one message today, so this is the speaker);
 3. the conversation's recent participants (groups: the last ``memory.people_recent_participants``
    distinct speakers);
-4. anyone the message mentions by a name in ``people/_aliases.json``.
+4. anyone the message mentions by a name in ``people/_aliases.json`` (kept by the memory writer) or
+   in a hand-written ``## Aliases`` section of a people file (one name per bullet or line, or several
+   separated by commas; a hand-written alias wins over the writer's map).
 
 Each file is capped at ``memory.people_file_tokens``. When the prompt overflows, files are dropped
 from the end of that list: mentions go first, the speaker's file last. In a group the notes come from
@@ -38,6 +40,10 @@ _MAX_NGRAM = 3
 
 
 def aliases(store: MemoryStore) -> dict[str, str]:
+    return {**written_aliases(store), **hand_aliases(store)}
+
+
+def written_aliases(store: MemoryStore) -> dict[str, str]:
     if not store.exists(ALIASES):
         return {}
     try:
@@ -46,6 +52,52 @@ def aliases(store: MemoryStore) -> dict[str, str]:
         log.warning("%s in %s is not valid JSON; mentions are not resolved", ALIASES, store.root)
         return {}
     return {str(k).casefold(): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
+
+
+_ALIASES_HEADING = re.compile(r"^##\s+aliases\s*:?\s*$", re.IGNORECASE)
+_LIST_MARK = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
+_MAX_ALIAS = 100
+# (file path, mtime_ns, size) -> names: a turn reads the people folder's listing, not every file.
+_PARSED: dict[tuple[str, float, int], tuple[str, ...]] = {}
+
+
+def section_aliases(text: str) -> list[str]:
+    """The names of a file's ``## Aliases`` section(s), as written."""
+    out: list[str] = []
+    inside = False
+    for line in text.splitlines():
+        stripped = line.strip()
+        if stripped.startswith("#"):
+            inside = bool(_ALIASES_HEADING.match(stripped))
+            continue
+        if inside and stripped:
+            out += [p.strip() for p in _LIST_MARK.sub("", stripped).split(",") if p.strip()]
+    return [a for a in out if len(a) <= _MAX_ALIAS]
+
+
+def hand_aliases(store: MemoryStore) -> dict[str, str]:
+    """``name -> slug`` from the hand-written ``## Aliases`` sections of ``people/<slug>.md``."""
+    out: dict[str, str] = {}
+    for entry in store.files("people"):
+        rel = entry.path
+        if rel.count("/") != 1 or not rel.endswith(".md"):
+            continue
+        key = (f"{store.root}/{rel}", entry.mtime, entry.size)
+        names = _PARSED.get(key)
+        if names is None:
+            try:
+                names = tuple(section_aliases(store.read(rel)))
+            except Exception:  # changed under us: the next turn reads it again
+                continue
+            if len(_PARSED) > 4096:
+                _PARSED.clear()
+            _PARSED[key] = names
+        slug = rel[len("people/"):-len(".md")]
+        for name in names:
+            folded = " ".join(_WORD.findall(name.casefold()))
+            if folded:
+                out[folded] = slug
+    return out
 
 
 def mentioned(text: str, known: dict[str, str]) -> list[str]:
