@@ -18,6 +18,13 @@ REF = "#/components/schemas/{model}"
 
 
 STRING = {"type": "string", "minLength": 1}
+# Shared path parameters: {uid} is a user id, or "me" for the signed-in person.
+PATH_PARAMS = {"uid": {"type": "string", "minLength": 1, "maxLength": 200, "examples": ["me"],
+                       "description": "a user id, or `me` for the signed-in person"}}  # fmt: skip
+
+
+def _path_param(r: Route, name: str) -> dict[str, Any]:
+    return r.params.get(name) or PATH_PARAMS.get(name) or STRING
 
 
 def operation_id(r: Route) -> str:
@@ -54,9 +61,8 @@ def document(routes: list[Route]) -> dict[str, Any]:
             "operationId": operation_id(r),
             "summary": r.summary,
             "tags": [r.tag] if r.tag else [],
-            "parameters": [
-                {"name": p, "in": "path", "required": True, "schema": r.params.get(p, STRING)} for p in r.path_params
-            ],
+            "parameters": [{"name": p, "in": "path", "required": True, "schema": _path_param(r, p)}
+                           for p in r.path_params],
             "responses": {
                 str(r.status): {"description": "success",
                                 "content": {"application/json": {"schema": refs[(r.answer, "serialization")]}}},

@@ -10,6 +10,7 @@ Who may call what is decided only by ``gateway/http/principal.py``: a person rea
 
 from __future__ import annotations
 
+import functools
 from typing import TYPE_CHECKING, Any
 
 from aiohttp import web
@@ -76,8 +77,14 @@ def table() -> list[Route]:
     return [*served, *SIGNIN, OPENAPI]
 
 
-async def _document(call: Call) -> OpenApiDocument:
+@functools.cache
+def served_document() -> OpenApiDocument:
+    """The document as served: built once per process (the table does not change while it runs)."""
     return OpenApiDocument.model_validate(openapi.document(table()))
+
+
+async def _document(call: Call) -> OpenApiDocument:
+    return served_document()
 
 
 OPENAPI = Route("GET", "/api/openapi.json", "this document", OpenApiDocument, _document, public=True, tag="meta",
