@@ -23,7 +23,7 @@ export async function recallView(ctx) {
       const { hits } = await get(`/api/users/${enc(ctx.uid)}/recall?q=${enc(query)}&k=10`);
       mount(results, hits.length ? h("ol", { class: "hit-list" }, hits.map((hit) => {
         const msg = h("div", { class: "row-status", role: "status" });
-        const item = h("li", { class: "hit" },
+        const item = h("li", { class: "hit", dataset: { ref: hit.ref } },
           h("div", { class: "hit-head" },
             h("span", { class: "badge" }, hit.kind || "memory"), " ",
             h("span", { class: "meta" }, hit.path || ""), " ", hit.date ? h("span", { class: "meta" }, when(hit.date)) : null, " ",
