@@ -34,7 +34,7 @@ from gateway.state import State
 
 FORMAT = "kith-user-export"
 VERSION = 1
-SKIP_DIRS = {".locks"}
+SKIP_DIRS = {".locks", ".forgotten"}  # lock files; undo records of /forget (what the person asked to forget)
 
 README = """# kith export of {name} ({user_id})
 
