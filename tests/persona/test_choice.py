@@ -143,3 +143,16 @@ def test_choices_survive_a_restart(tmp_path: Path) -> None:
     assert state.persona_choices.choices("u1") == {}
     assert state.persona_choices.forget_user("u2") == 2
     state.close()
+
+
+async def test_a_switch_off_the_record_stays_off_the_record(make_gateway: GatewayFactory) -> None:
+    gw = await _with_developer(make_gateway)
+    await gw.handle_inbound(dm("/otr on"))
+    await gw.handle_inbound(dm("secret one"))
+    reply = await gw.handle_inbound(dm("/persona developer"))
+    assert reply is not None and "Now talking to developer" in reply.text
+    status = await gw.handle_inbound(dm("/otr"))
+    assert status is not None and "ON" in status.text
+    await gw.handle_inbound(dm("secret two"))
+    assert select_rows(gw.state, "SELECT content FROM turns") == [], "nothing Off-The-Record is stored"
+    assert [o.session.persona for o in gw.sessions.otr.values()] == ["developer"]
