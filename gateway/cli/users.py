@@ -269,6 +269,9 @@ def _delete(args: argparse.Namespace, config: Config) -> int:
     report = asyncio.run(_erase(config, uid))
     if report is None:
         return 3
+    if any(link.user == uid for link in config.identity_links):
+        print(f"note: {uid} is listed in identity_links: the next start creates the user again (empty); "
+              "remove the entry from the config", file=sys.stderr)  # fmt: skip
     if args.json:
         print(json.dumps(report, indent=2))
     else:
