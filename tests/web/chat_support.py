@@ -7,6 +7,7 @@ a fresh temporary directory (never into the repository).
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import tempfile
@@ -59,6 +60,17 @@ async def shot(page: Any, name: str, size: str) -> Path:
     return path
 
 
+async def wait_until(page: Any, expression: str, timeout_ms: int = T) -> None:
+    """Poll a JavaScript expression until it is truthy. (Playwright's wait_for_function compiles its
+    predicate inside the page, which the page's CSP, rightly without 'unsafe-eval', refuses.)"""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout_ms / 1000
+    while not await page.evaluate(expression):
+        if loop.time() > deadline:
+            raise AssertionError(f"timed out waiting for: {expression}")
+        await asyncio.sleep(0.05)
+
+
 class Chat:
     """One browser page on the chat, driven as a person would: type, press Enter, read bubbles."""
 
@@ -86,6 +98,7 @@ class Chat:
 
 async def open_chat(browser: Any, gw: Any, size: str, *, client_id: str | None = None) -> Chat:
     context = await browser.new_context(**SIZES[size])
+    context.set_default_timeout(T)
     page = await context.new_page()
     errors: list[str] = []
     page.on("pageerror", lambda exc: errors.append(str(exc)))

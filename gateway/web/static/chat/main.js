@@ -20,12 +20,19 @@ const clientId = localStorage.getItem("kith.client_id") || (() => {
 
 // What the page knows about the person and the conversation, merged from `ready`, `state`, `reply`
 // frames and GET /api/me; every view is drawn from it.
-const person = { user_id: "", display_name: "", persona: "", tier: null, timezone: "", accounts: [],
-  otr: false, session_id: "" };
+// `tier` is the person's own choice (API); `effective_tier` what this conversation runs at (socket frames).
+const person = { user_id: "", display_name: "", persona: "", tier: null, effective_tier: null, timezone: "",
+  accounts: [], otr: false, session_id: "" };
+
+// Socket frames name the conversation's tier `tier`; the API names the person's own choice so.
+function fromSocket(frame) {
+  const { tier, ...rest } = frame;
+  return tier === undefined ? rest : { ...rest, effective_tier: tier };
+}
 
 let seq = 0;
 const pending = new Map(); // message id -> {text, bubble (streaming reply) or null, acc (streamed text)}
-let historyMode = null; // "replace" | "prepend" while a history request is out
+const historyAsked = new Map(); // history request id -> "replace" | "prepend"
 
 const log = new MessageLog($("log"), { onLoadEarlier: (before) => requestHistory(before) });
 installCopyHandler(document.body);
@@ -42,7 +49,7 @@ const socket = new ChatSocket({
       else composer.restore(p.text, "The connection dropped before this was answered; it is back in the box.");
       pending.delete(id);
     }
-    historyMode = null;
+    historyAsked.clear();
   },
   onLocked: () => { setConn("locked", "off"); $("auth").showModal(); },
 });
@@ -146,10 +153,10 @@ function setOtr(on) {
 }
 
 function requestHistory(beforeSeq) {
-  const frame = { type: "history", limit: HISTORY_PAGE };
+  const id = `h${++seq}`;
+  const frame = { type: "history", id, limit: HISTORY_PAGE };
   if (beforeSeq !== null && beforeSeq !== undefined) frame.before_seq = beforeSeq;
-  historyMode = frame.before_seq === undefined ? "replace" : "prepend";
-  if (!socket.send(frame)) historyMode = null;
+  if (socket.send(frame)) historyAsked.set(id, frame.before_seq === undefined ? "replace" : "prepend");
 }
 
 function handle(f) {
@@ -158,7 +165,7 @@ function handle(f) {
       setConn("connected", "on");
       $("send").disabled = false;
       setFallbackUser(f.user_id);
-      update(f);
+      update(fromSocket(f));
       const notice = $("notice");
       notice.hidden = !f.notice;
       notice.textContent = f.notice || "";
@@ -167,8 +174,8 @@ function handle(f) {
       break;
     }
     case "history": {
-      const mode = historyMode || "replace";
-      historyMode = null;
+      const mode = historyAsked.get(f.id) || "replace";
+      historyAsked.delete(f.id);
       // A turn streaming right now stays below the replayed conversation.
       const streaming = [...pending.values()].map((p) => p.bubble).filter(Boolean);
       log.page(f.messages || [], f.more, { replace: mode === "replace" });
@@ -177,7 +184,7 @@ function handle(f) {
       break;
     }
     case "state":
-      update(f);
+      update(fromSocket(f));
       break;
     case "delta": {
       const p = pending.get(f.id);
@@ -209,11 +216,19 @@ function onReply(f) {
   const role = f.notice ? "notice" : "assistant";
   if (p?.bubble) log.finish(p.bubble, role, f.text);
   else log.bubble(role, f.text);
-  if (personPanel.answer(f.id, f.text) || /^Linked\./.test(f.text || "")) refresh();
+  // Answers to the person panel's /link commands, and the other account's link news, show there too.
+  const linkNews = f.proactive && /\/link confirm|^Linked\.|cancelled the link/.test(f.text || "");
+  if (personPanel.answer(f.id, f.text) || linkNews) {
+    if (linkNews) personPanel.showOut(f.text);
+    // A link may have merged this browser's person into the other one: sign in afresh as whoever
+    // this browser is now (a cookie of the merged-away person is void).
+    if (/^Linked\./.test(f.text || "")) signIn(clientId).then((me) => me && update(me));
+    else refresh();
+  }
 }
 
 function onError(f) {
-  if (f.code === "unknown_type" && historyMode) { historyMode = null; return; } // a server without history
+  if (historyAsked.delete(f.id)) { log.setMore(false); return; } // a server without history: nothing to page
   const p = f.id !== undefined ? pending.get(f.id) : undefined;
   if (p) {
     pending.delete(f.id);

@@ -4,6 +4,7 @@ import { el } from "./panels.js";
 
 // The prompt quotes the exact command to send: "reply `/link confirm TOKEN` here".
 const CONFIRM = /`\/link confirm ([^`\s]+)`/;
+const CODE = /Your link code is (\S+?)\./;
 
 export class PersonPanel {
   constructor({ name, persona, user, accounts, linkNew, linkForm, linkCode, out, actions, confirm, cancel, sendCommand }) {
@@ -54,6 +55,8 @@ export class PersonPanel {
   showOut(text) {
     this.out.hidden = false;
     renderMarkdown(this.out, text);
+    const code = CODE.exec(text);
+    if (code) this.out.prepend(el("p", { class: "big-code", text: code[1] }));
     const match = CONFIRM.exec(text);
     this.confirmToken = match ? match[1] : "";
     this.actions.hidden = !this.confirmToken;

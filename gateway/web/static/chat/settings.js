@@ -33,6 +33,9 @@ export class SettingsPanel {
     const names = person.personas || [];
     this.personas.replaceChildren(...names.map((p) => el("option", { value: p })));
     this.tier.value = person.tier ? String(person.tier) : "";
+    const label = this.tier.querySelector('option[value=""]');
+    const effective = this.tier.querySelector(`option[value="${person.effective_tier}"]`);
+    label.textContent = effective && !person.tier ? `default (now ${effective.textContent})` : "default";
     this.setOtr(!!person.otr);
     this.status.textContent = "";
   }
@@ -44,7 +47,7 @@ export class SettingsPanel {
 
   async save() {
     const body = {
-      display_name: this.name.value.trim(),
+      display_name: this.name.value.trim() || undefined, // a name cannot be emptied, only changed
       timezone: this.tz.value,
       persona: this.persona.value.trim() || null,
       tier: this.tier.value ? Number(this.tier.value) : null,
