@@ -15,7 +15,10 @@ session log a removed message line becomes ``> [forgotten]``: the turn structure
 The index follows before ``forget`` returns: each changed file is re-indexed on the indexing thread
 (its points re-embedded or deleted, dense and BM25 alike), then a recall for the text deletes any point
 whose text still holds it (a live turn indexed before its log block existed). Profile snapshots are
-dropped through ``gateway_memory_edited``. Callers check Off-The-Record and group rules first.
+dropped through ``gateway_memory_edited``. The person's own direct-conversation transcript rows get
+the matching lines replaced by ``[forgotten]`` (the live history of the prompt, and the nightly cycle,
+memory writer and compaction that read it, would otherwise bring the words back); the undo puts them
+back too. Callers check Off-The-Record and group rules first.
 """
 
 from __future__ import annotations
@@ -61,6 +64,7 @@ MIN_CHARS = 3
 PENDING_TTL_S = 600.0
 SWEEP_K = 50
 SHOWN = 20  # lines listed in a chat answer; the report itself has them all
+TRANSCRIPT_PLACEHOLDER = "[forgotten]"
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,11 +76,12 @@ class ForgetReport:
     facts: tuple[FactMatch, ...] = ()
     points: int = 0  # index points deleted or re-embedded because their text changed
     message: str = ""
+    turns: int = 0  # messages of the person's conversation history whose matching lines were replaced
 
     def to_dict(self) -> dict[str, Any]:
         return {"status": self.status, "forget_id": self.forget_id, "query": self.query,
                 "lines": [m.to_dict() for m in self.lines], "facts": [m.to_dict() for m in self.facts],
-                "points": self.points, "message": self.message}  # fmt: skip
+                "points": self.points, "turns": self.turns, "message": self.message}  # fmt: skip
 
     def describe(self) -> str:
         """The answer a person reads in chat: what was (or would be) removed, line by line."""
@@ -93,6 +98,9 @@ class ForgetReport:
             body.append(f"- fact{mark}: {f.subject} {f.predicate} {_clip(f.object)}")
         if len(self.facts) > SHOWN:
             body.append(f"- ... and {len(self.facts) - SHOWN} more facts")
+        if self.turns:
+            body.append(f"- {_count(self.turns, 'message')} of our conversations (the lines replaced by"
+                        f" {TRANSCRIPT_PLACEHOLDER})")
         tail = {
             "removed": "\nUndo with /forget undo (possible for 7 days).",
             "confirm": "\nReply /forget confirm to remove exactly this, or /forget cancel.",
@@ -225,6 +233,26 @@ def _turn_lines(store: MemoryStore, turn_id: str) -> list[LineMatch]:
     return []
 
 
+# ---------------------------------------------------------------------------------- the transcript
+
+
+def redacted(content: str, needle: str) -> str | None:
+    """``content`` with every line holding ``needle`` replaced (None when no line does)."""
+    rows = content.splitlines(keepends=True)
+    out = [TRANSCRIPT_PLACEHOLDER + r[len(r.rstrip("\r\n")):] if needle in fold(r) else r for r in rows]
+    return "".join(out) if out != rows else None
+
+
+def transcript_rows(gateway: Gateway, user_id: str, query: str) -> list[dict[str, Any]]:
+    """The person's own direct-conversation messages with a line holding ``query``: the nightly cycle,
+    the memory writer and compaction read the transcript, and would learn a forgotten line again."""
+    needle = fold(query)
+    if not needle:
+        return []
+    return [{"seq": seq, "content": c} for seq, c in gateway.state.turns.rows_with_words(user_id, query)
+            if redacted(c, needle) is not None]  # fmt: skip
+
+
 # -------------------------------------------------------------------------------------- applying
 
 
@@ -301,10 +329,13 @@ async def _apply(gateway: Gateway, user_id: str, lines: list[LineMatch], facts: 
                    "removed": f["removed"]} for f in files],
         "facts": [fm.fact.as_dict() | {"source_type": fm.fact.source_type, "source_ref": fm.fact.source_ref}
                   for fm in facts],
+        "turns": transcript_rows(gateway, user_id, query),
     }  # fmt: skip
-    if files or facts:
+    if files or facts or record["turns"]:
         # The undo record first: a crash after it leaves a forget that can still be undone.
         await asyncio.to_thread(forget_undo.save, store.root, record)
+    for row in record["turns"]:
+        gateway.state.turns.set_content(user_id, row["seq"], redacted(row["content"], fold(query)) or row["content"])
     for f in files:
         await asyncio.to_thread(store.write, f["path"], f["after"], source=f"forget:{actor}", message_id=forget_id,
                                 trust="user")  # fmt: skip
@@ -320,12 +351,13 @@ async def _apply(gateway: Gateway, user_id: str, lines: list[LineMatch], facts: 
     n_lines = sum(len(f["removed"]) for f in files)
     log.info("forget %s for %s by %s: %d lines in %d files, %d facts, %d index points", forget_id, user_id, actor,
              n_lines, len(files), len(facts), points)  # fmt: skip
-    if not n_lines and not facts:
+    n_turns = len(record["turns"])
+    if not n_lines and not facts and not n_turns:
         return ForgetReport("nothing", forget_id, query, points=points,
                             message="Nothing in your memory matches that any more.")  # fmt: skip
     what = _count(n_lines, "line") + (f" and {_count(len(facts), 'fact')}" if facts else "")
     return ForgetReport("removed", forget_id, query, done_lines, tuple(facts), points,
-                        f"Forgotten: {what}.")  # fmt: skip
+                        f"Forgotten: {what}.", n_turns)  # fmt: skip
 
 
 def _count(n: int, noun: str) -> str:
@@ -363,7 +395,7 @@ async def forget(gateway: Gateway, user_id: str, *, text: str | None = None, ref
     if len(fold(query)) < MIN_CHARS:
         return ForgetReport("refused", query=query, message="Tell me what to forget (at least a few letters).")
     lines, facts = await plan(gateway, user_id, query)
-    if not lines and not facts:
+    if not lines and not facts and not transcript_rows(gateway, user_id, query):
         return ForgetReport("nothing", query=query, message="Nothing in your memory matches that.")
     if _broad(lines, facts) and not confirm:
         pending = _Pending(_new_id(), query, tuple(lines), tuple(facts))
@@ -435,6 +467,9 @@ async def undo_forget(gateway: Gateway, user_id: str, forget_id: str | None = No
             facts += 1
         except (KeyError, ValueError) as exc:
             log.warning("forget undo %s: fact %r not restored: %s", fid, f, exc)
+    turns = 0
+    for row in record.get("turns", []):
+        turns += gateway.state.turns.set_content(user_id, int(row["seq"]), str(row["content"]))
     await asyncio.to_thread(forget_undo.drop, store.root, fid)
     await _reindex(gateway, user_id, paths, "")
     await gateway.hooks.memory_edited(gateway, user_id=user_id, paths=paths)

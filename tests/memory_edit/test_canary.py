@@ -76,3 +76,31 @@ async def test_after_forget_200_recalls_and_prompts_hold_the_canary_0_times(kith
     files = "".join(p.read_text(errors="replace") for p in s.root.rglob("*.md"))
     assert CANARY not in files
     assert not [f for f in gw.kg.all(user) if CANARY in f.object]
+
+
+async def test_forget_in_the_live_session_clears_its_history_and_undo_brings_it_back(
+        kith_gateway: GatewayFactory) -> None:
+    rec = PromptRecorder()
+    gw = await kith_gateway(plugins=(rec,))
+    await say(gw, "hi")
+    user = uid(gw)
+    await say(gw, f"The wifi password at the cabin is {CANARY}, keep it safe.")
+    await say(gw, "And the cabin is by the lake.")
+    await say(gw, "what else?")
+    assert CANARY in rec.prompts[-1], "the live history holds it before the forget"
+
+    answer = await say(gw, f"/forget {CANARY}")
+    if "This would forget" in answer:
+        answer = await say(gw, "/forget confirm")
+    assert "of our conversations" in answer
+    for i in range(20):
+        await say(gw, QUERIES[1 + i % (len(QUERIES) - 1)])
+    assert not [p for p in rec.prompts[-20:] if CANARY in p]
+    assert "the cabin is by the lake" in rec.prompts[-1], "only the matching line is gone from the history"
+    assert not gw.state.turns.rows_with_words(user, CANARY)
+    assert not [h for h in await gw.memory.recall(scope=user_scope(user), query=CANARY, k=20) if CANARY in h.text]
+
+    assert "Restored" in await say(gw, "/forget undo")
+    assert gw.state.turns.rows_with_words(user, CANARY)
+    await gw.settle()
+    assert [h for h in await gw.memory.recall(scope=user_scope(user), query=CANARY, k=20) if CANARY in h.text]

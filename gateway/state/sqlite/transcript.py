@@ -174,6 +174,25 @@ class SqliteTurns:
         )
         return [r[0] for r in rows]
 
+    def rows_with_words(self, user_id: str, text: str, *, limit: int = 2000) -> list[tuple[int, str]]:
+        """(seq, content) of the person's direct-conversation rows holding every word of ``text`` (full
+        text: case and diacritics folded); the caller checks the exact phrase."""
+        words = [w.replace('"', '""') for w in text.split()][:16]
+        if not words:
+            return []
+        rows = self._db.all(
+            "SELECT t.seq, t.content FROM turns_fts f JOIN turns t ON t.seq=f.rowid"
+            " JOIN sessions s ON s.session_id=t.session_id"
+            " WHERE turns_fts MATCH ? AND t.user_id=? AND s.scope_key=? ORDER BY t.seq LIMIT ?",
+            (" ".join(f'"{w}"' for w in words), user_id, f"user:{user_id}", limit),
+        )
+        return [(r[0], r[1]) for r in rows]
+
+    def set_content(self, user_id: str, seq: int, content: str) -> bool:
+        """Rewrite one row of the person's transcript (the full-text index follows by trigger)."""
+        cur = self._db.run("UPDATE turns SET content=? WHERE seq=? AND user_id=?", (content, seq, user_id))
+        return cur.rowcount > 0
+
 
 class SqliteTurnContexts:
     """What the model saw per turn (``gateway.turncontext`` writes it; the HTTP API reads it)."""
