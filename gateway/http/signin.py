@@ -134,11 +134,18 @@ def clear_session_cookie(gateway: Gateway, request: web.Request, response: web.S
     response.del_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="Strict", secure=is_https(gateway, request))
 
 
-def _start_session(gateway: Gateway, user_id: str, *, operator: bool, via: str) -> str:
+def _start_session(gateway: Gateway, request: web.Request, user_id: str, *, operator: bool, via: str) -> str:
+    """A new session (never the one the browser may still hold: no session fixation); the browser's
+    previous session, if any, ends here rather than lingering until it expires."""
     now = datetime.now(UTC)
+    store = gateway.state.web_sessions
+    previous = request.cookies.get(SESSION_COOKIE)
+    if previous and len(previous) <= MAX_SECRET_CHARS:
+        store.delete(secret_hash(previous))
+    store.expire(now)
     secret = secrets.token_urlsafe(32)
-    gateway.state.web_sessions.create(secret_hash(secret), user_id=user_id, operator=operator, via=via, at=now,
-                                      expires_at=now + SESSION_IDLE)  # fmt: skip
+    store.create(secret_hash(secret), user_id=user_id, operator=operator, via=via, at=now,
+                 expires_at=now + SESSION_IDLE)  # fmt: skip
     return secret
 
 
@@ -178,7 +185,7 @@ def routes(gateway: Gateway) -> list[web.RouteDef]:
         if grant is None or gateway.state.users.get(grant.user_id) is None:
             log.info("refused a sign-in link: unknown, used or expired")
             return web.Response(status=410, text=_LINK_GONE, content_type="text/html", headers=NO_STORE)
-        secret = _start_session(gateway, grant.user_id, operator=grant.operator, via="link")
+        secret = _start_session(gateway, request, grant.user_id, operator=grant.operator, via="link")
         log.info("user %s signed in to the web app%s (link from %s)", grant.user_id,
                  " with the operator role" if grant.operator else "", grant.issued_by)  # fmt: skip
         response = web.Response(status=303, headers={**NO_STORE, "Location": "/"})
@@ -198,7 +205,7 @@ def routes(gateway: Gateway) -> list[web.RouteDef]:
             raise web.HTTPBadRequest(text="name must be a string of at most 100 characters")
         user = gateway.identities.resolve(websocket_client(client_id, name))
         assert user is not None  # resolve creates the user when missing
-        secret = _start_session(gateway, user.user_id, operator=True, via="local")
+        secret = _start_session(gateway, request, user.user_id, operator=True, via="local")
         response = web.json_response({"user_id": user.user_id, "operator": True, "csrf": csrf_for(secret)},
                                      headers=NO_STORE)  # fmt: skip
         set_session_cookie(gateway, request, response, secret)

@@ -143,3 +143,19 @@ async def test_revoking_a_person_signs_every_browser_out(tmp_path: Path) -> None
             for http in (one, two):
                 async with http.get(url(gw, "/t/whoami")) as resp:
                     assert resp.status == 401
+
+
+async def test_signing_in_again_replaces_the_browsers_session(tmp_path: Path) -> None:
+    async with daemon(test_config(tmp_path / "data")) as gw:
+        alice, bob = await person(gw, "alice"), await person(gw, "bob")
+        async with browser() as http:
+            await sign_in(gw, http, alice)
+            first = session_cookie(http)
+            await sign_in(gw, http, bob)  # a new session, never the old one reused
+            second = session_cookie(http)
+            assert first and second and first != second
+            now = datetime.now(UTC)
+            assert gw.state.web_sessions.get(secret_hash(first), now) is None
+            assert gw.state.web_sessions.get(secret_hash(second), now) is not None
+            async with http.get(url(gw, "/t/whoami")) as resp:
+                assert (await resp.json())["user_id"] == bob
