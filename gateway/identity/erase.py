@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+from gateway.bus.errors import BusError
 from gateway.bus.purge import purge_jobs
 from gateway.memory.files.scopes import root_for, user_scope
 
@@ -53,16 +54,24 @@ class EraseReport:
     points: int = 0
     log_lines: int = 0
     accounts: list[str] = field(default_factory=list)
+    warnings: list[str] = field(default_factory=list)  # a step that could not finish (the rest still ran)
 
     def as_dict(self) -> dict[str, object]:
         return {"user_id": self.user_id, "rows": self.rows, "files": self.files, "jobs": self.jobs,
-                "points": self.points, "log_lines": self.log_lines, "accounts": self.accounts}  # fmt: skip
+                "points": self.points, "log_lines": self.log_lines, "accounts": self.accounts,
+                "warnings": self.warnings}  # fmt: skip
 
 
 async def erase_person(gateway: Gateway, user_id: str) -> EraseReport:
     state = gateway.state
     root = root_for(gateway.data_dir, user_scope(user_id))  # ScopeError for an id that names no folder
-    if state.users.get(user_id) is None and not root.exists():
+    memory = gateway.memory
+    try:
+        indexed = memory is not None and not memory.detached and memory.scope_count(user_scope(user_id)) > 0
+    except RuntimeError:  # no index open (paused for disk space): nothing to look at there
+        indexed = False
+    # Index points alone (an earlier erase whose index step failed) are worth a second run.
+    if state.users.get(user_id) is None and not root.exists() and not indexed:
         raise EraseError(f"no user {user_id!r}")
     report = EraseReport(user_id)
     rows = state.people.rows(user_id)
@@ -75,16 +84,22 @@ async def erase_person(gateway: Gateway, user_id: str) -> EraseReport:
 
     await gateway.hooks.flush(gateway)
     if gateway.bus is not None:
-        report.jobs = await purge_jobs(gateway.bus.redis, gateway.bus.keys, [user_id, user_scope(user_id),
-                                       *sessions, *turns], rewrite_aof=gateway.bus.server is not None)  # fmt: skip
+        try:
+            report.jobs = await purge_jobs(gateway.bus.redis, gateway.bus.keys, [user_id, user_scope(user_id),
+                                           *sessions, *turns], rewrite_aof=gateway.bus.server is not None)  # fmt: skip
+        except BusError as exc:  # the rows and files still go; the jobs find nobody and fail
+            report.warnings.append(f"job bus: {exc}")
     _forget_live(gateway, user_id, sessions)
     report.rows = state.people.erase_user(user_id)
     report.files = _remove_tree(root)
-    memory = gateway.memory
     if memory is not None and not memory.detached:
-        report.points = memory.scope_count(user_scope(user_id))
-        await memory.purge(user_scope(user_id))
-        await memory.compact()
+        try:
+            report.points = memory.scope_count(user_scope(user_id))
+            await memory.purge(user_scope(user_id))
+            await memory.compact()
+        except Exception as exc:  # e.g. too little disk space to rewrite the shard: say so, go on
+            log.exception("erasing user %s from the memory index", user_id)
+            report.warnings.append(f"memory index: {exc}; run `kith users delete {user_id}` again when fixed")
     report.log_lines = scrub_logs(gateway.data_dir, needles)
 
     # A turn in flight during the above may have written again: the second pass finds it.
