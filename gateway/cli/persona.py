@@ -17,7 +17,9 @@ from gateway.cli.common import load_or_exit
 from gateway.memory.files.errors import MemoryStoreError
 from gateway.memory.files.store import MemoryStore
 from gateway.personas import PERSONA_FILES, PersonaError, bootstrap, persona_root, source_for, templates
-from gateway.personas.cards import CardError, Limits, export_card, export_lorebook, import_card, import_lorebook
+from gateway.personas.card_export import export_card, export_lorebook
+from gateway.personas.card_import import import_card, import_lorebook
+from gateway.personas.cards import CardError, Limits
 from gateway.personas.lore import CHARACTER_BOOK, WORLD_INFO
 
 

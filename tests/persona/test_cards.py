@@ -11,7 +11,9 @@ from typing import Any
 
 import pytest
 
-from gateway.personas.cards import CardError, Limits, export_card, export_lorebook, import_card, import_lorebook
+from gateway.personas.card_export import export_card, export_lorebook
+from gateway.personas.card_import import import_card, import_lorebook
+from gateway.personas.cards import CardError, Limits
 from gateway.personas.lore import parse_entry, rule_of
 from gateway.personas.png import SIGNATURE, text_chunks
 from tests.persona.cards import (
@@ -242,7 +244,7 @@ def test_a_failed_replace_keeps_the_old_persona(tmp_path: Path, monkeypatch: pyt
     before = _tree(tmp_path / "personas" / "sera")
     with pytest.raises(CardError, match="already exists"):
         import_card(tmp_path, "sera", _json(v2_card()))
-    import gateway.personas.cards as cards
+    import gateway.personas.card_import as cards
 
     def crash(*_: Any, **__: Any) -> None:
         raise OSError("disk gone mid-import")

@@ -10,7 +10,7 @@ from typing import Any
 from gateway.app import Gateway
 from gateway.memory.files.store import MemoryStore
 from gateway.personas import FileCache
-from gateway.personas.cards import import_card, import_lorebook
+from gateway.personas.card_import import import_card, import_lorebook
 from gateway.personas.lore import CHARACTER_BOOK, LoreRule, render_entry, rule_of, triggered
 from gateway.personas.lore_select import load_books, select
 from tests.conftest import make_config

@@ -225,5 +225,6 @@ def test_cli_persona_new_and_list(tmp_path: Path, capsys: Any) -> None:
     out = json.loads(capsys.readouterr().out)
     by_name = {p["name"]: p for p in out["personas"]}
     assert by_name["ada"]["used_by"] == ["channel discord"] and by_name["ada"]["exists"]
-    assert by_name["kith"] == {"name": "kith", "exists": False, "files": [], "used_by": ["default"]}
+    assert by_name["kith"] == {"name": "kith", "exists": False, "files": [], "used_by": ["default"], "card": False,
+                               "lorebooks": []}
     assert out["templates"] == ["default", "developer"]
