@@ -83,3 +83,22 @@ async def test_a_cross_site_page_cannot_sign_itself_in(tmp_path: Path) -> None:
             async with http.post(url(gw, "/api/session/local"), headers=headers, **kwargs) as resp:
                 assert resp.status in (403, 415) and SESSION_COOKIE not in resp.cookies
         assert gw.state.users.all() == []
+
+
+async def test_a_second_tab_keeps_the_session_of_the_first(tmp_path: Path) -> None:
+    async with daemon(test_config(tmp_path / "data")) as gw, browser() as http:
+        async with http.post(url(gw, "/api/session/local"), json={"client_id": "web-abc"}) as resp:
+            first = await resp.json()
+        secret = session_cookie(http)
+        async with http.post(url(gw, "/api/session/local"), json={"client_id": "web-abc"}) as resp:
+            second = await resp.json()
+            assert SESSION_COOKIE not in resp.cookies
+        assert session_cookie(http) == secret and second == first
+        # The first tab's CSRF token still works.
+        async with http.post(url(gw, f"/t/users/{first['user_id']}/notes"), json={"text": "x"},
+                             headers={"X-CSRF-Token": first["csrf"]}) as resp:
+            assert resp.status == 200
+        # Another client id (another person's page on this machine) gets a session of its own.
+        async with http.post(url(gw, "/api/session/local"), json={"client_id": "web-xyz"}) as resp:
+            other = await resp.json()
+        assert other["user_id"] != first["user_id"] and session_cookie(http) != secret
