@@ -51,7 +51,7 @@ async def test_a_file_edit_is_saved_audited_and_never_overwrites_a_newer_version
     await page.wait_for_selector("text=changed since you opened it", timeout=10_000)
     assert store.read("PATTERNS.md") == "# Patterns\n\n- Written by the night job\n"
     await shot(page, "desktop-edit-conflict")
-    await page.click("text=Load the new version")
+    await page.click("button:has-text('Load the new version')")
     await page.wait_for_selector("details.newer >> text=Written by the night job", timeout=10_000)
     assert await page.input_value("textarea.editor") == "# Patterns\n\n- My own edit\n"  # the draft is kept
     await page.click("button[type=submit]")
