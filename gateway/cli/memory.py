@@ -49,6 +49,8 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--user", required=True, help="user id (users/<id>/)")
     p.add_argument("--run", default=None, help="run id from USER.md.audit.jsonl (default: the latest written run)")
     p.add_argument("--force", action="store_true", help="restore even if USER.md changed after that run")
+    p.add_argument("--file", default="USER.md", choices=("USER.md", "PATTERNS.md"),
+                   help="the curated file (PATTERNS.md: the nightly patterns; default USER.md)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_rollback)
     parser.set_defaults(func=lambda a: (parser.print_help(), 2)[1])
@@ -158,14 +160,14 @@ def _rollback(args: argparse.Namespace) -> int:
         return 2
     run_id = args.run
     if run_id is None:
-        records = list(audit.read_records(store, "USER.md"))
+        records = list(audit.read_records(store, args.file))
         undone = {r.get("run_id") for r in records if r.get("type") == "rollback"}
         written = [r for r in records if r.get("type") == "run" and r.get("written") and r.get("run_id") not in undone]
         if not written:
-            print("nothing to roll back: no curation run changed USER.md", file=sys.stderr)
+            print(f"nothing to roll back: no curation run changed {args.file}", file=sys.stderr)
             return 1
         run_id = str(written[-1]["run_id"])
-    result = rollback(store, run_id, force=args.force)
+    result = rollback(store, run_id, rel=args.file, force=args.force)
     if args.json:
         print(json.dumps(asdict(result)))
     else:

@@ -4,8 +4,12 @@ rollback as USER.md (scripted model through the real Anthropic client)."""
 from __future__ import annotations
 
 import json
+from pathlib import Path
 from typing import Any
 
+import pytest
+
+from gateway.cli.main import main
 from gateway.memory.curation import audit, rollback
 from tests.background.conftest import (
     BgFactory,
@@ -26,7 +30,7 @@ CURATION_WITH_PATTERNS = json.dumps({
 
 
 async def test_patterns_go_to_patterns_md_under_rails_audited_and_reversible(
-    bg_gateway: BgFactory, fake_anthropic: Any  # noqa: F811
+    bg_gateway: BgFactory, fake_anthropic: Any, tmp_path: Path, capsys: pytest.CaptureFixture[str]  # noqa: F811
 ) -> None:
     gw = await bg_gateway()
     uid = await say(gw, "Climbing again tonight, like every Tuesday.", "Off to the wall on Thursday too.")
@@ -55,5 +59,9 @@ async def test_patterns_go_to_patterns_md_under_rails_audited_and_reversible(
     calls = len(fake_anthropic.requests)
     await run_night(gw, uid, slot, at)
     assert len(fake_anthropic.requests) == calls
-    result = rollback(store, f"sleep-{slot}", rel="PATTERNS.md")
-    assert result.status == "restored" and not store.exists("PATTERNS.md")
+    assert rollback(store, "sleep-nope", rel="PATTERNS.md").status == "unknown_run"
+    config = tmp_path / "config.yaml"
+    config.write_text(f"data_dir: {gw.config.data_dir}\n")
+    assert main(["-c", str(config), "memory", "rollback", "--user", uid, "--file", "PATTERNS.md", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["status"] == "restored"
+    assert not store.exists("PATTERNS.md") and "Lives in Berlin." in read(gw, uid, "USER.md")
