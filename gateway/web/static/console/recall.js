@@ -45,6 +45,7 @@ export async function recallView(ctx) {
                     mount(msg, h("p", { class: "error" }, describe(report))); return;
                   }
                   item.classList.add("forgotten");
+                  item.querySelector("button.danger").remove(); // nothing left to forget here
                   mount(msg, h("p", { class: "ok" }, describe(report)));
                   toast("Forgotten", "ok");
                 } catch (err) { mount(msg, errorBox(err)); }
