@@ -253,15 +253,16 @@ def _export(args: argparse.Namespace, config: Config) -> int:
 
 def _delete(args: argparse.Namespace, config: Config) -> int:
     state = _state(config)
+    missing_ok = False
     try:
         try:
             uid = resolve(state, args.user)
         except UsageError:
-            # An id no longer in the database may still have leftovers (files, index points) from an
-            # erase that could not finish: the erase itself says whether anything is there.
+            # An id no longer in the database may still have leftovers (the index's files) from an
+            # erase whose index step failed: every step runs again.
             if ":" in args.user or not _is_user_id(args.user):
                 raise
-            uid = args.user
+            uid, missing_ok = args.user, True
         person = next((p for p in people(state, config) if p.user_id == uid), None)
     finally:
         state.close()
@@ -273,7 +274,7 @@ def _delete(args: argparse.Namespace, config: Config) -> int:
         if answer.strip().lower() != "yes":
             print("nothing deleted")
             return 1
-    report = asyncio.run(_erase(config, uid))
+    report = asyncio.run(_erase(config, uid, missing_ok=missing_ok))
     if report is None:
         return 3
     if any(link.user == uid for link in config.identity_links):
@@ -283,8 +284,11 @@ def _delete(args: argparse.Namespace, config: Config) -> int:
         print(json.dumps(report, indent=2))
     else:
         rows = sum(int(n) for n in report["rows"].values())
-        print(f"erased {uid}: {rows} rows, {report['files']} files, {report['points']} index points, "
-              f"{report['jobs']} jobs, {report['log_lines']} log lines")  # fmt: skip
+        if missing_ok and not rows and not report["files"] and not report["jobs"]:
+            print(f"nothing of {uid} was left; the memory index was rewritten all the same")
+        else:
+            print(f"erased {uid}: {rows} rows, {report['files']} files, {report['points']} index points, "
+                  f"{report['jobs']} jobs, {report['log_lines']} log lines")  # fmt: skip
         for warning in report.get("warnings", []):
             print(f"warning: {warning}", file=sys.stderr)
     return 0
@@ -298,12 +302,12 @@ def _is_user_id(text: str) -> bool:
     return True
 
 
-async def _erase(config: Config, uid: str) -> dict[str, Any] | None:
+async def _erase(config: Config, uid: str, *, missing_ok: bool = False) -> dict[str, Any] | None:
     from gateway.identity.erase import EraseError, erase_person
     from gateway.memory.search.index import IndexBusyError
 
     try:
-        answered = await ask_daemon(config, "POST", "/users/delete", {"user": uid})
+        answered = await ask_daemon(config, "POST", "/users/delete", {"user": uid, "missing_ok": missing_ok})
     except DaemonError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return None
@@ -311,7 +315,7 @@ async def _erase(config: Config, uid: str) -> dict[str, Any] | None:
         return dict(answered)
     try:
         async with _offline(config) as gw:
-            return (await erase_person(gw, uid)).as_dict()
+            return (await erase_person(gw, uid, missing_ok=missing_ok)).as_dict()
     except IndexBusyError as exc:
         print(f"error: {exc}, and its daemon does not answer on port {config.server.port}; stop it first",
               file=sys.stderr)  # fmt: skip

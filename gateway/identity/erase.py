@@ -62,16 +62,13 @@ class EraseReport:
                 "warnings": self.warnings}  # fmt: skip
 
 
-async def erase_person(gateway: Gateway, user_id: str) -> EraseReport:
+async def erase_person(gateway: Gateway, user_id: str, *, missing_ok: bool = False) -> EraseReport:
+    """``missing_ok``: run every step even when the database and the files no longer know the id
+    (an earlier erase whose index step failed left the index's files to rewrite)."""
     state = gateway.state
     root = root_for(gateway.data_dir, user_scope(user_id))  # ScopeError for an id that names no folder
     memory = gateway.memory
-    try:
-        indexed = memory is not None and not memory.detached and memory.scope_count(user_scope(user_id)) > 0
-    except RuntimeError:  # no index open (paused for disk space): nothing to look at there
-        indexed = False
-    # Index points alone (an earlier erase whose index step failed) are worth a second run.
-    if state.users.get(user_id) is None and not root.exists() and not indexed:
+    if state.users.get(user_id) is None and not root.exists() and not missing_ok:
         raise EraseError(f"no user {user_id!r}")
     report = EraseReport(user_id)
     rows = state.people.rows(user_id)

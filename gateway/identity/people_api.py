@@ -1,4 +1,4 @@
-"""The daemon's operator route for erasing a person: ``POST /users/delete {"user": ID}``.
+"""The daemon's operator route for erasing a person: ``POST /users/delete {"user": ID, "missing_ok"?: bool}``.
 
 ``kith users delete`` posts here while a daemon runs, so the erase happens in the process that holds
 the memory index, the job bus and the caches (gateway/identity/erase.py). Operator auth as every
@@ -28,7 +28,7 @@ def people_routes(gateway: Gateway) -> list[web.RouteDef]:
         if not isinstance(user, str) or not user:
             raise web.HTTPBadRequest(text='want {"user": "<user id>"}')
         try:
-            report = await erase_person(gateway, user)
+            report = await erase_person(gateway, user, missing_ok=body.get("missing_ok") is True)
         except EraseError as exc:
             raise web.HTTPNotFound(text=str(exc)) from None
         except ScopeError as exc:

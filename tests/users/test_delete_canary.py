@@ -93,3 +93,42 @@ async def test_delete_through_the_running_daemon(tmp_path: Path, unused_tcp_port
     finally:
         await gw.close()
     assert files_with(data, canary) == []
+
+
+def test_a_failed_index_step_is_reported_and_a_second_delete_finishes(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from gateway.memory.search.service import MemoryService
+
+    cfg_path = write_config(tmp_path)
+    config = config_of(cfg_path)
+    data = Path(config.data_dir)
+    canary = _canary()
+
+    async def before() -> str:
+        gw = await started(config)
+        try:
+            return (await converse(gw, canary))[0]
+        finally:
+            await gw.close()
+
+    alice = asyncio.run(before())
+
+    async def no_room(self: MemoryService) -> None:
+        raise OSError("no space left on device")
+
+    with monkeypatch.context() as m:
+        m.setattr(MemoryService, "compact", no_room)
+        assert kith(cfg_path, "users", "delete", alice, "--yes") == 0
+    err = capsys.readouterr().err
+    assert "warning: memory index: no space left on device" in err
+    assert any("qdrant" in f for f in files_with(data, canary))  # the shard was not rewritten
+    assert not [f for f in files_with(data, canary) if "qdrant" not in f]  # everything else went
+
+    assert kith(cfg_path, "users", "delete", alice, "--yes") == 0
+    assert files_with(data, canary) == []
+    capsys.readouterr()
+    assert kith(cfg_path, "users", "delete", alice, "--yes") == 0
+    assert "nothing of" in capsys.readouterr().out
+    assert kith(cfg_path, "users", "delete", "websocket:alice", "--yes") == 2  # an account must be known
+    assert "no user" in capsys.readouterr().err
