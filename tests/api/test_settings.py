@@ -8,6 +8,7 @@ from typing import Any
 from zoneinfo import ZoneInfo
 
 from gateway.app import Gateway
+from gateway.hookspecs import hookimpl
 from gateway.testing import message
 from tests.api.rig import operator, person, signed_in
 from tests.fakes.anthropic import FakeAnthropic
@@ -153,3 +154,26 @@ async def test_tier_setting_is_the_next_turns_tier(gw: Gateway) -> None:
     status, seen = await client.get(f"/api/users/me/turns/{page['messages'][0]['turn_id']}/context")
     assert status == 200 and seen["tier"] == 4
     await client.close()
+
+
+class _Watcher:
+    def __init__(self) -> None:
+        self.changed: list[str] = []
+
+    @hookimpl
+    def gateway_conversation_changed(self, gateway: Gateway, user_id: str) -> None:
+        self.changed.append(user_id)
+
+
+async def test_a_settings_change_tells_open_chats(kith_config: Any) -> None:
+    watcher = _Watcher()
+    gw = Gateway(kith_config(), plugins=(watcher,))
+    async with gw:
+        alice = await person(gw, "alice")
+        client = await signed_in(gw, alice)
+        watcher.changed.clear()
+        assert (await client.call("PATCH", "/api/users/me/settings", {"tier": 1}))[0] == 200
+        assert watcher.changed == [alice]
+        assert (await client.call("PATCH", "/api/users/me/settings", {"tier": 9}))[0] == 400
+        assert watcher.changed == [alice]
+        await client.close()

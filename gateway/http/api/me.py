@@ -112,6 +112,9 @@ async def patch_settings(call: Call) -> Settings:
             state.users.set_timezone(uid, body.timezone)
         if "tier" in given:
             state.users.set_tier(uid, body.tier)
+    if given:
+        # Open chats show persona and tier (the WebSocket ``state`` frame): they refresh now.
+        await call.gateway.hooks.conversation_changed(call.gateway, user_id=uid)
     return settings_of(call, uid)
 
 
