@@ -47,6 +47,7 @@ export async function recallView(ctx) {
                   item.classList.add("forgotten");
                   item.querySelector("button.danger").remove(); // nothing left to forget here
                   mount(msg, h("p", { class: "ok" }, describe(report)));
+                  msg.setAttribute("tabindex", "-1"); msg.focus(); // keyboard focus stays where the button was
                   toast("Forgotten", "ok");
                 } catch (err) { mount(msg, errorBox(err)); }
               };
