@@ -14,7 +14,8 @@ from gateway.config import Config
 from gateway.hookspecs import hookimpl
 from gateway.identity.link_command import link_command
 from gateway.memory.files.errors import MemoryStoreError
-from gateway.personas import persona_store, resolve
+from gateway.personas import persona_store
+from gateway.personas.choice import turn_persona
 from gateway.types import ConversationKind, Reply, Turn
 
 if TYPE_CHECKING:
@@ -46,8 +47,7 @@ def unknown(command: str) -> Reply:
 
 def persona_help(gateway: Gateway, turn: Turn) -> str:
     """The HELP.md of the persona this conversation talks to, after the shared help ("" if none)."""
-    msg = turn.message
-    name = resolve(gateway, gateway.config.personas.for_conversation(msg.channel, msg.conversation_key))
+    name = turn_persona(gateway, turn)  # the person's /persona choice, else the operator's mapping
     try:
         text = persona_store(gateway, name).read("HELP.md").strip()
     except MemoryStoreError:

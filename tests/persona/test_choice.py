@@ -37,11 +37,14 @@ async def test_a_persona_switch_is_per_person_and_per_conversation(
     assert "* kith" in listing.text and "- developer" in listing.text
     help_text = await gw.handle_inbound(dm("/help", account="alice"))
     assert help_text is not None and "/persona [NAME [default]]" in help_text.text
+    assert "About Kith:" in help_text.text
 
     reply = await gw.handle_inbound(dm("/persona developer", account="alice"))
     assert reply is not None and "Now talking to developer" in reply.text
     await gw.handle_inbound(dm("how do I rebase?", account="alice"))
     assert "software-engineering assistant" in turn_system(fake_anthropic)
+    help_text = await gw.handle_inbound(dm("/help", account="alice"))
+    assert help_text is not None and "About Developer:" in help_text.text, "/help shows the chosen persona's HELP.md"
     await gw.handle_inbound(dm("and you?", account="bob"))
     assert "You are Kith" in turn_system(fake_anthropic), "A's /persona never changes B's"
 
