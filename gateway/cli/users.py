@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+import aiohttp
+
 from gateway.cli.common import load_or_exit
 from gateway.cli.daemon import DaemonError, ask_daemon
 from gateway.config import Config
@@ -309,7 +311,14 @@ async def _erase(config: Config, uid: str, *, missing_ok: bool = False) -> dict[
     try:
         answered = await ask_daemon(config, "POST", "/users/delete", {"user": uid, "missing_ok": missing_ok})
     except DaemonError as exc:
+        if " 404:" in str(exc):
+            raise UsageError(f"no user {uid!r}") from None
         print(f"error: {exc}", file=sys.stderr)
+        return None
+    except (TimeoutError, aiohttp.ClientError) as exc:
+        # The daemon carries on: rewriting a large memory index can outlast the request.
+        print(f"error: no answer from the daemon in time ({exc.__class__.__name__}); it finishes the erase on its"
+              f" own: `kith users show {uid}` tells when it is gone", file=sys.stderr)  # fmt: skip
         return None
     if answered is not None:
         return dict(answered)
