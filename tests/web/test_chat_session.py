@@ -162,3 +162,35 @@ async def test_an_over_long_draft_is_refused_in_the_page_and_kept(
     assert await page.is_hidden("#composer-error")
     assert await page.input_value("#input") == ""
     assert not chat.errors, chat.errors
+
+
+async def test_reconnect_replays_what_happened_meanwhile_and_a_refused_message_stays_in_the_box(
+    browser: Any, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any],  # noqa: F811
+    ws_connect: Any,
+) -> None:
+    gw = await make_gateway(llm=anthropic_llm, server={"port": 0, "rate_limit": {"burst": 2,
+                                                                                 "messages_per_minute": 1}})
+    chat = await open_chat(browser, gw, "desktop", client_id="web-reconnect")
+    page = chat.page
+    fake_anthropic.enqueue("one")
+    await chat.reply_after("from the page")
+    # The server drops the page's connection; meanwhile the same client says something elsewhere.
+    adapter: Any = gw.adapters["websocket"]
+    for conn in list(adapter.connections["web-reconnect"]):
+        await conn.ws.close()
+    other = await ws_connect(gw)
+    await other.hello("web-reconnect")
+    fake_anthropic.enqueue("two")
+    await other.ask("from elsewhere")
+    await page.wait_for_selector("#conn.on")
+    await wait_until(page, "document.querySelectorAll('#log .msg').length === 4")
+    texts = [t.strip() for t in await page.locator("#log .msg").all_inner_texts()]
+    assert texts == ["from the page", "one", "from elsewhere", "two"]  # replayed once, nothing doubled
+    # The per-user bucket (2 messages) is empty now: the server refuses, the draft comes back.
+    await chat.send("please keep me")
+    await page.wait_for_selector("#composer-error:not([hidden])")
+    assert await page.input_value("#input") == "please keep me"
+    assert "back in the box" in await page.inner_text("#composer-error")
+    assert await page.locator("#log .msg.me", has_text="please keep me").count() == 0
+    await chat.shot("refused")
+    assert not chat.errors, chat.errors

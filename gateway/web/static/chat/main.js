@@ -247,7 +247,9 @@ function explain(f) {
     return `The server refused this message as too long${f.limit ? ` (limit ${Number(f.limit).toLocaleString()})` : ""}. ` +
       "It is back in the box: shorten it or send it in parts.";
   }
-  if (f.code === "rate_limited" || f.code === "busy") return `${f.message} Your message is back in the box.`;
+  if (f.code === "rate_limited" || f.code === "busy") {
+    return `${(f.message || "").replace(/[.!]?$/, ".")} Your message is back in the box.`;
+  }
   return f.message || f.code || "error";
 }
 
