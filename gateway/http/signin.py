@@ -23,7 +23,7 @@ import re
 import secrets
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 from urllib.parse import quote, urlsplit
 
 from aiohttp import web
@@ -34,6 +34,7 @@ from gateway.http.guard import LOOPBACK_NAMES, json_object, proxy_header, split_
 from gateway.http.principal import (
     COOKIE_RESOLVER,
     SESSION_COOKIE,
+    CookieResolver,
     Principal,
     csrf_for,
     principal_or_none,
@@ -149,7 +150,9 @@ def _start_session(gateway: Gateway, request: web.Request, user_id: str, *, oper
     return secret
 
 
-def resolver(gateway: Gateway) -> Any:
+def resolver(gateway: Gateway) -> CookieResolver:
+    """The cookie -> Principal lookup behind ``principal()`` (installed as ``COOKIE_RESOLVER``)."""
+
     def resolve(request: web.Request) -> Principal | None:
         secret = request.cookies.get(SESSION_COOKIE)
         if not secret or len(secret) > MAX_SECRET_CHARS:
