@@ -99,3 +99,18 @@ async def test_lore_reaches_the_prompt_labelled_next_to_the_persons_memory(
         assert "Regex entry" not in text and "WI-MARK-0" not in text, "keyed entries come only by their keys"
         text = await system_for(group("hello, glade keepers"))
         assert "heals travellers" in text, "lore is not private: groups get it too"
+
+
+async def test_a_card_imported_while_running_is_chosen_with_persona(
+        tmp_path: Path, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]) -> None:
+    cfg = make_config(tmp_path, llm=anthropic_llm)
+    async with Gateway(cfg, entry_points=False) as gw:
+        await gw.handle_inbound(dm("hi"))
+        assert "Background of" not in fake_anthropic.system_of(fake_anthropic.last_turn())
+        import_card(Path(cfg.data_dir), None, json.dumps(v3_spec_card()).encode())
+        listing = await gw.handle_inbound(dm("/persona"))
+        assert listing is not None and "- seraphina" in listing.text
+        await gw.handle_inbound(dm("/persona seraphina"))
+        await gw.handle_inbound(dm("Take me to the clearing"))
+        text = fake_anthropic.system_of(fake_anthropic.last_turn())
+        assert "You are Sera." in text and "heals travellers" in text
