@@ -113,11 +113,11 @@ USER_MD = """# Alice
 """
 
 
-async def seed(gw: Any, fake: Any, *, client_id: str = CLIENT) -> Seeded:
+async def seed(gw: Any, fake: Any, *, client_id: str = CLIENT, name: str = "Alice") -> Seeded:
     """Everything the console shows, written through the real code paths for the person behind ``client_id``."""
     fake.enqueue("Noted: the boat is at pier 17.")
     reply = await gw.handle_inbound(message("Note for later: the boat is moored at pier 17.", account=client_id,
-                                            name="Alice"))
+                                            name=name))
     assert reply is not None and reply.turn_id
     await gw.settle()
     user = gw.identities.resolve(message("", account=client_id), create=False)
@@ -157,7 +157,7 @@ async def seed(gw: Any, fake: Any, *, client_id: str = CLIENT) -> Seeded:
     # A later turn whose prompt draws on all of it (recall, facts, profile): "what the assistant saw".
     fake.enqueue("Pier 17, as you noted.")
     later = await gw.handle_inbound(message("Which pier is the boat at, and how is Sam?", account=client_id,
-                                            name="Alice"))
+                                            name=name))
     assert later is not None and later.turn_id
     await gw.settle()
     return Seeded(user_id=uid, today=today, turn_id=later.turn_id, session_id=later.session_id, fact_ids=ids,

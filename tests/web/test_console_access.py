@@ -60,7 +60,7 @@ async def test_a_person_cannot_open_another_persons_memory(
     size: str, browser: Any, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]
 ) -> None:
     gw = await make_gateway(llm=anthropic_llm, server={"port": 0, "token": TOKEN})
-    bob = await seed(gw, fake_anthropic, client_id="web-console-bob")
+    bob = await seed(gw, fake_anthropic, client_id="web-console-bob", name="Bob")
     fake_anthropic.enqueue("Hello Alice.")
     await gw.handle_inbound(message("Hi, I am Alice.", account=CLIENT, name="Alice"))
     alice = gw.identities.resolve(message("", account=CLIENT), create=False)

@@ -65,7 +65,7 @@ async def test_the_operator_picks_whose_memory_to_see(
 ) -> None:
     gw = await make_gateway(llm=anthropic_llm)
     await seed(gw, fake_anthropic)
-    bob = await seed(gw, fake_anthropic, client_id="web-console-bob")
+    bob = await seed(gw, fake_anthropic, client_id="web-console-bob", name="Bob")
     gw.memory.store_for_user(bob.user_id).write("people/Rosa.md", "# Rosa\n\n- Bob's neighbour\n", source="test")
     for size in ("phone", "desktop"):
         page = await open_console(browser, gw, size)
@@ -73,6 +73,7 @@ async def test_the_operator_picks_whose_memory_to_see(
         assert "people/Rosa.md" not in (await page.text_content("#view") or "")
         options = await page.eval_on_selector_all("#picker option", "os => os.map(o => o.value)")
         assert bob.user_id in options and len(options) >= 2
+        assert "Bob" in (await page.text_content(f"#picker option[value='{bob.user_id}']") or "")
         await page.select_option("#picker", bob.user_id)
         await page.wait_for_function("() => location.hash.includes('/files')"
                                      " && document.querySelector('#view').textContent.includes('people/Rosa.md')",

@@ -82,7 +82,12 @@ async function setupPicker() {
   let users = [];
   try { users = (await get("/api/users")).users || []; } catch { return; }
   document.getElementById("picker-wrap").hidden = false;
-  mount(picker, users.map((u) => h("option", { value: u.user_id }, (u.display_name || u.user_id) + (u.user_id === me.user_id ? " (you)" : ""))));
+  // Display names need not be unique: a repeated one is told apart by its user id.
+  const seen = new Map();
+  for (const u of users) seen.set(u.display_name, (seen.get(u.display_name) || 0) + 1);
+  mount(picker, users.map((u) => h("option", { value: u.user_id },
+    (u.display_name || u.user_id) + (u.display_name && seen.get(u.display_name) > 1 ? ` · ${u.user_id}` : "")
+    + (u.user_id === me.user_id ? " (you)" : ""))));
   if (!users.some((u) => u.user_id === me.user_id)) picker.prepend(h("option", { value: "" }, "—"));
   picker.addEventListener("change", () => {
     const { view } = parse();
