@@ -67,6 +67,13 @@ async def test_a_person_cannot_open_another_persons_memory(
     assert alice is not None and alice.user_id != bob.user_id
     bob_user_md = gw.memory.store_for_user(bob.user_id).read("USER.md")
 
+    # With a token configured nobody is signed in automatically: the page says how to get a link.
+    stranger_page = await open_console(browser, gw, size)
+    await stranger_page.wait_for_selector("text=Not signed in", timeout=10_000)
+    assert "login-link" in (await stranger_page.text_content("#view") or "")
+    await shot(stranger_page, f"{size}-not-signed-in")
+    await stranger_page.context.close()
+
     page = await open_console(browser, gw, size, path=await signin_link(gw, alice.user_id))
     await page.goto(f"http://127.0.0.1:{gw.port}/console")
     await page.wait_for_selector("#nav a[aria-current=page]", timeout=10_000)

@@ -79,6 +79,7 @@ async def test_every_console_view_shows_the_persons_real_memory(
     await goto_view(page, "#/me/sessions", "turns")
     await shot(page, f"{size}-sessions")
     await goto_view(page, f"#/me/session/{s.session_id}", "pier 17")
+    await shot(page, f"{size}-session")
     await page.locator("a.saw").last.click()
     await page.wait_for_selector("table.sections", timeout=10_000)
     view = await page.text_content("#view") or ""
