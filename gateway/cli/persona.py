@@ -43,7 +43,8 @@ def _new(args: argparse.Namespace) -> int:
 def _list(args: argparse.Namespace) -> int:
     cfg = load_or_exit(args)
     base = Path(cfg.data_dir) / "personas"
-    found = sorted(p.name for p in base.iterdir() if p.is_dir() and not p.is_symlink()) if base.is_dir() else []
+    found = sorted(p.name for p in base.iterdir() if p.is_dir() and not p.is_symlink()
+                   and not p.name.startswith(".")) if base.is_dir() else []  # dot-names: imports in progress
     pc = cfg.personas
     rows = []
     for name in sorted({*found, *pc.names()}):
@@ -52,7 +53,8 @@ def _list(args: argparse.Namespace) -> int:
                                                               if n == name]
         used += [f"conversation {k}" for k, n in pc.conversations.items() if n == name]
         lore = root / "lore"
-        books = sorted(p.name for p in lore.iterdir() if p.is_dir()) if lore.is_dir() else []
+        books = sorted(p.name for p in lore.iterdir()
+                       if p.is_dir() and not p.name.startswith(".")) if lore.is_dir() else []
         rows.append({"name": name, "exists": (root / "IDENTITY.md").is_file(),
                      "files": [f for f in PERSONA_FILES if (root / f).is_file()], "used_by": used,
                      "card": (root / "card" / "card.json").is_file(), "lorebooks": books})

@@ -9,6 +9,7 @@ from __future__ import annotations
 import json
 import os
 import shutil
+import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
@@ -109,10 +110,30 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+STALE_S = 3600
+
+
+def _remove_stale(parent: Path) -> None:
+    """Leftovers of an import killed mid-way (a crash, SIGKILL): a replaced persona whose successor never
+    arrived is put back; temporary directories go once they are an hour old."""
+    now = time.time()
+    for p in parent.iterdir():
+        if not p.name.startswith(".") or not p.is_dir() or p.is_symlink():
+            continue
+        if ".old-" in p.name:
+            original = parent / p.name[1:].rsplit(".old-", 1)[0]
+            if not original.exists():
+                os.rename(p, original)
+                continue
+        if (".import-" in p.name or ".old-" in p.name) and now - p.stat().st_mtime > STALE_S:
+            shutil.rmtree(p, ignore_errors=True)
+
+
 def install(target: Path, build: Any, *, overwrite: bool) -> None:
     """Run ``build(tmp_root)`` in a fresh directory beside ``target`` and rename it into place; any
     failure removes the temporary directory and leaves ``target`` as it was."""
     target.parent.mkdir(parents=True, exist_ok=True)
+    _remove_stale(target.parent)
     if target.exists() and not overwrite:
         raise CardError(f"persona {target.name!r} already exists (use --force to replace it)")
     tmp = target.parent / f".{target.name}.import-{uuid.uuid4().hex[:8]}"

@@ -36,8 +36,9 @@ def on_disk(data_dir: Path) -> list[str]:
     base = Path(data_dir) / "personas"
     if not base.is_dir():
         return []
-    return sorted(p.name for p in base.iterdir()
-                  if p.is_dir() and not p.is_symlink() and (p / "IDENTITY.md").is_file())  # fmt: skip
+    # Dot-names are imports in progress (gateway/personas/card_import.py), never personas.
+    return sorted(p.name for p in base.iterdir() if not p.name.startswith(".") and p.is_dir()
+                  and not p.is_symlink() and (p / "IDENTITY.md").is_file())  # fmt: skip
 
 
 def allowed(config: Config, user_id: str) -> list[str]:

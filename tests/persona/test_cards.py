@@ -257,3 +257,22 @@ def test_a_failed_replace_keeps_the_old_persona(tmp_path: Path, monkeypatch: pyt
     monkeypatch.undo()
     import_card(tmp_path, "sera", _json(v2_card()), overwrite=True)
     assert json.loads(export_card(tmp_path, "sera", "v2")) == v2_card()
+
+
+def test_leftovers_of_a_killed_import_are_repaired(tmp_path: Path) -> None:
+    import os
+    import time
+
+    import_card(tmp_path, "sera", _json(v3_spec_card()))
+    base = tmp_path / "personas"
+    # Killed between moving the old persona away and moving the new one in; and a stale temp dir.
+    os.rename(base / "sera", base / ".sera.old-deadbeef")
+    (base / ".x.import-0badf00d").mkdir()
+    (base / ".x.import-0badf00d" / "IDENTITY.md").write_text("half")
+    old = time.time() - 7200
+    os.utime(base / ".x.import-0badf00d", (old, old))
+    from gateway.personas.choice import on_disk
+    assert on_disk(tmp_path) == [], "dot-names are never personas"
+    import_card(tmp_path, "other", _json(minimal_v2_card()))
+    assert sorted(p.name for p in base.iterdir()) == ["other", "sera"]
+    assert json.loads(export_card(tmp_path, "sera", "v3")) == v3_spec_card()
