@@ -1,23 +1,35 @@
-"""``kith chat``: a terminal client for the WebSocket gateway.
+"""``kith chat``: a terminal client for the WebSocket gateway (docs/protocol.md).
 
-``kith chat`` is interactive (streamed replies); ``kith chat --message TEXT`` sends one message,
-prints the reply and exits (0 on a reply, 1 on an error frame, 2 when it cannot connect).
+``kith chat`` is interactive: replies stream and are rendered as Markdown (rich), command answers and
+notices are shown as they are, the prompt shows Off-The-Record and a status line the session, and
+the arrow keys recall earlier lines (readline; kept in ``$XDG_STATE_HOME/kith/chat_history``, never
+the lines typed Off-The-Record). Ctrl-D or Ctrl-C leaves. ``kith chat --message TEXT`` sends one
+message, prints the reply and exits (0 on a reply, 1 on an error frame, 2 when it cannot connect).
+
+The input loop runs in the main thread (so Ctrl-C interrupts it cleanly); the connection runs on an
+event loop in a second thread, which also prints what arrives unasked (state changes, reminders).
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import contextlib
 import json
 import os
 import sys
+import threading
 import uuid
+from collections.abc import Coroutine
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 import aiohttp
 
+from gateway.cli.chat_view import View
 from gateway.cli.common import load_or_exit
+
+T = TypeVar("T")
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -30,10 +42,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.set_defaults(func=run)
 
 
+def _config_home() -> Path:
+    return Path(os.environ.get("XDG_CONFIG_HOME") or Path.home() / ".config") / "kith"
+
+
+def state_home() -> Path:
+    return Path(os.environ.get("XDG_STATE_HOME") or Path.home() / ".local" / "state") / "kith"
+
+
 def _client_id(args: argparse.Namespace) -> str:
     if args.client_id:
         return str(args.client_id)
-    path = Path(os.environ.get("XDG_CONFIG_HOME", Path.home() / ".config")) / "kith" / "client-id"
+    path = _config_home() / "client-id"
     try:
         return path.read_text().strip()
     except OSError:
@@ -47,9 +67,16 @@ def _client_id(args: argparse.Namespace) -> str:
 
 
 class Client:
-    def __init__(self, ws: aiohttp.ClientWebSocketResponse) -> None:
+    """One connection. A reader task sorts frames: those about the message being answered go to
+    ``ask``; state changes and proactive messages go to the view at once."""
+
+    def __init__(self, ws: aiohttp.ClientWebSocketResponse, view: View | None = None) -> None:
         self.ws = ws
+        self.view = view
         self.seq = 0
+        self.state: dict[str, Any] = {}
+        self._answers: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
+        self._reader: asyncio.Task[None] | None = None
 
     async def recv(self) -> dict[str, Any]:
         msg = await self.ws.receive()
@@ -57,64 +84,148 @@ class Client:
             raise ConnectionError(f"connection closed ({self.ws.close_code})")
         return json.loads(msg.data)  # type: ignore[no-any-return]
 
+    async def hello(self, client_id: str, name: str) -> dict[str, Any]:
+        await self.ws.send_json({"type": "hello", "client_id": client_id, "name": name})
+        ready = await self.recv()
+        if ready.get("type") == "ready":
+            self.state = {k: ready.get(k) for k in ("session_id", "otr", "persona", "tier", "display_name")}
+            self._reader = asyncio.create_task(self._read())
+        return ready
+
+    async def _read(self) -> None:
+        try:
+            while True:
+                frame = await self.recv()
+                if frame.get("type") == "state":
+                    changed = {k: v for k, v in frame.items() if k != "type"}
+                    if self.view is not None:
+                        self.view.state_changed(self.state, changed)
+                    self.state.update(changed)
+                elif frame.get("type") == "reply" and frame.get("proactive"):
+                    if self.view is not None:
+                        self.view.proactive(frame.get("text", ""), notice=bool(frame.get("notice")))
+                else:
+                    await self._answers.put(frame)
+        except (ConnectionError, aiohttp.ClientError) as exc:
+            await self._answers.put({"type": "closed", "message": str(exc)})
+
     async def ask(self, text: str, *, stream: bool) -> tuple[bool, str]:
+        """Send ``text``; (True, reply text) or (False, an error line). Streams to the view if asked."""
         self.seq += 1
         ref = f"{self.seq}-{uuid.uuid4().hex[:6]}"
         await self.ws.send_json({"type": "message", "id": ref, "text": text})
+        view = self.view if stream else None
         streamed = False
-        while True:
-            frame = await self.recv()
-            if frame.get("id") not in (ref, None):
-                continue
-            if frame["type"] == "delta" and stream:
-                print(frame["text"], end="", flush=True)
-                streamed = True
-            elif frame["type"] == "reply":
-                if stream and streamed:
-                    print()
-                    return True, frame["text"]
-                return True, frame["text"]
-            elif frame["type"] == "error":
-                return False, f"error: {frame.get('message')}"
+        try:
+            while True:
+                frame = await self._answers.get()
+                kind = frame.get("type")
+                if kind == "closed":
+                    raise ConnectionError(frame.get("message", "connection closed"))
+                if frame.get("id") != ref:
+                    continue  # an answer to an earlier message nobody waits for any more
+                if kind == "delta" and view is not None and frame.get("text"):
+                    view.delta(frame["text"])
+                    streamed = True
+                elif kind == "reply":
+                    if frame.get("session_id") is not None and "otr" in frame:
+                        self.state["otr"] = bool(frame["otr"])
+                    if view is not None:
+                        view.reply(frame.get("text", ""), notice=bool(frame.get("notice")),
+                                   dropped=bool(frame.get("dropped")))  # fmt: skip
+                        streamed = False
+                    return True, frame.get("text", "")
+                elif kind == "error":
+                    return False, f"error: {frame.get('message')}"
+        finally:
+            if streamed and view is not None:
+                view.abandon()
 
 
-async def session(args: argparse.Namespace, url: str) -> int:
+async def _connect(args: argparse.Namespace, url: str, http: aiohttp.ClientSession,
+                   view: View | None) -> tuple[Client, dict[str, Any]]:  # fmt: skip
     headers = {"Authorization": f"Bearer {args.token}"} if args.token else {}
+    ws = await http.ws_connect(url, headers=headers)
+    client = Client(ws, view)
+    ready = await client.hello(_client_id(args), args.name)
+    return client, ready
+
+
+async def one_message(args: argparse.Namespace, url: str) -> int:
     try:
-        async with aiohttp.ClientSession() as http, http.ws_connect(url, headers=headers) as ws:
-            client = Client(ws)
-            await ws.send_json({"type": "hello", "client_id": _client_id(args), "name": args.name})
-            ready = await client.recv()
+        async with aiohttp.ClientSession() as http:
+            client, ready = await _connect(args, url, http, None)
             if ready.get("type") != "ready":
                 print(f"error: {ready.get('message', ready)}", file=sys.stderr)
                 return 1
-            if args.message is not None:
-                ok, text = await client.ask(args.message, stream=False)
-                print(text)
-                return 0 if ok else 1
-            if ready.get("notice"):
-                print(f"[{ready['notice']}]")
-            print("kith chat: type a message, /help for commands, Ctrl-D to quit.")
-            loop = asyncio.get_running_loop()
-            while True:
-                line = await loop.run_in_executor(None, _prompt)
-                if line is None:
-                    return 0
-                if not line.strip():
-                    continue
-                ok, text = await client.ask(line, stream=True)
-                if not ok:
-                    print(text)
+            ok, text = await client.ask(args.message, stream=False)
+            print(text)
+            await client.ws.close()
+            return 0 if ok else 1
     except (aiohttp.ClientError, ConnectionError, OSError) as exc:
         print(f"cannot talk to kith at {url}: {exc}", file=sys.stderr)
         return 2
 
 
-def _prompt() -> str | None:
+class Loop:
+    """An event loop in a daemon thread; the main thread hands it coroutines and waits."""
+
+    def __init__(self) -> None:
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, name="kith-chat-net", daemon=True)
+        self.thread.start()
+
+    def run(self, coro: Coroutine[Any, Any, T]) -> T:
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()
+            raise
+
+    def close(self) -> None:
+        self.loop.call_soon_threadsafe(self.loop.stop)
+        self.thread.join(timeout=2)
+
+
+def interactive(args: argparse.Namespace, url: str) -> int:
+    view = View(history_file=state_home() / "chat_history")
+    net = Loop()
+    http: aiohttp.ClientSession | None = None
+    client: Client | None = None
     try:
-        return input("> ")
-    except EOFError:
-        return None
+        http = net.run(_make_session())
+        client, ready = net.run(_connect(args, url, http, view))
+        if ready.get("type") != "ready":
+            view.error(f"error: {ready.get('message', ready)}")
+            return 1
+        view.welcome(ready)
+        while True:
+            line = view.read_line(otr=bool(client.state.get("otr")))
+            if line is None:
+                return 0
+            if not line.strip():
+                continue
+            ok, text = net.run(client.ask(line, stream=True))
+            if not ok:
+                view.error(text)
+    except KeyboardInterrupt:
+        view.bye()
+        return 0
+    except (aiohttp.ClientError, ConnectionError, OSError) as exc:
+        view.error(f"cannot talk to kith at {url}: {exc}")
+        return 2
+    finally:
+        with contextlib.suppress(BaseException):
+            if client is not None:
+                net.run(client.ws.close())
+            if http is not None:
+                net.run(http.close())
+        net.close()
+
+
+async def _make_session() -> aiohttp.ClientSession:
+    return aiohttp.ClientSession()
 
 
 def run(args: argparse.Namespace) -> int:
@@ -125,4 +236,6 @@ def run(args: argparse.Namespace) -> int:
         url = f"ws://{host}:{cfg.server.port}/ws"
         if args.token is None and cfg.server.token is not None:
             args.token = cfg.server.token.get_secret_value()
-    return asyncio.run(session(args, url))
+    if args.message is not None:
+        return asyncio.run(one_message(args, url))
+    return interactive(args, url)
