@@ -206,15 +206,14 @@ def routes(gateway: Gateway) -> list[web.RouteDef]:
             raise web.HTTPBadRequest(text="client_id must be 1-128 characters of [A-Za-z0-9._:-]")
         if not isinstance(name, str) or len(name) > 100:
             raise web.HTTPBadRequest(text="name must be a string of at most 100 characters")
+        who, held = principal_or_none(request), request.get(_SESSION_SECRET)
+        if who is not None and who.via == "cookie" and held:
+            # Already signed in (another tab of the page, or a sign-in link opened on this machine): keep
+            # that session, so it is not swapped under the person and the other tabs' CSRF token stays valid.
+            return web.json_response({"user_id": who.user_id, "operator": who.operator, "csrf": csrf_for(held)},
+                                     headers=NO_STORE)  # fmt: skip
         user = gateway.identities.resolve(websocket_client(client_id, name))
         assert user is not None  # resolve creates the user when missing
-        held = request.get(_SESSION_SECRET) if principal_or_none(request) is not None else None
-        session = gateway.state.web_sessions.get(secret_hash(held), datetime.now(UTC)) if held else None
-        if held and session is not None and session.via == "local" and session.user_id == user.user_id:
-            # Already signed in here (another tab of the page): keep that session, so the other tabs'
-            # CSRF token stays valid.
-            return web.json_response({"user_id": user.user_id, "operator": True, "csrf": csrf_for(held)},
-                                     headers=NO_STORE)  # fmt: skip
         secret = _start_session(gateway, request, user.user_id, operator=True, via="local")
         response = web.json_response({"user_id": user.user_id, "operator": True, "csrf": csrf_for(secret)},
                                      headers=NO_STORE)  # fmt: skip

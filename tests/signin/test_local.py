@@ -11,7 +11,7 @@ import aiohttp
 from gateway.http.principal import SESSION_COOKIE, csrf_for
 from gateway.testing import test_config
 from tests.conftest import WSClient
-from tests.signin.rig import browser, daemon, session_cookie, set_cookie, url
+from tests.signin.rig import browser, daemon, person, session_cookie, set_cookie, sign_in, url
 
 TOKEN = "operator-token-for-tests-0123456789"
 
@@ -85,7 +85,7 @@ async def test_a_cross_site_page_cannot_sign_itself_in(tmp_path: Path) -> None:
         assert gw.state.users.all() == []
 
 
-async def test_a_second_tab_keeps_the_session_of_the_first(tmp_path: Path) -> None:
+async def test_a_browser_already_signed_in_keeps_its_session(tmp_path: Path) -> None:
     async with daemon(test_config(tmp_path / "data")) as gw, browser() as http:
         async with http.post(url(gw, "/api/session/local"), json={"client_id": "web-abc"}) as resp:
             first = await resp.json()
@@ -98,7 +98,11 @@ async def test_a_second_tab_keeps_the_session_of_the_first(tmp_path: Path) -> No
         async with http.post(url(gw, f"/t/users/{first['user_id']}/notes"), json={"text": "x"},
                              headers={"X-CSRF-Token": first["csrf"]}) as resp:
             assert resp.status == 200
-        # Another client id (another person's page on this machine) gets a session of its own.
-        async with http.post(url(gw, "/api/session/local"), json={"client_id": "web-xyz"}) as resp:
-            other = await resp.json()
-        assert other["user_id"] != first["user_id"] and session_cookie(http) != secret
+        # A browser signed in by a link keeps that session too (the page asks on every load).
+        bob = await person(gw, "bob")
+        csrf = await sign_in(gw, http, bob)
+        async with http.post(url(gw, "/api/session/local"), json={"client_id": "web-abc"}) as resp:
+            assert await resp.json() == {"user_id": bob, "operator": False, "csrf": csrf}
+            assert SESSION_COOKIE not in resp.cookies
+        async with http.get(url(gw, "/t/whoami")) as resp:
+            assert (await resp.json())["user_id"] == bob
