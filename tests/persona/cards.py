@@ -1,6 +1,8 @@
 """Character cards made by the tests (no third-party card files): a V3 card with every field of the
 spec's ``CharacterCardV3`` and ``Lorebook`` interfaces (https://github.com/kwaroran/character-card-spec-v3,
-SPEC_V3.md), real-world-shaped variants, V2 cards, SillyTavern World Info, and PNG wrapping."""
+SPEC_V3.md; the spec repository ships no example card files, only README.md, SPEC_V3.md and concepts.md,
+so its "example" is its TypeScript interface filled in), real-world-shaped variants (unicode, missing
+optional fields, V2), SillyTavern World Info in the shape SillyTavern exports, and PNG wrapping."""
 
 from __future__ import annotations
 
