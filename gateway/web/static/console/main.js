@@ -101,7 +101,8 @@ async function start() {
     me = await signIn();
   } catch (err) {
     mount(viewEl, h("section", {}, h("h2", {}, "Not signed in"),
-      h("p", {}, "Open a sign-in link (send /web to kith on a linked channel, or ask the operator for `kith users login-link`)."),
+      h("p", {}, "Open a sign-in link: send ", h("code", {}, "/web"), " to kith on a linked channel, or ask the operator for ",
+        h("code", {}, "kith users login-link"), "."),
       errorBox(err)));
     return;
   }

@@ -26,7 +26,7 @@ export async function sessionView(ctx) {
     h("p", { class: "crumbs" }, h("a", { href: ctx.link("sessions") }, "Sessions"), " / ", String(ctx.arg).slice(-8)),
     h("h2", {}, "Session " + String(ctx.arg).slice(-8)),
     messages.length ? h("ol", { class: "transcript" }, messages.map((m) => h("li", { class: "msg-row " + m.role },
-      h("div", { class: "meta" }, m.role === "user" ? "you" : "assistant", " · ", when(m.at)),
+      h("div", { class: "meta" }, m.role === "user" ? (m.speaker || "you") : "assistant", " · ", when(m.at)),
       h("div", { class: "msg-text" }, m.text),
       m.role !== "user" && m.turn_id ? h("a", { class: "saw", href: ctx.link("turn", m.turn_id) }, "What the assistant saw") : null)))
       : empty("This session has no messages."));
