@@ -15,6 +15,7 @@ Everything here reads; ``gateway.memory.forgetting`` applies a plan.
 
 from __future__ import annotations
 
+import json
 import re
 import unicodedata
 from dataclasses import dataclass
@@ -34,7 +35,8 @@ MIN_WORDS_SEMANTIC = 3  # "- ok" is close to many things and worth nothing
 SESSION_PLACEHOLDER = "> [forgotten]"
 _QUOTE = re.compile(r"^>\s?")
 _BULLET = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
-_SKIP_DIRS = ("_history/",)  # curation backups: byte-exact restore points, not memories
+_SKIP_DIRS = ("_history/",)  # curation backups: never recalled, so no semantic candidates there
+RECORD_PLACEHOLDER = "[forgotten]"
 
 
 def fold(text: str) -> str:
@@ -66,13 +68,42 @@ class FactMatch:
 
 
 def candidate_files(store: Any) -> list[str]:
-    """The person's files a forget looks at: everything indexed (Markdown and text), no backups."""
-    return [e.path for e in store.files() if indexable(e.path) and not e.path.startswith(_SKIP_DIRS)]
+    """The person's files a forget looks at: everything indexed (Markdown and text), and the files that
+    keep copies of their lines for review or rollback, which ``memory_get`` could still read: JSON-lines
+    records (``QUARANTINE.jsonl``, the curation audits ``USER.md.audit.jsonl``...) and the curation
+    backups ``_history/*.bak`` (a rollback to a backup that still held the line would restore it)."""
+    return [e.path for e in store.files()
+            if indexable(e.path) or is_record_file(e.path) or (e.path.startswith("_history/")
+                                                              and e.path.endswith(".bak"))]  # fmt: skip
+
+
+def is_record_file(path: str) -> bool:
+    return path.endswith(".jsonl")
+
+
+def scrub_record(line: str, needle: str) -> str:
+    """A JSON-lines record with every string that holds ``needle`` replaced ("" when the line is not
+    JSON: then it goes whole)."""
+    def scrub(value: Any) -> Any:
+        if isinstance(value, str):
+            return RECORD_PLACEHOLDER if needle in fold(value) else value
+        if isinstance(value, list):
+            return [scrub(v) for v in value]
+        if isinstance(value, dict):
+            return {k: scrub(v) for k, v in value.items()}
+        return value
+
+    try:
+        return json.dumps(scrub(json.loads(line)), ensure_ascii=False, sort_keys=True)
+    except ValueError:
+        return ""
 
 
 def content_of(path: str, line: str) -> str | None:
     """The removable content of a line, or None for structure (blank lines, log markers and headings)."""
     stripped = line.strip()
+    if is_record_file(path):
+        return stripped or None  # one record per line: matched as a whole, scrubbed field by field
     if not stripped or stripped.startswith("<!--"):
         return None
     if path.startswith("sessions/"):

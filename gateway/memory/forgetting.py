@@ -44,8 +44,10 @@ from gateway.memory.forget_match import (
     close_lines,
     content_of,
     fold,
+    is_record_file,
     literal_lines,
     matching_facts,
+    scrub_record,
     semantic_candidates,
 )
 from gateway.memory.search.chunk import chunk_file
@@ -256,7 +258,7 @@ def transcript_rows(gateway: Gateway, user_id: str, query: str) -> list[dict[str
 # -------------------------------------------------------------------------------------- applying
 
 
-def _rewrite(store: MemoryStore, lines: list[LineMatch]) -> list[dict[str, Any]]:
+def _rewrite(store: MemoryStore, lines: list[LineMatch], needle: str) -> list[dict[str, Any]]:
     """Remove the lines from their files (blocking); returns the undo entries of the files changed."""
     by_path: dict[str, list[LineMatch]] = {}
     for m in lines:
@@ -278,16 +280,20 @@ def _rewrite(store: MemoryStore, lines: list[LineMatch]) -> list[dict[str, Any]]
                 chosen[idx] = m
         if not chosen:
             continue
-        session = path.startswith("sessions/")
         removed: list[dict[str, Any]] = []
         out: list[str] = []
         for i, row in enumerate(rows):
             if i not in chosen:
                 out.append(row)
                 continue
-            removed.append({"line": i + 1, "text": row.rstrip("\r\n"), "replaced": session})
-            if session:
-                out.append(SESSION_PLACEHOLDER + row[len(row.rstrip("\r\n")):])
+            text = row.rstrip("\r\n")
+            # A session log keeps its turn structure; a JSON-lines record keeps its other fields.
+            instead = (SESSION_PLACEHOLDER if path.startswith("sessions/")
+                       else scrub_record(text, needle or fold(content_of(path, text) or text))
+                       if is_record_file(path) else "")  # fmt: skip
+            removed.append({"line": i + 1, "text": text, "replaced_with": instead})
+            if instead:
+                out.append(instead + row[len(text):])
         planned.append((path, before, "".join(out), removed))
     return [{"path": p, "before": b, "after": a, "removed": r} for p, b, a, r in planned]
 
@@ -322,7 +328,7 @@ async def _apply(gateway: Gateway, user_id: str, lines: list[LineMatch], facts: 
     assert memory is not None and kg is not None
     forget_id = forget_id or _new_id()
     store = memory.store_for_user(user_id)
-    files = await asyncio.to_thread(_rewrite, store, lines)
+    files = await asyncio.to_thread(_rewrite, store, lines, fold(query))
     record = {
         "id": forget_id, "ts": datetime.now(UTC).isoformat(), "actor": actor, "user_id": user_id, "query": query,
         "files": [{"path": f["path"], "before": f["before"], "after_sha256": _sha(f["after"]),
@@ -426,8 +432,9 @@ def _restore_text(current: str | None, entry: dict[str, Any]) -> str:
     for item in sorted(entry.get("removed", []), key=lambda r: int(r["line"])):
         idx = int(item["line"]) - 1
         text = str(item["text"]) + "\n"
-        if item.get("replaced"):
-            near = [i for i, r in enumerate(rows) if r.rstrip("\r\n") == SESSION_PLACEHOLDER]
+        instead = str(item.get("replaced_with") or "")
+        if instead:
+            near = [i for i, r in enumerate(rows) if r.rstrip("\r\n") == instead]
             if near:
                 best = min(near, key=lambda i: abs(i - idx))
                 rows[best] = text

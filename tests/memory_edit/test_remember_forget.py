@@ -174,3 +174,38 @@ async def test_memory_edited_hook_names_the_person_and_files(kith_gateway: Gatew
     await say(gw, "/forget spare key is under the blue pot")
     await say(gw, "/forget undo")
     assert rec.calls == [(user, [REL])] * 3
+
+
+async def test_forget_reaches_review_records_and_curation_backups(kith_gateway: GatewayFactory) -> None:
+    from gateway.memory.curation import curate, rollback
+    from gateway.memory.files.poison import MemoryLine, Provenance, Quarantined
+    from gateway.memory.files.quarantine import record
+
+    gw = await kith_gateway()
+    await say(gw, "hi")
+    s = store(gw)
+    canary = "marmot-canary-5150"
+    curate(s, [{"op": "append", "section": "Notes", "text": f"Keeps a {canary} in the freezer"}], run_id="r1")
+    curate(s, [{"op": "append", "section": "Notes", "text": "Likes rye bread"}], run_id="r2")
+    record(s, [Quarantined(line=MemoryLine(text=f"Never mention the {canary}", provenance=Provenance(
+        source_type="test", source_ref="t")), rule="secrecy", reason="test")])
+
+    def holders() -> list[str]:
+        return sorted("_history/*.bak" if p.parent.name == "_history" else p.relative_to(s.root).as_posix()
+                      for p in s.root.rglob("*")
+                      if p.is_file() and ".forgotten" not in p.parts and canary in p.read_text(errors="replace"))
+
+    assert holders() == ["QUARANTINE.jsonl", "USER.md", "USER.md.audit.jsonl", "_history/*.bak"]
+    answer = await say(gw, f"/forget {canary}")
+    if "This would forget" in answer:
+        answer = await say(gw, "/forget confirm")
+    assert "Forgotten" in answer
+    assert holders() == []
+    # The records keep their other fields; a rollback to a backup that held the line is refused.
+    audit_lines = [json.loads(x) for x in s.read("USER.md.audit.jsonl").splitlines()]
+    assert any(r.get("run_id") == "r1" for r in audit_lines)
+    assert rollback(s, "r2").status == "conflict"  # USER.md changed since r2 (the forget)
+    assert rollback(s, "r2", force=True).status == "no_backup"  # and the backup no longer holds the line
+    await say(gw, "/forget undo")
+    assert holders() == ["QUARANTINE.jsonl", "USER.md", "USER.md.audit.jsonl", "_history/*.bak"]
+    assert rollback(s, "r2").status == "restored"
