@@ -38,8 +38,8 @@ SKIP_DIRS = {".locks", ".forgotten"}  # lock files; undo records of /forget (wha
 
 README = """# kith export of {name} ({user_id})
 
-Exported {at} by `kith users export`. Everything kith kept about this person is here; every file is
-plain Markdown or JSON, readable without kith.
+Exported {at} by `kith users export`. Everything kith kept about this person is here;
+every file is plain Markdown or JSON, readable without kith.
 
 - `memory/`: the person's memory files as kith keeps them (`users/{user_id}/` in the data
   directory): `USER.md`, `MEMORY_*.md`, `WORKING.md`, `sessions/YYYY-MM-DD.md` (the raw
@@ -174,7 +174,7 @@ def _facts_md(facts: list[dict[str, Any]]) -> str:
 
 def _transcript_md(turns: list[dict[str, Any]], sessions: list[dict[str, Any]]) -> str:
     started = {s["session_id"]: s for s in sessions}
-    lines = ["# Transcript", ""]
+    lines = ["# Transcript"]
     current = None
     for t in turns:
         if t["session_id"] != current:
@@ -185,4 +185,6 @@ def _transcript_md(turns: list[dict[str, Any]], sessions: list[dict[str, Any]]) 
         lines.append(f"**{who}** ({t.get('created_at')}):")
         lines += [f"> {line}" for line in str(t.get("content", "")).splitlines()] or [">"]
         lines.append("")
+    if not turns:
+        lines += ["", "(none)"]
     return "\n".join(lines) + "\n"

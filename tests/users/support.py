@@ -52,6 +52,7 @@ async def converse(gw: Gateway, canary: str) -> tuple[str, str]:
     await gw.settle()
     # Jobs about her that wait: a delayed one and a dead letter.
     await gw.bus.enqueue("memory.rebuild", {"scope": f"user:{alice}"}, job_id=f"later:{alice}", delay=3600)
+    await gw.bus.enqueue("memory.rebuild", {"scope": f"user:{bob}"}, job_id=f"later:{bob}", delay=3600)
     await gw.bus.redis.xadd(gw.bus.keys.dead("memory.sync"), {"id": f"dead:{alice}", "name": "memory.sync",
                             "payload": f'{{"scope":"user:{alice}"}}', "v": "1", "enq": "0", "tries": "3",
                             "error": "boom", "consumer": "c", "at": "0"})  # fmt: skip

@@ -62,6 +62,9 @@ def test_offline_delete_leaves_no_trace_of_the_person(tmp_path: Path, capsys: py
             hits = await gw.memory.recall(scope=user_scope(bob), query="garden meeting thursday", k=3)
             assert hits and "garden meeting" in hits[0].text
             assert canary not in str(await gw.bus.dead(1000))
+            assert gw.bus is not None
+            assert await gw.bus.redis.exists(gw.bus.keys.job(f"later:{bob}"))  # only her jobs went
+            assert not await gw.bus.redis.exists(gw.bus.keys.job(f"later:{alice}"))
         finally:
             await gw.close()
 
