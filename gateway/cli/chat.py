@@ -122,7 +122,7 @@ class Client:
                 kind = frame.get("type")
                 if kind == "closed":
                     raise ConnectionError(frame.get("message", "connection closed"))
-                if frame.get("id") != ref:
+                if frame.get("id") != ref and not (kind == "error" and frame.get("id") is None):
                     continue  # an answer to an earlier message nobody waits for any more
                 if kind == "delta" and view is not None and frame.get("text"):
                     view.delta(frame["text"])
@@ -206,6 +206,8 @@ def interactive(args: argparse.Namespace, url: str) -> int:
                 return 0
             if not line.strip():
                 continue
+            if not client.state.get("otr"):  # as it is now: another client may have switched it
+                view.keep(line)
             ok, text = net.run(client.ask(line, stream=True))
             if not ok:
                 view.error(text)

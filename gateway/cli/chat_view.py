@@ -68,8 +68,9 @@ class View:
             with contextlib.suppress(OSError):
                 readline.read_history_file(self.history_file)
 
-    def _remember(self, line: str) -> None:
-        """Append ``line`` to the history file (created 0600: it holds what was said)."""
+    def keep(self, line: str) -> None:
+        """Append ``line`` to the history file (created 0600: it holds what was said). Not called for
+        lines said Off-The-Record: they stay in this run's memory only."""
         if self._readline is None or self.history_file is None:
             return
         try:
@@ -81,7 +82,7 @@ class View:
             pass
 
     def read_line(self, *, otr: bool) -> str | None:
-        """One line from the person; None on Ctrl-D. Lines typed Off-The-Record stay out of the file."""
+        """One line from the person (``otr``: the prompt says Off-The-Record is on); None on Ctrl-D."""
         # \001 \002 tell readline that the colour codes take no room on the line.
         self._prompt = "\001\x1b[1;31m\002OTR\001\x1b[0m\002> " if otr else "> "
         if not self.console.is_terminal:
@@ -95,8 +96,6 @@ class View:
             self._prompt = ""
         if line.strip():
             self._busy = True
-            if not otr:
-                self._remember(line)
         return line
 
     def _above_prompt(self, renderable: Any) -> None:
