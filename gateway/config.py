@@ -244,8 +244,10 @@ PersonaName = Annotated[str, Field(pattern=PERSONA_NAME)]
 class PersonasConfig(Section):
     """Which persona (``<data_dir>/personas/<name>/``) speaks where; see docs/personas.md.
 
-    A session takes its persona when it starts: the conversation's (``"<channel>:<conversation id>"``),
-    else the channel's, else ``default``. Personas named here that do not exist yet are created from
+    A session takes its persona when it starts. In a direct conversation the person's own choice
+    (``/persona``, per conversation, then their default) comes first; then the conversation's
+    (``"<channel>:<conversation id>"``), the person's (``user_defaults``), the channel's, ``default``
+    (gateway/personas/choice.py). Personas named here that do not exist yet are created from
     ``template`` at startup.
     """
 
