@@ -113,7 +113,10 @@ async def gateway_context_sections(gateway: Gateway, turn: Turn) -> ContextSecti
     if not books:
         return None
     chosen = select(books, _recent(turn), seed=turn.turn_id, budget_tokens=BUDGET_TOKENS)
-    recalled = await _recalled(gateway, turn, name, {e.path for e in chosen})
+    # Recall only when some file can enter that way (no plain keys): most cards' books cannot.
+    recallable = any(e.rule.enabled and not e.rule.constant and (not e.rule.keys or e.rule.use_regex)
+                     for book in books for e in book.entries)  # fmt: skip
+    recalled = await _recalled(gateway, turn, name, {e.path for e in chosen}) if recallable else []
     if not chosen and not recalled:
         return None
     text = render(name, chosen, recalled)
