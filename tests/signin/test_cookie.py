@@ -159,3 +159,23 @@ async def test_signing_in_again_replaces_the_browsers_session(tmp_path: Path) ->
             assert gw.state.web_sessions.get(secret_hash(second), now) is not None
             async with http.get(url(gw, "/t/whoami")) as resp:
                 assert (await resp.json())["user_id"] == bob
+
+
+async def test_erasing_a_person_signs_their_browsers_out(tmp_path: Path) -> None:
+    from gateway.identity.erase import erase_person
+    from tests.storage import count_rows
+
+    async with daemon(test_config(tmp_path / "data")) as gw:
+        alice, bob = await person(gw, "alice"), await person(gw, "bob")
+        async with browser() as gone, browser() as kept:
+            await sign_in(gw, gone, alice)
+            await sign_in(gw, kept, bob)
+            unused = mint_link(gw, alice, operator=False, issued_by="test").url
+            await erase_person(gw, alice)
+            async with gone.get(url(gw, "/t/whoami")) as resp:
+                assert resp.status == 401
+            async with kept.get(url(gw, "/t/whoami")) as resp:
+                assert (await resp.json())["user_id"] == bob
+            assert (await open_link(gone, unused)).status == 410
+        for table in ("web_sessions", "web_signin_tokens"):
+            assert count_rows(gw.state, f"SELECT COUNT(*) FROM {table} WHERE user_id=?", alice) == 0
