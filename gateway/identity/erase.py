@@ -11,7 +11,9 @@ without HTTP, adapters or job workers when no daemon runs):
 4. ``users/<id>/`` is removed (symlinks inside are removed, never followed);
 5. their points leave the memory index, and the index is rewritten so the text leaves its files;
 6. the lines that name them (their id, accounts, or a message of theirs) leave the log files of the
-   data directory (``*.log``, ``*.jsonl``), each file rewritten atomically.
+   data directory (``*.log``, ``*.jsonl``), each file rewritten atomically;
+7. plugins are told through ``gateway_memory_edited`` (every file of theirs changed), so copies
+   held in memory (the profile's session snapshots) go too.
 
 Steps 1, 3 and 4 run a second time at the end, for a turn that was in flight meanwhile.
 """
@@ -80,6 +82,7 @@ async def erase_person(gateway: Gateway, user_id: str, *, missing_ok: bool = Fal
     needles = _needles(user_id, accounts, texts)
 
     await gateway.hooks.flush(gateway)
+    paths = _files_of(root)
     if gateway.bus is not None:
         try:
             report.jobs = await purge_jobs(gateway.bus.redis, gateway.bus.keys, [user_id, user_scope(user_id),
@@ -106,6 +109,8 @@ async def erase_person(gateway: Gateway, user_id: str, *, missing_ok: bool = Fal
         report.rows[table] = report.rows.get(table, 0) + n
     report.files += _remove_tree(root)
     state.people.scrub()
+    # Plugins holding copies of the person's files in memory (the profile's session snapshots) drop them.
+    await gateway.hooks.memory_edited(gateway, user_id=user_id, paths=paths)
     log.info("erased user %s: %d rows, %d files, %d jobs, %d index points, %d log lines", user_id,
              sum(report.rows.values()), report.files, report.jobs, report.points, report.log_lines)  # fmt: skip
     return report
@@ -131,6 +136,12 @@ def _forget_live(gateway: Gateway, user_id: str, sessions: Iterable[str]) -> Non
     if isinstance(awaiting, dict):
         for turn_id in [t for t, s in awaiting.items() if s in gone]:
             awaiting.pop(turn_id, None)
+
+
+def _files_of(root: Path) -> list[str]:
+    if not root.is_dir() or root.is_symlink():
+        return []
+    return sorted(str(p.relative_to(root)) for p in root.rglob("*") if p.is_file() and not p.is_symlink())
 
 
 def _remove_tree(root: Path) -> int:

@@ -16,6 +16,7 @@ import pytest
 from gateway.cli.main import main
 from gateway.memory.files.scopes import user_scope
 from gateway.testing import message
+from plugins.profile import _snapshots
 from tests.users.support import config_of, converse, files_with, kith, started, write_config
 
 
@@ -82,9 +83,13 @@ async def test_delete_through_the_running_daemon(tmp_path: Path, unused_tcp_port
     gw = await started(config)
     try:
         alice, bob = await converse(gw, canary)
+        snapshots = _snapshots(gw)
+        theirs = [sid for sid in snapshots if (s := gw.state.sessions.get(sid)) and s.user_id == alice]
+        assert theirs, "the profile plugin holds her files in memory"
         code = await asyncio.to_thread(main, ["-c", str(cfg_path), "users", "delete", alice, "--yes"])
         assert code == 0
         assert gw.state.users.get(alice) is None
+        assert not set(theirs) & set(snapshots)  # told through gateway_memory_edited
         assert gw.memory is not None and gw.memory.scope_count(user_scope(alice)) == 0
         hits = await gw.memory.recall(scope=user_scope(bob), query="garden meeting thursday", k=3)
         assert hits and "garden meeting" in hits[0].text
