@@ -194,3 +194,26 @@ async def test_reconnect_replays_what_happened_meanwhile_and_a_refused_message_s
     assert await page.locator("#log .msg.me", has_text="please keep me").count() == 0
     await chat.shot("refused")
     assert not chat.errors, chat.errors
+
+
+async def test_past_sessions_found_by_meaning(
+    browser: Any, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]  # noqa: F811
+) -> None:
+    gw = await make_gateway(llm=anthropic_llm)
+    chat = await open_chat(browser, gw, "desktop")
+    page = chat.page
+    fake_anthropic.enqueue("They follow the rains across the Serengeti.")
+    await chat.reply_after("tell me about the zebra migration")
+    await chat.reply_after("/new", notice=True)
+    fake_anthropic.enqueue("Water them in the morning.")
+    await chat.reply_after("my tomato plants are wilting in the garden")
+    await gw.settle()  # the session turns are indexed for recall
+    await page.click("#sessions-btn")
+    await page.fill("#search", "wild animals crossing the savanna")
+    await page.select_option("#search-mode", "semantic")
+    await page.press("#search", "Enter")
+    await page.wait_for_selector("#sessions-status:has-text('matching')")
+    first = page.locator("#sessions .session-item .title").first
+    assert await first.inner_text() == "tell me about the zebra migration"
+    await chat.shot("search-meaning")
+    assert not chat.errors, chat.errors

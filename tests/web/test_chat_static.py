@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import aiohttp
@@ -57,3 +58,23 @@ async def test_nothing_outside_the_allowlist(make_gateway: Any, path: str) -> No
     gw = await make_gateway()
     status, _, body = await _get(gw, path)
     assert status == 404, (path, body[:80])
+
+
+async def test_every_file_the_page_names_is_served_and_every_chat_module_is_preloaded(make_gateway: Any) -> None:
+    gw = await make_gateway()
+    _, _, body = await _get(gw, "/")
+    html = body.decode()
+    refs = re.findall(r'(?:href|src)="(/[^"]*)"', html)
+    for ref in refs:
+        status, _, _ = await _get(gw, ref)
+        assert status == 200, ref
+    # Modules are preloaded so the browser fetches them in one round, not import by import.
+    modules = {f"/static/chat/{p.name}" for p in (serve.STATIC_DIR / "chat").glob("*.js")}
+    assert modules <= set(refs), modules - set(refs)
+    for module in modules:  # and every import inside them names a file that exists
+        source = (serve.STATIC_DIR / module.removeprefix("/static/")).read_text()
+        for target in re.findall(r'from "(\./[^"]+|/static/[^"]+)"|import\("(/static/[^"]+)"\)', source):
+            path = next(t for t in target if t)
+            url = path if path.startswith("/") else f"/static/chat/{path.removeprefix('./')}"
+            status, _, _ = await _get(gw, url)
+            assert status == 200, (module, url)

@@ -11,6 +11,7 @@ export class SessionsPanel {
     this.onArchive = onArchive;
     this.oldest = null;
     this.loaded = false;
+    this.generation = 0;
     this.currentSession = null;
     this.archiveLog = new MessageLog(archive, { onLoadEarlier: (seq) => this.loadMessages(seq) });
     form.addEventListener("submit", (e) => { e.preventDefault(); this.search(); });
@@ -29,13 +30,15 @@ export class SessionsPanel {
     if (q) { params.set("q", q); params.set("mode", this.mode.value); }
     if (append && this.oldest) params.set("before", this.oldest);
     this.status.textContent = q ? "Searching…" : "Loading…";
+    const generation = ++this.generation; // a slower, older answer must not overwrite a newer one
     let data;
     try {
       data = await api("GET", userPath(`/sessions?${params}`));
     } catch (err) {
-      this.status.textContent = `Could not load sessions: ${err.message}`;
+      if (generation === this.generation) this.status.textContent = `Could not load sessions: ${err.message}`;
       return;
     }
+    if (generation !== this.generation) return;
     this.loaded = true;
     const sessions = data?.sessions || [];
     if (!append) this.list.replaceChildren();
