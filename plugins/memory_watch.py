@@ -1,9 +1,10 @@
 """Built-in plugin: runs the memory file watcher (``gateway.memory.files.watch``) in the daemon.
 
-Started after the index sink exists (``plugins.memory_index`` sets it in its own startup hook; the
-watcher reads it at each change, so the order of the two startups does not matter) and only where
-index jobs run (the daemon, not ``kith worker`` or read-only CLI commands). A hand-edited file becomes
-a ``memory.index`` job on the bus, exactly like a guarded write. ``memory.watch_files: false`` turns it off.
+Started after the index sink exists (``plugins.memory_index`` sets it in its own startup hook; this
+one is ``trylast``) and only where index jobs run (the daemon, not ``kith worker`` or read-only CLI
+commands). The sink is wrapped so the watcher knows this process's own writes (the store reports
+them; the watcher must not queue them twice). A hand-edited file becomes a ``memory.index`` job on the
+bus, exactly like a guarded write. ``memory.watch_files: false`` turns it off.
 """
 
 from __future__ import annotations
@@ -26,19 +27,26 @@ def watcher(gateway: Gateway) -> MemoryWatcher | None:
     return gateway.stash.get(WATCHER)
 
 
-@hookimpl
+@hookimpl(trylast=True)
 async def gateway_startup(gateway: Gateway) -> None:
     memory = gateway.memory
     if memory is None or memory.detached or not gateway.run_jobs or not gateway.config.memory.watch_files:
         return
+    inner = memory.index_sink
 
     def enqueue(scope: str, rel: str) -> None:
-        if memory.index_sink is not None:
-            memory.index_sink(scope, rel)  # a memory.index job on the bus
+        if inner is not None:
+            inner(scope, rel)  # a memory.index job on the bus
         else:
             memory.enqueue_local(scope, rel)
 
     w = MemoryWatcher(gateway.data_dir, enqueue)
+
+    def reported(scope: str, rel: str) -> None:
+        w.note_write(scope, rel)
+        enqueue(scope, rel)
+
+    memory.index_sink = reported
     await w.start()
     gateway.stash[WATCHER] = w
 

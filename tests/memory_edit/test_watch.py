@@ -8,7 +8,7 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from gateway.app import Gateway
-from gateway.memory.files.watch import MemoryWatcher, is_own_write, scope_and_rel
+from gateway.memory.files.watch import MemoryWatcher, scope_and_rel
 from gateway.testing import GatewayFactory
 from plugins.memory_watch import watcher
 from tests.memory_edit.conftest import recall_texts, say, store, uid
@@ -85,14 +85,18 @@ def test_scope_and_rel_ignores_the_stores_own_files(tmp_path: Path) -> None:
 def test_own_write_is_told_apart_from_a_hand_edit(tmp_path: Path) -> None:
     from gateway.memory.files.store import MemoryStore
 
-    s = MemoryStore(tmp_path / "users" / "u1")
+    w = MemoryWatcher(tmp_path, lambda scope, rel: None)
+    s = MemoryStore(tmp_path / "users" / "u1", on_write=lambda rel: w.note_write("user:u1", rel))
     s.write("a.md", "kith wrote this\n", source="test")
-    assert is_own_write(tmp_path, "user:u1", "a.md")
+    assert w.is_own("user:u1", "a.md")
     (s.root / "a.md").write_text("a person wrote this\n")
-    assert not is_own_write(tmp_path, "user:u1", "a.md")
+    assert not w.is_own("user:u1", "a.md")
     s.delete("a.md", source="test")
-    assert is_own_write(tmp_path, "user:u1", "a.md")
-    assert not is_own_write(tmp_path, "user:u1", "never.md")
+    assert w.is_own("user:u1", "a.md")
+    assert not w.is_own("user:u1", "never.md")
+    other = MemoryStore(tmp_path / "users" / "u1")  # another process's store: not reported here
+    other.write("b.md", "kith distill wrote this\n", source="test")
+    assert not w.is_own("user:u1", "b.md")
 
 
 async def test_the_watcher_queues_and_never_indexes_itself(tmp_path: Path) -> None:

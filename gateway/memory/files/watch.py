@@ -6,11 +6,12 @@ directory (recursively: a root created later is covered) with ``watchfiles`` (in
 sink guarded writes report to, which queues a ``memory.index`` job on the bus. The watcher never
 indexes itself; the job re-chunks the file (a deleted file's points are purged).
 
-kith's own writes are already reported by the store, so the watcher skips them instead of queueing
-each twice (a session log appended every half second would otherwise double the index jobs): a
-change whose content hash equals the latest audit line of that file (``.audit.jsonl``, written by
-the store right after the rename) is kith's own. Dot-names (the store's audit, locks, temp files,
-``.index/``) and files the indexer does not read are ignored.
+This process's own guarded writes are already reported by the store, so the watcher skips them
+instead of queueing each twice (a session log appended every half second would otherwise double the
+index jobs): the store's report passes through ``note_write``, which keeps the content hash it wrote,
+and a change whose file still has that hash is skipped. Writes of other processes (``kith distill``,
+a ``kith worker``) are not skipped: those processes have no index to re-index with. Dot-names (the
+store's audit, locks, temp files, ``.index/``) and files the indexer does not read are ignored.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hashlib
-import json
 import logging
 import os
 from collections.abc import Callable
@@ -27,13 +27,12 @@ from pathlib import Path
 from watchfiles import Change, awatch
 
 from gateway.memory.files.scopes import KINDS, ScopeError, root_for
-from gateway.memory.files.store import AUDIT_FILE
 from gateway.memory.search.indexer import indexable
 
 log = logging.getLogger("kith.memory.watch")
 
 Enqueue = Callable[[str, str], None]
-_AUDIT_TAIL = 256 * 1024  # the newest audit lines are all a change is compared with
+_MAX_OWN = 20_000  # files whose last own write is remembered (oldest forgotten first)
 _SCOPE_OF = {folder: kind for kind, folder in KINDS.items()}
 
 
@@ -53,41 +52,14 @@ def scope_and_rel(data_dir: Path, path: str) -> tuple[str, str] | None:
     return (scope, rel) if indexable(rel) else None
 
 
-def last_audited_sha(root: Path, rel: str) -> str | None:
-    """The content hash of the newest audit line for ``rel`` ("" = deleted by kith; None = none)."""
+def content_sha(data_dir: Path, scope: str, rel: str) -> str | None:
+    """The file's content hash ("" when it does not exist, None when it cannot be read)."""
     try:
-        fd = os.open(root / AUDIT_FILE, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    except OSError:
-        return None
-    try:
-        size = os.fstat(fd).st_size
-        os.lseek(fd, max(0, size - _AUDIT_TAIL), os.SEEK_SET)
-        tail = os.read(fd, _AUDIT_TAIL)
-    finally:
-        os.close(fd)
-    for raw in reversed(tail.splitlines()):
-        if rel.encode() not in raw:
-            continue
-        with contextlib.suppress(ValueError):
-            rec = json.loads(raw)
-            if isinstance(rec, dict) and rec.get("file") == rel:
-                return "" if rec.get("op") == "delete" else str(rec.get("sha256", ""))
-    return None
-
-
-def is_own_write(data_dir: Path, scope: str, rel: str) -> bool:
-    """Whether the file's current state is what kith itself last wrote (the store reported it)."""
-    root = root_for(data_dir, scope)
-    audited = last_audited_sha(root, rel)
-    if audited is None:
-        return False
-    try:
-        data = (root / rel).read_bytes()
+        return hashlib.sha256((root_for(data_dir, scope) / rel).read_bytes()).hexdigest()
     except FileNotFoundError:
-        return audited == ""
-    except OSError:
-        return False
-    return hashlib.sha256(data).hexdigest() == audited
+        return ""
+    except (OSError, ScopeError):
+        return None
 
 
 class MemoryWatcher:
@@ -96,10 +68,28 @@ class MemoryWatcher:
         self.enqueue = enqueue
         self.debounce_ms = debounce_ms
         self.queued = 0  # files handed to ``enqueue`` (tests and stats)
-        self.skipped_own = 0  # changes that were kith's own writes
+        self.skipped_own = 0  # changes that were this process's own writes
+        self._own: dict[tuple[str, str], str] = {}  # (scope, rel) -> hash this process last wrote
         self._stop = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._ready = asyncio.Event()
+
+    def note_write(self, scope: str, rel: str) -> None:
+        """A guarded write of this process (the store's report; any thread): remember what it wrote."""
+        if not indexable(rel):
+            return
+        sha = content_sha(self.data_dir, scope, rel)
+        if sha is None:
+            return
+        self._own.pop((scope, rel), None)
+        self._own[(scope, rel)] = sha  # re-inserted: dict order = recency
+        if len(self._own) > _MAX_OWN:
+            self._own.pop(next(iter(self._own)), None)
+
+    def is_own(self, scope: str, rel: str) -> bool:
+        """Whether the file is as this process last wrote it (blocking: hashes the file)."""
+        noted = self._own.get((scope, rel))
+        return noted is not None and content_sha(self.data_dir, scope, rel) == noted
 
     async def start(self) -> None:
         for folder in KINDS.values():
@@ -163,8 +153,7 @@ class MemoryWatcher:
             if change == Change.added and self._is_dir(path):
                 files.update(await asyncio.to_thread(self._files_below, path))
         for scope, rel in sorted(files):
-            own = await asyncio.to_thread(is_own_write, self.data_dir, scope, rel)
-            if own:
+            if await asyncio.to_thread(self.is_own, scope, rel):
                 self.skipped_own += 1
                 continue
             log.debug("memory: %s %s changed on disk; re-indexing", scope, rel)
