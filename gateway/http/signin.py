@@ -28,7 +28,7 @@ from urllib.parse import quote, urlsplit
 
 from aiohttp import web
 
-from gateway.config import canonical_host, is_loopback_host
+from gateway.config import ServerConfig, canonical_host, is_loopback_host
 from gateway.http import csrf
 from gateway.http.guard import LOOPBACK_NAMES, json_object, proxy_header, split_host
 from gateway.http.principal import (
@@ -71,14 +71,19 @@ class SigninLink:
     expires_at: datetime
 
 
-def base_url(gateway: Gateway) -> str:
+def base_url(server: ServerConfig, port: int | None) -> str:
     """Where people reach the web app: ``server.public_url``, else the first public name at the port the
-    daemon serves, else loopback."""
-    server = gateway.config.server
+    daemon serves, else the concrete address it is bound to (a LAN address), else loopback."""
     if server.public_url:
         return server.public_url
-    port = gateway.port or server.port
-    host = server.public_names[0] if server.public_names else "127.0.0.1"
+    port = port or server.port
+    bound = canonical_host(server.host) if server.host not in ("", "0.0.0.0", "::") else None
+    if server.public_names:
+        host = server.public_names[0]
+    elif bound is not None and not is_loopback_host(server.host):
+        host = bound
+    else:
+        host = "127.0.0.1"
     return f"http://{host}:{port}"
 
 
@@ -92,8 +97,8 @@ def mint_link(gateway: Gateway, user_id: str, *, operator: bool, issued_by: str)
                      expires_at=now + LINK_TTL)  # fmt: skip
     log.info("issued a %ssign-in link for user %s (%s); valid for %d minutes",
              "operator " if operator else "", user_id, issued_by, LINK_TTL.seconds // 60)  # fmt: skip
-    return SigninLink(url=f"{base_url(gateway)}/signin?t={quote(token)}", user_id=user_id, operator=operator,
-                      expires_at=now + LINK_TTL)  # fmt: skip
+    link = f"{base_url(gateway.config.server, gateway.port)}/signin?t={quote(token)}"
+    return SigninLink(url=link, user_id=user_id, operator=operator, expires_at=now + LINK_TTL)
 
 
 def revoke_user(gateway: Gateway, user_id: str) -> int:
