@@ -18,11 +18,11 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from gateway.context import Assembled, estimate_tokens, sent_tokens
+from gateway.context import SECTION_SEPARATOR, Assembled, estimate_tokens, sent_tokens
 from gateway.hookspecs import hookimpl
 from gateway.tiers import tier_of
 from gateway.turn import ASSEMBLED
-from gateway.types import LLMResponse, Reply, StashKey, Turn
+from gateway.types import ContextSection, LLMResponse, Reply, StashKey, Turn
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -42,11 +42,20 @@ class _Counter:
 COUNTER: StashKey[_Counter] = StashKey()
 
 
+def _tokens(section: ContextSection) -> int:
+    """``sent_tokens`` without rendering the text again: a plain section renders as a title line and
+    its text (a data section quotes every line, so it is rendered)."""
+    if section.as_data:
+        return sent_tokens(section)
+    # estimate_tokens of "--- {title} ---\n{text}" + the separator (tests/api/test_turn_context.py checks it)
+    return (len(section.title) + 9 + len(section.text) + len(SECTION_SEPARATOR) + 3) // 4
+
+
 def summary(gateway: Gateway, turn: Turn, assembled: Assembled) -> dict[str, Any]:
     """The record of one turn, as JSON-ready values."""
     cached = assembled.stable_count
     sections = [
-        {"source": s.source, "title": s.title, "tokens": sent_tokens(s), "stability": s.stability.value,
+        {"source": s.source, "title": s.title, "tokens": _tokens(s), "stability": s.stability.value,
          "cached": i < cached, "trim_rank": s.trim_rank, "protected": s.protected, "as_data": s.as_data}
         for i, s in enumerate(assembled.sections)
     ]  # fmt: skip
