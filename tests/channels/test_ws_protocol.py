@@ -163,6 +163,29 @@ async def test_state_reaches_every_client_of_the_person(kith_gateway: GatewayFac
     await no_frame(other)
 
 
+async def test_persona_and_settings_changes_push_state(kith_gateway: GatewayFactory, ws_connect: Connect) -> None:
+    from gateway.personas import bootstrap, persona_store
+
+    gw = await kith_gateway(server={"token": "operator-secret"})
+    bootstrap(persona_store(gw, "owl"), "owl", template="developer")
+    auth = {"Authorization": "Bearer operator-secret"}
+    tab, other = await ws_connect(gw, headers=auth), await ws_connect(gw, headers=auth)
+    ready = await tab.hello("persona-tab", "Ada")
+    await other.hello("another-person")
+    await tab.ask("hello")
+    before = await frame_of(tab, "state")
+    (switched,) = states(await said(tab, "/persona owl"))  # H-PERSONA's command, announced by the hook
+    assert switched["persona"] == "owl" and switched["session_id"] not in (None, before["session_id"])
+    # settings changed through the HTTP API reach the open chat
+    async with aiohttp.ClientSession() as http:
+        url = f"http://127.0.0.1:{gw.port}/api/users/{ready['user_id']}/settings"
+        async with http.patch(url, json={"display_name": "Ada L.", "tier": 4}, headers=auth) as resp:
+            assert resp.status == 200, await resp.text()
+    changed = await frame_of(tab, "state")
+    assert changed["display_name"] == "Ada L." and changed["tier"] == 4 and changed["persona"] == "owl"
+    await no_frame(other)
+
+
 async def _signed_in_cookie(gw: Any, http: aiohttp.ClientSession, user_id: str) -> str:
     from gateway.http.signin import SESSION_COOKIE, mint_link
 
@@ -174,7 +197,6 @@ async def _signed_in_cookie(gw: Any, http: aiohttp.ClientSession, user_id: str) 
 
 async def test_signed_in_cookie_links_the_client_to_its_person(kith_gateway: GatewayFactory,
                                                                ws_connect: Connect) -> None:
-    pytest.importorskip("gateway.http.signin")
     gw = await kith_gateway(server={"token": "operator-secret"})
     # Ada exists through another account (say Telegram, here a token-authenticated terminal)
     term = await ws_connect(gw, headers={"Authorization": "Bearer operator-secret"})
