@@ -53,7 +53,7 @@ def principal_or_none(request: web.Request) -> Principal | None:
         return OPERATOR if is_operator(request) else None
     if _RESOLVED in request:
         return request[_RESOLVED]
-    resolver = request.app.get(COOKIE_RESOLVER)
+    resolver = request.config_dict.get(COOKIE_RESOLVER)  # sub-apps see the main app's resolver
     found = resolver(request) if resolver is not None else None
     request[_RESOLVED] = found
     return found
