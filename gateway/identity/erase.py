@@ -8,18 +8,22 @@ without HTTP, adapters or job workers when no daemon runs):
    (``gateway.bus.purge``), and the embedded server rewrites its append-only file;
 3. every row that is theirs goes from the database (``State.people.erase_user``: accounts, sessions,
    transcript, facts, pairing and link entries, web sessions, progress), overwritten on disk;
-4. ``users/<id>/`` is removed (symlinks inside are removed, never followed);
-5. their points leave the memory index, and the index is rewritten so the text leaves its files;
-6. the lines that name them (their id, accounts, or a message of theirs) leave the log files of the
+4. their turns leave the session logs of the group conversations they spoke in (block and reply),
+   and lines quoting one of their messages leave those groups' other files;
+5. ``users/<id>/`` is removed (symlinks inside are removed, never followed);
+6. their points leave the memory index, the changed group scopes are re-indexed, and the index is
+   rewritten so the text leaves its files;
+7. the lines that name them (their id, accounts, or a message of theirs) leave the log files of the
    data directory (``*.log``, ``*.jsonl``), each file rewritten atomically;
-7. plugins are told through ``gateway_memory_edited`` (every file of theirs changed), so copies
+8. plugins are told through ``gateway_memory_edited`` (every file of theirs changed), so copies
    held in memory (the profile's session snapshots) go too.
 
-Steps 1, 3 and 4 run a second time at the end, for a turn that was in flight meanwhile.
+Steps 1, 3 and 5 run a second time before 8, for a turn that was in flight meanwhile.
 """
 
 from __future__ import annotations
 
+import hashlib
 import logging
 import os
 import shutil
@@ -31,7 +35,10 @@ from typing import TYPE_CHECKING
 
 from gateway.bus.errors import BusError
 from gateway.bus.purge import purge_jobs
-from gateway.memory.files.scopes import root_for, user_scope
+from gateway.memory.files.errors import StaleWriteError
+from gateway.memory.files.scopes import ScopeError, channel_scope, root_for, user_scope
+from gateway.memory.files.session_log import without_turns
+from gateway.memory.files.store import MemoryStore
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -55,12 +62,14 @@ class EraseReport:
     jobs: int = 0
     points: int = 0
     log_lines: int = 0
+    group_blocks: int = 0  # turn blocks and quoting lines taken out of group conversations' files
     accounts: list[str] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)  # a step that could not finish (the rest still ran)
 
     def as_dict(self) -> dict[str, object]:
         return {"user_id": self.user_id, "rows": self.rows, "files": self.files, "jobs": self.jobs,
-                "points": self.points, "log_lines": self.log_lines, "accounts": self.accounts,
+                "points": self.points, "log_lines": self.log_lines, "group_blocks": self.group_blocks,
+                "accounts": self.accounts,
                 "warnings": self.warnings}  # fmt: skip
 
 
@@ -79,7 +88,7 @@ async def erase_person(gateway: Gateway, user_id: str, *, missing_ok: bool = Fal
     sessions = sorted({str(r["session_id"]) for r in rows.get("sessions", []) if r.get("session_id")})
     turns = sorted({str(r["turn_id"]) for r in rows.get("turns", []) if r.get("turn_id")})
     texts = {str(r["content"]).strip() for r in rows.get("turns", []) if r.get("role") == "user"}
-    needles = _needles(user_id, accounts, texts)
+    needles = _needles(user_id, accounts, texts) + turns  # an audit line names the turn it wrote
 
     await gateway.hooks.flush(gateway)
     paths = _files_of(root)
@@ -91,11 +100,14 @@ async def erase_person(gateway: Gateway, user_id: str, *, missing_ok: bool = Fal
             report.warnings.append(f"job bus: {exc}")
     _forget_live(gateway, user_id, sessions)
     report.rows = state.people.erase_user(user_id)
+    groups = _out_of_groups(gateway, rows.get("turns", []), set(turns), texts, report)
     report.files = _remove_tree(root)
     if memory is not None and not memory.detached:
         try:
             report.points = memory.scope_count(user_scope(user_id))
             await memory.purge(user_scope(user_id))
+            for scope in groups:
+                await memory.sync(scope)  # the rewritten group logs replace their old chunks
             await memory.compact()
         except Exception as exc:  # e.g. too little disk space to rewrite the shard: say so, go on
             log.exception("erasing user %s from the memory index", user_id)
@@ -126,6 +138,48 @@ def _needles(user_id: str, accounts: Iterable[tuple[str, str]], texts: Iterable[
     # Each line of a multi-line message is looked for on its own (a log line holds one of them).
     out.extend(line.strip() for t in texts for line in t.splitlines() if len(line.strip()) >= MIN_TEXT)
     return sorted(set(out))
+
+
+def _out_of_groups(gateway: Gateway, turns: list[dict[str, object]], turn_ids: set[str], texts: set[str],
+                   report: EraseReport) -> list[str]:
+    """Take the person's turns out of the logs of the group conversations they spoke in (their blocks,
+    reply included), and the lines quoting one of their messages out of the groups' other files.
+    The scopes changed."""
+    changed = []
+    quoted = [t.encode() for t in texts if len(t) >= MIN_TEXT]
+    for key in sorted({str(t.get("conversation_key") or "") for t in turns} - {""}):
+        scope = channel_scope(key)
+        try:
+            root = root_for(gateway.data_dir, scope)
+        except ScopeError:
+            continue
+        if not root.is_dir() or root.is_symlink():
+            continue  # a direct conversation: it has no group root
+        store = MemoryStore(root, max_file_bytes=gateway.config.memory.max_file_bytes)
+        touched = False
+        for rel in _files_of(root):
+            if not rel.endswith(".md") or rel.startswith("."):
+                continue
+            for _attempt in range(3):  # the session log may append meanwhile: read again and retry
+                data = (root / rel).read_bytes()
+                text = data.decode("utf-8", errors="replace")
+                new, n = without_turns(text, turn_ids) if rel.startswith("sessions/") else (text, 0)
+                lines = new.split("\n")
+                kept = [ln for ln in lines if not any(q in ln.encode() for q in quoted)]
+                n += len(lines) - len(kept)
+                if not n:
+                    break
+                try:
+                    store.write_if(rel, "\n".join(kept), expected_sha256=hashlib.sha256(data).hexdigest(),
+                                   source="users.delete")  # fmt: skip
+                except StaleWriteError:
+                    continue
+                report.group_blocks += n
+                touched = True
+                break
+        if touched:
+            changed.append(scope)
+    return changed
 
 
 def _forget_live(gateway: Gateway, user_id: str, sessions: Iterable[str]) -> None:

@@ -140,3 +140,46 @@ def test_a_failed_index_step_is_reported_and_a_second_delete_finishes(
     assert "nothing of" in capsys.readouterr().out
     assert kith(cfg_path, "users", "delete", "websocket:alice", "--yes") == 2  # an account must be known
     assert "no user" in capsys.readouterr().err
+
+
+def test_her_turns_leave_a_group_conversation_and_the_others_stay(tmp_path: Path) -> None:
+    cfg_path = write_config(tmp_path)
+    config = config_of(cfg_path)
+    data = Path(config.data_dir)
+    canary = _canary()
+
+    async def before() -> str:
+        gw = await started(config)
+        try:
+            await gw.handle_inbound(message("bob opens the group: the picnic is on saturday", account="bob",
+                                            group="g1"))  # fmt: skip
+            await gw.handle_inbound(message(f"alice in the group: my pin is {canary} do not tell", account="alice",
+                                            group="g1"))  # fmt: skip
+            await gw.handle_inbound(message("bob again: bring the lemonade please", account="bob", group="g1"))
+            await gw.settle()
+            alice = gw.identities.lookup("websocket", "alice")
+            assert alice
+            return alice
+        finally:
+            await gw.close()
+
+    alice = asyncio.run(before())
+    assert any(f.startswith("channels/") for f in files_with(data, canary))
+    assert kith(cfg_path, "users", "delete", alice, "--yes") == 0
+    assert files_with(data, canary) == []
+    logs = "".join(p.read_text() for p in (data / "channels").rglob("sessions/*.md"))
+    assert "picnic is on saturday" in logs and "bring the lemonade" in logs
+
+    async def after() -> None:
+        gw = await started(config)
+        try:
+            assert gw.memory is not None
+            scope = next(s for s in gw.memory.known_scopes() if s.startswith("channel:"))
+            hits = await gw.memory.recall(scope=scope, query="picnic saturday", k=5)
+            assert any("picnic" in h.text for h in hits)
+            assert not any(canary in h.text for h in await gw.memory.recall(scope=scope, query="pin", k=20))
+        finally:
+            await gw.close()
+
+    asyncio.run(after())
+    assert files_with(data, canary) == []

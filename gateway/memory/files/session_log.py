@@ -228,6 +228,26 @@ def _blocks(text: str, day: date | None) -> list[tuple[str, LogEntry | TurnRecor
     return out
 
 
+def without_turns(text: str, turn_ids: set[str]) -> tuple[str, int]:
+    """``text`` without the blocks (current format) of ``turn_ids``, and how many were removed
+    (``kith users delete`` takes a person's turns out of a group conversation's log)."""
+    lines = text.split("\n")
+    keep: list[str] = []
+    removed = 0
+    i = 0
+    while i < len(lines):
+        m = _MARKER.match(lines[i])
+        if m is not None:
+            fields = _fields(m.group(1))
+            if fields.get("v") == VERSION and fields.get("id") in turn_ids:
+                i = _region_end(lines, i + 1)
+                removed += 1
+                continue
+        keep.append(lines[i])
+        i += 1
+    return "\n".join(keep), removed
+
+
 def _region_end(lines: list[str], i: int) -> int:
     """First line after a marker that is not part of its block."""
     if i < len(lines) and lines[i].startswith("## "):
