@@ -77,6 +77,7 @@ class Client:
         self.state: dict[str, Any] = {}
         self._answers: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._reader: asyncio.Task[None] | None = None
+        self.closed = False
 
     async def recv(self) -> dict[str, Any]:
         msg = await self.ws.receive()
@@ -107,10 +108,15 @@ class Client:
                 else:
                     await self._answers.put(frame)
         except (ConnectionError, aiohttp.ClientError) as exc:
+            self.closed = True
+            if self.view is not None:
+                self.view.disconnected()  # at once, not only when the next line is sent
             await self._answers.put({"type": "closed", "message": str(exc)})
 
     async def ask(self, text: str, *, stream: bool) -> tuple[bool, str]:
         """Send ``text``; (True, reply text) or (False, an error line). Streams to the view if asked."""
+        if self.closed:
+            raise ConnectionError("the connection closed")
         self.seq += 1
         ref = f"{self.seq}-{uuid.uuid4().hex[:6]}"
         await self.ws.send_json({"type": "message", "id": ref, "text": text})

@@ -192,6 +192,11 @@ class View:
         with self._lock:
             self._above_prompt(self._render(text, notice))
 
+    def disconnected(self) -> None:
+        with self._lock:
+            self._stop_live()
+            self._above_prompt(Text("── the connection to kith closed; Enter or Ctrl-D leaves ──", style="bold red"))
+
     def error(self, text: str) -> None:
         with self._lock:
             self._busy = False
