@@ -315,8 +315,11 @@ class Connection:
         await self.send({"type": "reply", "id": ref, "text": reply.text, "session_id": reply.session_id,
                          "otr": reply.otr, "notice": reply.notice, "turn_id": reply.turn_id})
         # A command (or a session started after an idle gap) may have changed what every client of this
-        # person shows; each is sent a state frame only if its view changed.
-        await self.adapter.push_state(self.user_id)
+        # person shows; each is sent a state frame only if its view changed. (Whose: as of now, a /link
+        # confirmed in this turn may have merged this client's person into another.)
+        user = self.user()
+        if user is not None:
+            await self.adapter.push_state(user.user_id)
 
 
 class WebSocketAdapter(Adapter):
