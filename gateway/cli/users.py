@@ -72,11 +72,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 def _add_login_commands(usub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    """``kith users login-link`` and friends live with web sign-in (gateway/cli/users_login.py)."""
-    try:
-        from gateway.cli import users_login
-    except ImportError:  # web sign-in not installed in this tree yet: the other actions still work
-        return
+    """``kith users login-link`` lives with web sign-in (gateway/cli/users_login.py)."""
+    from gateway.cli import users_login
+
     users_login.add_subcommands(usub)
 
 
