@@ -11,44 +11,44 @@ from tests.fakes.anthropic import FakeAnthropic
 from tests.web.chat_support import T, browser, open_chat, wait_until  # noqa: F401  (browser is a fixture)
 
 pytestmark = pytest.mark.browser
+SIZES = ["desktop", "phone"]
 
 
-@pytest.mark.parametrize("size", ["desktop", "phone"])
 async def test_settings_change_name_and_timezone_and_the_next_prompt_follows(
-    browser: Any, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any], size: str  # noqa: F811
+    browser: Any, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]  # noqa: F811
 ) -> None:
     gw = await make_gateway(llm=anthropic_llm)
-    chat = await open_chat(browser, gw, size, client_id=f"web-settings-{size}")
-    page = chat.page
-    await page.click("#settings-btn")
-    await page.wait_for_selector("#settings[open]")
-    # Keyboard only: the panel has focus, fields in order, Escape closes it.
-    await page.fill("#s-name", "Ada")
-    await page.select_option("#s-tz", "Pacific/Kiritimati")
-    await page.select_option("#s-tier", "3")
-    await chat.shot("settings")
-    await page.click("#settings-form button[type=submit]")
-    await page.wait_for_selector("#settings-status:has-text('Saved')")
-    user_id = gw.identities.lookup("websocket", f"web-settings-{size}")
-    assert user_id is not None
-    user = gw.state.users.get(user_id)
-    assert user is not None
-    assert user.display_name == "Ada" and user.timezone == "Pacific/Kiritimati" and user.tier == 3
-    await page.keyboard.press("Escape")
-    await page.wait_for_selector("#settings:not([open])", state="attached")
-    assert await page.inner_text("#person-name") == "Ada"
-    # The next prompt's date line is in the new zone.
-    fake_anthropic.enqueue("noted")
-    await chat.reply_after("what time is it?")
-    assert "(Pacific/Kiritimati)" in fake_anthropic.system_text()
-    # Reopened after a reload, the panel shows what was saved.
-    await page.reload()
-    await page.wait_for_selector("#conn.on")
-    await page.click("#settings-btn")
-    await wait_until(page, "document.getElementById('s-tz').value === 'Pacific/Kiritimati'")
-    assert await page.input_value("#s-name") == "Ada"
-    assert await page.input_value("#s-tier") == "3"
-    assert not chat.errors, chat.errors
+    for size in SIZES:  # one gateway, a desktop and a phone browser in turn
+        chat = await open_chat(browser, gw, size, client_id=f"web-settings-{size}")
+        page = chat.page
+        await page.click("#settings-btn")
+        await page.wait_for_selector("#settings[open]")
+        await page.fill("#s-name", "Ada")
+        await page.select_option("#s-tz", "Pacific/Kiritimati")
+        await page.select_option("#s-tier", "3")
+        await chat.shot("settings")
+        await page.click("#settings-form button[type=submit]")
+        await page.wait_for_selector("#settings-status:has-text('Saved')")
+        user_id = gw.identities.lookup("websocket", f"web-settings-{size}")
+        assert user_id is not None
+        user = gw.state.users.get(user_id)
+        assert user is not None
+        assert user.display_name == "Ada" and user.timezone == "Pacific/Kiritimati" and user.tier == 3
+        await page.keyboard.press("Escape")
+        await page.wait_for_selector("#settings:not([open])", state="attached")
+        assert await page.inner_text("#person-name") == "Ada"
+        # The next prompt's date line is in the new zone.
+        fake_anthropic.enqueue("noted")
+        await chat.reply_after("what time is it?")
+        assert "(Pacific/Kiritimati)" in fake_anthropic.system_text()
+        # Reopened after a reload, the panel shows what was saved.
+        await page.reload()
+        await page.wait_for_selector("#conn.on")
+        await page.click("#settings-btn")
+        await wait_until(page, "document.getElementById('s-tz').value === 'Pacific/Kiritimati'")
+        assert await page.input_value("#s-name") == "Ada"
+        assert await page.input_value("#s-tier") == "3"
+        assert not chat.errors, chat.errors
 
 
 async def test_linking_another_browser_from_the_person_panel(

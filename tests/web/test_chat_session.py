@@ -14,29 +14,29 @@ pytestmark = pytest.mark.browser
 SIZES = ["desktop", "phone"]
 
 
-@pytest.mark.parametrize("size", SIZES)
 async def test_reload_shows_the_conversation(
-    browser: Any, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any], size: str  # noqa: F811
+    browser: Any, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]  # noqa: F811
 ) -> None:
     gw = await make_gateway(llm=anthropic_llm)
-    fake_anthropic.enqueue("First answer with a **bold** word.")
-    fake_anthropic.enqueue("Second answer:\n\n1. one\n2. two")
-    chat = await open_chat(browser, gw, size)
-    await chat.reply_after("first question")
-    await chat.reply_after("second question")
-    await chat.page.reload()
-    page = chat.page
-    await page.wait_for_selector("#conn.on")
-    await wait_until(page, "document.querySelectorAll('#log .msg').length >= 4")
-    mine = await page.locator("#log .msg.me").all_inner_texts()
-    bots = page.locator("#log .msg.bot")
-    assert mine == ["first question", "second question"]
-    assert await bots.count() == 2
-    assert await bots.nth(0).locator("strong").inner_text() == "bold"  # replayed replies are Markdown too
-    assert await bots.nth(1).locator("ol > li").count() == 2
-    assert not await page.locator(".load-earlier").count()  # everything fits one page
-    await chat.shot("reloaded")
-    assert not chat.errors, chat.errors
+    for size in SIZES:  # one gateway, a desktop and a phone browser in turn
+        fake_anthropic.enqueue("First answer with a **bold** word.")
+        fake_anthropic.enqueue("Second answer:\n\n1. one\n2. two")
+        chat = await open_chat(browser, gw, size, client_id=f"web-reload_shows_the_con-{size}")
+        await chat.reply_after("first question")
+        await chat.reply_after("second question")
+        await chat.page.reload()
+        page = chat.page
+        await page.wait_for_selector("#conn.on")
+        await wait_until(page, "document.querySelectorAll('#log .msg').length >= 4")
+        mine = await page.locator("#log .msg.me").all_inner_texts()
+        bots = page.locator("#log .msg.bot")
+        assert mine == ["first question", "second question"]
+        assert await bots.count() == 2
+        assert await bots.nth(0).locator("strong").inner_text() == "bold"  # replayed replies are Markdown too
+        assert await bots.nth(1).locator("ol > li").count() == 2
+        assert not await page.locator(".load-earlier").count()  # everything fits one page
+        await chat.shot("reloaded")
+        assert not chat.errors, chat.errors
 
 
 async def test_load_earlier_pages_back_through_a_long_session(
@@ -64,104 +64,105 @@ async def test_load_earlier_pages_back_through_a_long_session(
     assert not chat.errors, chat.errors
 
 
-@pytest.mark.parametrize("size", SIZES)
 async def test_a_past_session_is_found_by_search_and_opened_read_only(
-    browser: Any, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any], size: str  # noqa: F811
+    browser: Any, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]  # noqa: F811
 ) -> None:
     gw = await make_gateway(llm=anthropic_llm)
-    fake_anthropic.enqueue("Zebras migrate with the *rains*.")
-    fake_anthropic.enqueue("Sure, a new topic.")
-    chat = await open_chat(browser, gw, size)
-    page = chat.page
-    await chat.reply_after("tell me about the zebra migration")
-    await chat.reply_after("/new", notice=True)
-    await chat.reply_after("something else entirely")
-    await page.click("#sessions-btn")
-    await page.wait_for_selector("#sessions[open] .session-item")
-    assert await page.locator("#sessions .session-item").count() == 2
-    await chat.shot("sessions")
-    await page.fill("#search", "zebra")
-    await page.press("#search", "Enter")
-    await wait_until(page, "document.querySelectorAll('#sessions .session-item').length === 1")
-    await chat.shot("search")
-    await page.click("#sessions .session-item")
-    await page.wait_for_selector("#archive .msg.bot")
-    assert await page.is_hidden("#composer") and await page.is_hidden("#log")
-    assert await page.is_visible("#archive-bar")
-    archive = await page.locator("#archive .msg").all_inner_texts()
-    assert archive[0] == "tell me about the zebra migration"
-    assert "Zebras migrate" in archive[1]
-    assert await page.locator("#archive .msg.bot em").inner_text() == "rains"
-    assert not any("something else" in t for t in archive)
-    await chat.shot("archive")
-    await page.keyboard.press("Escape")  # back to the live chat
-    await page.wait_for_selector("#composer:not([hidden])")
-    assert "something else entirely" in await page.locator("#log").inner_text()
-    assert not chat.errors, chat.errors
+    for size in SIZES:  # one gateway, a desktop and a phone browser in turn
+        fake_anthropic.enqueue("Zebras migrate with the *rains*.")
+        fake_anthropic.enqueue("Sure, a new topic.")
+        chat = await open_chat(browser, gw, size, client_id=f"web-a_past_session_is_fo-{size}")
+        page = chat.page
+        await chat.reply_after("tell me about the zebra migration")
+        await chat.reply_after("/new", notice=True)
+        await chat.reply_after("something else entirely")
+        await page.click("#sessions-btn")
+        await page.wait_for_selector("#sessions[open] .session-item")
+        assert await page.locator("#sessions .session-item").count() == 2
+        await chat.shot("sessions")
+        await page.fill("#search", "zebra")
+        await page.press("#search", "Enter")
+        await wait_until(page, "document.querySelectorAll('#sessions .session-item').length === 1")
+        await chat.shot("search")
+        await page.click("#sessions .session-item")
+        await page.wait_for_selector("#archive .msg.bot")
+        assert await page.is_hidden("#composer") and await page.is_hidden("#log")
+        assert await page.is_visible("#archive-bar")
+        archive = await page.locator("#archive .msg").all_inner_texts()
+        assert archive[0] == "tell me about the zebra migration"
+        assert "Zebras migrate" in archive[1]
+        assert await page.locator("#archive .msg.bot em").inner_text() == "rains"
+        assert not any("something else" in t for t in archive)
+        await chat.shot("archive")
+        await page.keyboard.press("Escape")  # back to the live chat
+        await page.wait_for_selector("#composer:not([hidden])")
+        assert "something else entirely" in await page.locator("#log").inner_text()
+        assert not chat.errors, chat.errors
 
 
-@pytest.mark.parametrize("size", SIZES)
 async def test_off_the_record_label_follows_otr_on_off_and_new(
-    browser: Any, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any], size: str  # noqa: F811
+    browser: Any, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]  # noqa: F811
 ) -> None:
     gw = await make_gateway(llm=anthropic_llm)
-    chat = await open_chat(browser, gw, size)
-    page = chat.page
-    assert await page.is_hidden("#otr")
-    await chat.reply_after("/otr on", notice=True)
-    await page.wait_for_selector("#otr:not([hidden])")
-    assert await page.evaluate("document.body.classList.contains('otr')")
-    assert (await page.text_content("#session") or "").startswith("otr ") or size == "phone"
-    await chat.shot("otr-on")
-    await chat.reply_after("/otr off", notice=True)
-    await page.wait_for_selector("#otr[hidden]", state="attached")
-    await chat.reply_after("/otr on", notice=True)
-    await page.wait_for_selector("#otr:not([hidden])")
-    await chat.reply_after("/new", notice=True)
-    await page.wait_for_selector("#otr[hidden]", state="attached")
-    assert not await page.evaluate("document.body.classList.contains('otr')")
-    # The settings switch shows the same state, and turning it on there is /otr on.
-    await page.click("#settings-btn")
-    await page.wait_for_selector("#settings[open]")
-    assert not await page.is_checked("#s-otr")
-    await page.click("#s-otr")
-    await page.wait_for_selector("#otr:not([hidden])")
-    await wait_until(page, "document.getElementById('s-otr').checked")
-    assert "On" in await page.inner_text("#s-otr-label")
-    await chat.shot("settings-otr")
-    assert not chat.errors, chat.errors
+    for size in SIZES:  # one gateway, a desktop and a phone browser in turn
+        chat = await open_chat(browser, gw, size, client_id=f"web-off_the_record_label-{size}")
+        page = chat.page
+        assert await page.is_hidden("#otr")
+        await chat.reply_after("/otr on", notice=True)
+        await page.wait_for_selector("#otr:not([hidden])")
+        assert await page.evaluate("document.body.classList.contains('otr')")
+        assert (await page.text_content("#session") or "").startswith("otr ") or size == "phone"
+        await chat.shot("otr-on")
+        await chat.reply_after("/otr off", notice=True)
+        await page.wait_for_selector("#otr[hidden]", state="attached")
+        await chat.reply_after("/otr on", notice=True)
+        await page.wait_for_selector("#otr:not([hidden])")
+        await chat.reply_after("/new", notice=True)
+        await page.wait_for_selector("#otr[hidden]", state="attached")
+        assert not await page.evaluate("document.body.classList.contains('otr')")
+        # The settings switch shows the same state, and turning it on there is /otr on.
+        await page.click("#settings-btn")
+        await page.wait_for_selector("#settings[open]")
+        assert not await page.is_checked("#s-otr")
+        await page.click("#s-otr")
+        await page.wait_for_selector("#otr:not([hidden])")
+        await wait_until(page, "document.getElementById('s-otr').checked")
+        assert "On" in await page.inner_text("#s-otr-label")
+        await chat.shot("settings-otr")
+        assert not chat.errors, chat.errors
 
 
-@pytest.mark.parametrize("size", SIZES)
 async def test_an_over_long_draft_is_refused_in_the_page_and_kept(
-    browser: Any, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any], size: str  # noqa: F811
+    browser: Any, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]  # noqa: F811
 ) -> None:
     gw = await make_gateway(llm=anthropic_llm)
-    chat = await open_chat(browser, gw, size)
-    page = chat.page
-    draft = "x" * 32_001
-    await chat.send(draft)
-    await page.wait_for_selector("#composer-error:not([hidden])")
-    assert "32,000" in await page.inner_text("#composer-error")
-    assert await page.input_value("#input") == draft
-    assert await page.locator("#log .msg.me").count() == 0
-    assert fake_anthropic.turn_requests() == []
-    await chat.shot("too-long")
-    # Multi-byte text within the character limit can still exceed the frame limit: refused too.
-    await chat.send("🦓" * 20_000)
-    await page.wait_for_selector("#composer-error:has-text('bytes')")
-    assert await page.input_value("#input") == "🦓" * 20_000
-    # The draft survives a reload (kept in the browser while typed).
-    await page.fill("#input", "half-written thought")
-    await page.reload()
-    await page.wait_for_selector("#conn.on")
-    assert await page.input_value("#input") == "half-written thought"
-    # Shortened, it goes.
-    fake_anthropic.enqueue("got it")
-    await chat.reply_after("short now")
-    assert await page.is_hidden("#composer-error")
-    assert await page.input_value("#input") == ""
-    assert not chat.errors, chat.errors
+    for size in SIZES:  # one gateway, a desktop and a phone browser in turn
+        chat = await open_chat(browser, gw, size, client_id=f"web-an_over_long_draft_i-{size}")
+        page = chat.page
+        asked = len(fake_anthropic.turn_requests())
+        draft = "x" * 32_001
+        await chat.send(draft)
+        await page.wait_for_selector("#composer-error:not([hidden])")
+        assert "32,000" in await page.inner_text("#composer-error")
+        assert await page.input_value("#input") == draft
+        assert await page.locator("#log .msg.me").count() == 0
+        assert len(fake_anthropic.turn_requests()) == asked
+        await chat.shot("too-long")
+        # Multi-byte text within the character limit can still exceed the frame limit: refused too.
+        await chat.send("🦓" * 20_000)
+        await page.wait_for_selector("#composer-error:has-text('bytes')")
+        assert await page.input_value("#input") == "🦓" * 20_000
+        # The draft survives a reload (kept in the browser while typed).
+        await page.fill("#input", "half-written thought")
+        await page.reload()
+        await page.wait_for_selector("#conn.on")
+        assert await page.input_value("#input") == "half-written thought"
+        # Shortened, it goes.
+        fake_anthropic.enqueue("got it")
+        await chat.reply_after("short now")
+        assert await page.is_hidden("#composer-error")
+        assert await page.input_value("#input") == ""
+        assert not chat.errors, chat.errors
 
 
 async def test_reconnect_replays_what_happened_meanwhile_and_a_refused_message_stays_in_the_box(
