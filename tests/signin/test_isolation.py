@@ -6,7 +6,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from gateway.testing import test_config
+from gateway.testing import message, test_config
 from tests.security.guarded_daemon import operator_auth
 from tests.signin.rig import Notes, browser, daemon, person, person_api_urls, sign_in, url
 
@@ -88,3 +88,27 @@ async def test_a_bearer_token_is_judged_alone_never_falling_back_to_the_cookie(t
                 assert r.status == 401
             async with http.get(url(gw, "/t/whoami"), headers=operator_auth(gw)) as r:
                 assert await r.json() == {"user_id": None, "operator": True, "via": "operator-token"}
+
+
+async def test_another_persons_objects_are_404_under_ones_own_user_id(tmp_path: Path) -> None:
+    """B's session, turn and fact, asked for under A's own (authorised) URL, are as absent as made-up ids."""
+    async with daemon(test_config(tmp_path / "data")) as gw:
+        alice = await person(gw, "alice")
+        reply = await gw.handle_inbound(message("my locker code is 4711", account="bob"))
+        assert reply is not None and reply.turn_id and reply.session_id
+        bob = gw.identities.lookup("websocket", "bob")
+        assert bob is not None and gw.kg is not None
+        fact_id = gw.kg.add(bob, "Bob", "locker code", "4711").fact.id
+        objects = [("GET", f"/sessions/{reply.session_id}/messages"), ("GET", f"/turns/{reply.turn_id}/context"),
+                   ("DELETE", f"/facts/{fact_id}")]
+        async with browser() as http:
+            csrf = await sign_in(gw, http, alice)
+            for method, tail in objects:
+                for uid in ("me", alice):
+                    async with http.request(method, url(gw, f"/api/users/{uid}{tail}"),
+                                            json={} if method != "GET" else None,
+                                            headers={"X-CSRF-Token": csrf}) as resp:
+                        text = await resp.text()
+                        assert resp.status == 404, (method, uid, tail, resp.status, text)
+                    assert "4711" not in text
+        assert [f.object for f in gw.state.knowledge.all(bob)] == ["4711"]  # B's fact is still there
