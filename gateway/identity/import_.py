@@ -26,7 +26,7 @@ from typing import IO, Any
 
 from gateway.identity.export import FORMAT, VERSION
 from gateway.memory.files.scopes import ScopeError, root_for, user_scope
-from gateway.state import State
+from gateway.state import State, StorageError
 
 MAX_MEMBERS = 100_000
 MAX_FILE_BYTES = 256 * 1024 * 1024
@@ -207,6 +207,9 @@ def import_user(state: State, data_dir: Path, archive: Path, *, as_user: str | N
         os.rename(staging / "memory", root)  # same filesystem: the tree appears whole
         try:
             report.rows = state.people.restore(user_id, rows, session_ids=session_ids)
+        except StorageError as exc:  # rolled back; the tree goes too
+            shutil.rmtree(root, ignore_errors=True)
+            raise ArchiveError(f"the archive's rows do not fit this database ({exc}); nothing was imported") from None
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise

@@ -146,7 +146,7 @@ def test_a_failing_row_write_removes_the_files(tmp_path: Path, state: State) -> 
     data = tmp_path / "data"
     bad_rows = {"users": [{"user_id": "uold", "display_name": "Old", "timezone": "UTC", "created_at": None}]}
     archive = _tar(tmp_path / "a.tar.gz", _docs(**{"rows.json": json.dumps(bad_rows).encode()}))
-    with pytest.raises(Exception, match="NOT NULL"):
+    with pytest.raises(ArchiveError, match="NOT NULL"):
         import_user(state, data, archive, as_user="unew")
     _nothing_written(state, data)
 
