@@ -224,3 +224,25 @@ async def test_signed_in_cookie_links_the_client_to_its_person(kith_gateway: Gat
     assert (await anon.recv())["code"] == "unauthorized"
     await asyncio.wait_for(anon.ws.receive(), 5)
     assert anon.ws.close_code == 4401
+
+
+async def test_a_link_shows_the_joined_session_on_both_clients(kith_gateway: GatewayFactory,
+                                                               ws_connect: Connect) -> None:
+    gw = await kith_gateway()
+    laptop, phone = await ws_connect(gw), await ws_connect(gw)
+    await laptop.hello("laptop")
+    await phone.hello("phone")
+    await laptop.ask("on the laptop")
+    await phone.ask("on the phone")
+    code = (await laptop.ask("/link"))[0]["text"].split("link code is ")[1].split(".")[0]
+    asked = (await phone.ask(f"/link {code}"))[0]["text"]
+    shown = next(f["text"] for f in await said(laptop, "/link") if f["type"] == "reply")
+    await laptop.ask("/link confirm " + shown.split("/link confirm ")[1].split("`")[0])
+    frames = await said(phone, "/link confirm " + asked.split("/link confirm ")[1].split("`")[0])
+    assert any(f["type"] == "reply" and f["text"].startswith("Linked.") for f in frames)
+    # one person, one direct session: the merge kept the newest open (the phone's, used last), so the
+    # phone's view did not change and the laptop is told it is in that session now
+    assert states(frames) == []
+    joined = (await history(phone))["session_id"]
+    assert (await frame_of(laptop, "state"))["session_id"] == joined == (await history(laptop))["session_id"]
+    assert gw.identities.lookup("websocket", "phone") == gw.identities.lookup("websocket", "laptop")
