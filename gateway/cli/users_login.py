@@ -12,9 +12,11 @@ import argparse
 import asyncio
 import json
 import sys
+from pathlib import Path
 
 from gateway.cli.common import load_or_exit
 from gateway.cli.daemon import DaemonError, ask_daemon
+from gateway.config import Config
 from gateway.safetext import printable
 
 LINKS_PATH = "/api/session/links"
@@ -23,17 +25,39 @@ LINKS_PATH = "/api/session/links"
 def add_subcommands(users_sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """Called by ``gateway/cli/users.py`` with the subparsers of ``kith users``."""
     p = users_sub.add_parser("login-link", help="print a one-time web sign-in link for a user (needs the daemon)")
-    p.add_argument("user", help="user id")
+    p.add_argument("user", metavar="USER", help="a user id, channel:account, or a display name only one person has")
     p.add_argument("--operator", action="store_true",
                    help="the session gets the operator role (all users, pairing, quarantine)")
     p.add_argument("--json", action="store_true", help="print {url, user, operator, expires_at} as JSON")
     p.set_defaults(func=login_link)
 
 
+def _user_id(config: Config, user: str) -> str:
+    """USER as every ``kith users`` action reads it (gateway/cli/users.py ``resolve``), from the state file
+    the daemon writes; without one, USER as given (the daemon answers whether it exists)."""
+    from gateway.cli.users import resolve
+    from gateway.state import open_state
+
+    path = Path(config.data_dir) / "state.sqlite"
+    if not path.exists():
+        return user
+    state = open_state(path)
+    try:
+        return resolve(state, user)
+    finally:
+        state.close()
+
+
 def login_link(args: argparse.Namespace) -> int:
+    from gateway.cli.users import UsageError
+
     config = load_or_exit(args)
     try:
-        out = asyncio.run(ask_daemon(config, "POST", LINKS_PATH, {"user": args.user, "operator": bool(args.operator)}))
+        user_id = _user_id(config, args.user)
+        out = asyncio.run(ask_daemon(config, "POST", LINKS_PATH, {"user": user_id, "operator": bool(args.operator)}))
+    except UsageError as exc:
+        print(f"kith users login-link: {exc}", file=sys.stderr)
+        return 2
     except DaemonError as exc:
         print(f"kith users login-link: {exc}", file=sys.stderr)
         return 2

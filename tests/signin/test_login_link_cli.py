@@ -49,13 +49,18 @@ async def test_login_link_against_a_running_daemon(tmp_path: Path, capsys: pytes
             async with http.get(url(gw, "/t/whoami")) as resp:
                 assert (await resp.json())["operator"] is True
 
+        # USER as every `kith users` action reads it: a display name only one person has, channel:account.
+        for name in ("Alice", "websocket:alice"):
+            assert await kith("-c", str(cfg), "users", "login-link", name, "--json") == 0
+            assert json.loads(capsys.readouterr().out)["user"] == alice
+
         assert await kith("-c", str(cfg), "users", "login-link", "u-nobody") == 2
-        assert "404" in capsys.readouterr().err
+        assert "no user 'u-nobody'" in capsys.readouterr().err
 
 
 async def test_login_link_without_a_daemon_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     async with daemon(test_config(tmp_path / "data")) as gw:
-        port = gw.port or 0
-    # The daemon is gone; its token file remains, nobody listens on the port.
-    assert await kith("-c", str(cli_config(tmp_path, port)), "users", "login-link", "u1") == 3
+        port, alice = gw.port or 0, await person(gw, "alice")
+    # The daemon is gone; its token file and state remain, nobody listens on the port.
+    assert await kith("-c", str(cli_config(tmp_path, port)), "users", "login-link", alice) == 3
     assert "no kith daemon answers" in capsys.readouterr().err
