@@ -217,13 +217,13 @@ class Connection:
                              "sign in there, or use a new client_id")
             return
         if not self.client_id and owner is None:
+            # A new account costs a row either way (a new person, or one more client of the signed-in one).
+            refusal = self.adapter.limits.new_user(self.remote)
+            if refusal is not None:
+                await self.error("rate_limited", refusal)
+                return
             if self.signed_in is not None:
-                await self._attach(client_id, name)
-            else:
-                refusal = self.adapter.limits.new_user(self.remote)
-                if refusal is not None:
-                    await self.error("rate_limited", refusal)
-                    return
+                self._attach(client_id, name)
         self.client_id, self.name = client_id, name
         user = gw.identities.resolve(self._message_obj("", ""))
         assert user is not None
@@ -234,7 +234,7 @@ class Connection:
                          "accounts": ws_conversation.accounts(gw, user.user_id),
                          "model_ready": gw.model_ready, "notice": "" if gw.model_ready else gw.model_help})
 
-    async def _attach(self, client_id: str, name: str) -> None:
+    def _attach(self, client_id: str, name: str) -> None:
         """A new client of a signed-in browser: its account joins the cookie's person (no new user)."""
         assert self.signed_in is not None
         state = self.adapter.gateway.state
