@@ -26,6 +26,7 @@ export class MessageLog {
     const el = document.createElement("div");
     el.className = "msg " + (ROLE_CLASS[role] || "notice") + (streaming ? " streaming" : "");
     if (seq !== undefined && seq !== null) el.dataset.seq = String(seq);
+    if (streaming) el.setAttribute("aria-busy", "true"); // read out once finished, not at every frame
     if (at) el.title = new Date(at).toLocaleString();
     this.fill(el, role, text);
     if (prepend) {
@@ -65,6 +66,7 @@ export class MessageLog {
 
   finish(el, role, text) {
     STREAMING.delete(el);
+    el.removeAttribute("aria-busy");
     el.className = "msg " + (ROLE_CLASS[role] || "notice");
     const stick = this.nearBottom();
     this.fill(el, role, text);
