@@ -108,9 +108,9 @@ class Client:
                 else:
                     await self._answers.put(frame)
         except (ConnectionError, aiohttp.ClientError) as exc:
-            self.closed = True
-            if self.view is not None:
+            if self.view is not None and not self.closed:
                 self.view.disconnected()  # at once, not only when the next line is sent
+            self.closed = True
             await self._answers.put({"type": "closed", "message": str(exc)})
 
     async def ask(self, text: str, *, stream: bool) -> tuple[bool, str]:
@@ -226,6 +226,7 @@ def interactive(args: argparse.Namespace, url: str) -> int:
     finally:
         with contextlib.suppress(BaseException):
             if client is not None:
+                client.closed = True  # we are leaving: the reader is not to announce it
                 net.run(client.ws.close())
             if http is not None:
                 net.run(http.close())
