@@ -103,7 +103,7 @@ PATH_PARAM = re.compile(r"\{(\w+)(?::[^}]*)?\}")
 @dataclass(frozen=True, slots=True)
 class Route:
     method: str
-    path: str  # aiohttp's form: "/api/users/{uid}/memory/files/{path:.*}"
+    path: str  # aiohttp's form: "/api/users/{uid}/memory/files/{path:.+}"
     summary: str
     answer: type[BaseModel]
     handler: Handler | None = None  # None: served by another module, declared here for the document
