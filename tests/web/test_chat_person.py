@@ -7,8 +7,10 @@ from typing import Any
 
 import pytest
 
+from gateway.http.signin import mint_link
 from tests.fakes.anthropic import FakeAnthropic
-from tests.web.chat_support import T, browser, open_chat, wait_until  # noqa: F401  (browser is a fixture)
+from tests.web.chat_support import SIZES as CHAT_SIZES
+from tests.web.chat_support import T, browser, open_chat, shot, wait_until  # noqa: F401  (browser is a fixture)
 
 pytestmark = pytest.mark.browser
 SIZES = ["desktop", "phone"]
@@ -82,3 +84,34 @@ async def test_linking_another_browser_from_the_person_panel(
     await laptop.shot("linked")
     for chat in (laptop, phone):
         assert not chat.errors, chat.errors
+
+
+async def test_a_sign_in_link_opens_the_chat_as_that_person_even_on_a_browser_someone_else_used(
+    browser: Any, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any],  # noqa: F811
+    ws_connect: Any,
+) -> None:
+    token = "t0ken-for-the-sign-in-link-test-0123456789"
+    gw = await make_gateway(llm=anthropic_llm, server={"port": 0, "token": token})
+    for client_id, name in (("web-shared", "Alice"), ("web-bob", "Bob")):
+        client = await ws_connect(gw, headers={"Authorization": f"Bearer {token}"})
+        await client.hello(client_id, name)
+    bob = gw.identities.lookup("websocket", "web-bob")
+    assert bob is not None
+    link = mint_link(gw, bob, operator=False, issued_by="test")
+    # This browser was Alice's client before; Bob signs in on it with his link.
+    context = await browser.new_context(**CHAT_SIZES["phone"])
+    await context.add_init_script("localStorage.getItem('kith.client_id') || "
+                                  "localStorage.setItem('kith.client_id', 'web-shared')")
+    page = await context.new_page()
+    await page.goto(link.url)
+    await page.wait_for_selector("#conn.on")
+    await wait_until(page, "document.getElementById('person-name').textContent === 'Bob'")
+    assert await page.is_hidden("#auth")
+    fake_anthropic.enqueue("hi Bob")
+    await page.fill("#input", "hello, it is Bob")
+    await page.press("#input", "Enter")
+    await page.wait_for_selector(".msg.bot:not(.streaming)")
+    new_id = await page.evaluate("localStorage.getItem('kith.client_id')")
+    assert new_id != "web-shared" and gw.identities.lookup("websocket", new_id) == bob
+    assert gw.identities.lookup("websocket", "web-shared") != bob  # Alice's account was not taken over
+    await shot(page, "signed-in-by-link", "phone")

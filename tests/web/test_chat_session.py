@@ -8,7 +8,8 @@ from typing import Any
 import pytest
 
 from tests.fakes.anthropic import FakeAnthropic
-from tests.web.chat_support import T, browser, open_chat, wait_until  # noqa: F401  (browser is a fixture)
+from tests.web.chat_support import SIZES as CHAT_SIZES
+from tests.web.chat_support import T, browser, open_chat, shot, wait_until  # noqa: F401  (browser is a fixture)
 
 pytestmark = pytest.mark.browser
 SIZES = ["desktop", "phone"]
@@ -218,3 +219,26 @@ async def test_past_sessions_found_by_meaning(
     assert await first.inner_text() == "tell me about the zebra migration"
     await chat.shot("search-meaning")
     assert not chat.errors, chat.errors
+
+
+async def test_with_a_token_the_page_asks_for_it_and_the_panels_work_with_it(
+    browser: Any, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]  # noqa: F811
+) -> None:
+    token = "t0ken-for-the-web-chat-test-0123456789"
+    gw = await make_gateway(llm=anthropic_llm, server={"port": 0, "token": token})
+    context = await browser.new_context(**CHAT_SIZES["phone"])
+    page = await context.new_page()
+    await page.goto(f"http://127.0.0.1:{gw.port}/")
+    await page.wait_for_selector("#auth[open]")  # no automatic sign-in when a token is configured
+    await shot(page, "token", "phone")
+    await page.fill("#token", token)
+    await page.press("#token", "Enter")
+    await page.wait_for_selector("#conn.on")
+    fake_anthropic.enqueue("hello with a token")
+    await page.fill("#input", "hi")
+    await page.press("#input", "Enter")
+    await page.wait_for_selector(".msg.bot:not(.streaming)")
+    # The panels speak the API with the token, for the user the socket named.
+    await page.click("#sessions-btn")
+    await page.wait_for_selector("#sessions .session-item")
+    assert await page.inner_text("#sessions .session-item .title") == "hi"

@@ -12,11 +12,12 @@ import { ChatSocket } from "./socket.js";
 const $ = (id) => document.getElementById(id);
 const HISTORY_PAGE = 50;
 
-const clientId = localStorage.getItem("kith.client_id") || (() => {
+function newClientId() {
   const id = "web-" + (crypto.randomUUID ? crypto.randomUUID() : String(Math.random()).slice(2));
   localStorage.setItem("kith.client_id", id);
   return id;
-})();
+}
+let clientId = localStorage.getItem("kith.client_id") || newClientId();
 
 // What the page knows about the person and the conversation, merged from `ready`, `state`, `reply`
 // frames and GET /api/me; every view is drawn from it.
@@ -228,6 +229,15 @@ function onReply(f) {
 }
 
 function onError(f) {
+  if (f.code === "unauthorized") return; // the sign-in dialog says what to do; the socket closes with 4401
+  if (f.code === "account_taken") {
+    // This browser's id belongs to someone else (another person signed in here before): the signed-in
+    // person gets a fresh id of their own, and the socket reconnects with it.
+    clientId = newClientId();
+    socket.clientId = clientId;
+    socket.ws?.close();
+    return;
+  }
   if (historyAsked.delete(f.id)) { log.setMore(false); return; } // a server without history: nothing to page
   const p = f.id !== undefined ? pending.get(f.id) : undefined;
   if (p) {
