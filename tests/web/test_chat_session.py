@@ -61,7 +61,16 @@ async def test_load_earlier_pages_back_through_a_long_session(
     texts = await page.locator("#log .msg").all_inner_texts()
     assert [t.strip() for t in texts[:4]] == ["question 0", "answer 0", "question 1", "answer 1"]
     assert texts[-1].strip() == "answer 26"
-    assert not await page.locator(".load-earlier").count()
+    assert not await page.locator("#log .load-earlier").count()
+    # The same session opened from History pages back the same way, through the API.
+    await page.click("#sessions-btn")
+    await page.click("#sessions .session-item")
+    await page.wait_for_selector("#archive .load-earlier")
+    assert await page.locator("#archive .msg").count() == 50
+    await page.click("#archive .load-earlier")
+    await wait_until(page, "document.querySelectorAll('#archive .msg').length === 54")
+    assert (await page.locator("#archive .msg").first.inner_text()).strip() == "question 0"
+    assert not await page.locator("#archive .load-earlier").count()
     assert not chat.errors, chat.errors
 
 
