@@ -10,6 +10,7 @@ Two kinds of match, because people rarely quote their memories word for word:
 
 Only lines that hold what someone said or wrote are candidates: headings of session logs, their
 turn markers and speaker lines are structure (the turn index is rebuilt from them), never content.
+``lines_of_ref`` resolves what a recall hit (its chunk id) or ``<path>:<line>`` stands for.
 Everything here reads; ``gateway.memory.forgetting`` applies a plan.
 """
 
@@ -24,6 +25,7 @@ from typing import Any, Literal
 import numpy as np
 
 from gateway.memory.files.errors import MemoryStoreError
+from gateway.memory.search.chunk import chunk_file
 from gateway.memory.search.indexer import indexable
 from gateway.state import Fact
 
@@ -178,3 +180,43 @@ def matching_facts(facts: list[Fact], needle: str, *, self_ids: tuple[str, ...])
                                                                                                    needle)):
             out.append(FactMatch(f, "semantic"))
     return out
+
+
+def lines_of_ref(store: Any, ref: str) -> list[LineMatch]:
+    """The lines a recall hit (``f:<path>#<n>``, ``t:<turn id>``) or ``<path>:<line>`` stands for."""
+    try:
+        if ref.startswith("t:"):
+            return _turn_lines(store, ref[2:])
+        if ref.startswith("f:") and "#" in ref:
+            path = ref[2:].rpartition("#")[0]
+            chunk = next((c for c in chunk_file(path, store.read(path)) if c.chunk_id == ref), None)
+            if chunk is None:
+                return []
+            inside = fold(chunk.text)
+            return [LineMatch(path, no, line, "literal") for no, line in enumerate(store.read(path).splitlines(), 1)
+                    if (body := content_of(path, line)) is not None and fold(body) in inside]  # fmt: skip
+        path, _, no = ref.rpartition(":")
+        if path and no.isdigit():
+            lines = store.read(path).splitlines()
+            n = int(no)
+            if 1 <= n <= len(lines) and content_of(path, lines[n - 1]) is not None:
+                return [LineMatch(path, n, lines[n - 1], "literal")]
+    except MemoryStoreError:
+        return []
+    return []
+
+
+def _turn_lines(store: Any, turn_id: str) -> list[LineMatch]:
+    marker = f"id={turn_id} "
+    for entry in store.files("sessions"):
+        lines = store.read(entry.path).splitlines()
+        for i, line in enumerate(lines):
+            if line.startswith("<!-- kith:turn") and marker in line:
+                out = []
+                for j in range(i + 1, len(lines)):
+                    if lines[j].startswith("<!-- kith:turn"):
+                        break
+                    if content_of(entry.path, lines[j]) is not None:
+                        out.append(LineMatch(entry.path, j + 1, lines[j], "literal"))
+                return out
+    return []

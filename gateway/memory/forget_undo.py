@@ -4,13 +4,14 @@ One JSON file per forget in ``<root>/.forgotten/<id>.json``, next to the store's
 a dot-name, so no store API (``memory_get``, the indexer, ``grep``) ever lists or reads it and what
 was forgotten never reaches recall or a prompt through it. It holds each changed file's text before
 the forget (restored byte for byte when the file has not changed since) and the removed lines with
-their positions (put back into a file edited since), and the deleted facts. Records older than
-``KEEP_DAYS`` are deleted: forgetting is meant to end in forgotten.
+their positions (put back into a file edited since, ``restore_text``), the deleted facts and the old
+transcript rows. Records older than ``KEEP_DAYS`` are deleted: forgetting is meant to end in forgotten.
 """
 
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import json
 import os
 import time
@@ -98,3 +99,25 @@ def expire(root: Path, now: float | None = None) -> int:
                 os.unlink(name, dir_fd=fd)
                 gone += 1
     return gone
+
+
+def restore_text(current: str | None, entry: dict[str, Any]) -> str:
+    """The file with the removed lines back: the exact old text when nothing changed since, else the
+    lines put back where they were (a placeholder in a session log is replaced in place)."""
+    if current is not None and hashlib.sha256(current.encode("utf-8")).hexdigest() == entry.get("after_sha256"):
+        return str(entry["before"])
+    rows = (current or "").splitlines(keepends=True)
+    if rows and not rows[-1].endswith(("\n", "\r")):
+        rows[-1] += "\n"
+    for item in sorted(entry.get("removed", []), key=lambda r: int(r["line"])):
+        idx = int(item["line"]) - 1
+        text = str(item["text"]) + "\n"
+        instead = str(item.get("replaced_with") or "")
+        if instead:
+            near = [i for i, r in enumerate(rows) if r.rstrip("\r\n") == instead]
+            if near:
+                best = min(near, key=lambda i: abs(i - idx))
+                rows[best] = text
+                continue
+        rows.insert(min(max(idx, 0), len(rows)), text)
+    return "".join(rows)

@@ -34,7 +34,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
 from gateway.memory import forget_undo
-from gateway.memory.files.errors import MemoryFileNotFoundError, MemoryStoreError
+from gateway.memory.files.errors import MemoryFileNotFoundError
 from gateway.memory.files.scopes import user_scope
 from gateway.memory.forget_match import (
     SEMANTIC_HITS,
@@ -45,12 +45,12 @@ from gateway.memory.forget_match import (
     content_of,
     fold,
     is_record_file,
+    lines_of_ref,
     literal_lines,
     matching_facts,
     scrub_record,
     semantic_candidates,
 )
-from gateway.memory.search.chunk import chunk_file
 from gateway.memory.search.index import point_id
 from gateway.types import StashKey
 
@@ -192,47 +192,7 @@ async def _by_ref(gateway: Gateway, user_id: str, ref: str) -> tuple[list[LineMa
         fact = kg.get(int(ref[5:])) if ref[5:].isdigit() else None
         return [], [FactMatch(fact, "literal")] if fact is not None and fact.user_id == user_id else []
     store = memory.store_for_user(user_id)
-    return await asyncio.to_thread(_lines_of_ref, store, ref), []
-
-
-def _lines_of_ref(store: MemoryStore, ref: str) -> list[LineMatch]:
-    """The lines a recall hit (``f:<path>#<n>``, ``t:<turn id>``) or ``<path>:<line>`` stands for."""
-    try:
-        if ref.startswith("t:"):
-            return _turn_lines(store, ref[2:])
-        if ref.startswith("f:") and "#" in ref:
-            path = ref[2:].rpartition("#")[0]
-            chunk = next((c for c in chunk_file(path, store.read(path)) if c.chunk_id == ref), None)
-            if chunk is None:
-                return []
-            inside = fold(chunk.text)
-            return [LineMatch(path, no, line, "literal") for no, line in enumerate(store.read(path).splitlines(), 1)
-                    if (body := content_of(path, line)) is not None and fold(body) in inside]  # fmt: skip
-        path, _, no = ref.rpartition(":")
-        if path and no.isdigit():
-            lines = store.read(path).splitlines()
-            n = int(no)
-            if 1 <= n <= len(lines) and content_of(path, lines[n - 1]) is not None:
-                return [LineMatch(path, n, lines[n - 1], "literal")]
-    except MemoryStoreError:
-        return []
-    return []
-
-
-def _turn_lines(store: MemoryStore, turn_id: str) -> list[LineMatch]:
-    marker = f"id={turn_id} "
-    for entry in store.files("sessions"):
-        lines = store.read(entry.path).splitlines()
-        for i, line in enumerate(lines):
-            if line.startswith("<!-- kith:turn") and marker in line:
-                out = []
-                for j in range(i + 1, len(lines)):
-                    if lines[j].startswith("<!-- kith:turn"):
-                        break
-                    if content_of(entry.path, lines[j]) is not None:
-                        out.append(LineMatch(entry.path, j + 1, lines[j], "literal"))
-                return out
-    return []
+    return await asyncio.to_thread(lines_of_ref, store, ref), []
 
 
 # ---------------------------------------------------------------------------------- the transcript
@@ -421,28 +381,6 @@ def _with_query(report: ForgetReport, query: str) -> ForgetReport:
 # ------------------------------------------------------------------------------------------- undo
 
 
-def _restore_text(current: str | None, entry: dict[str, Any]) -> str:
-    """The file with the removed lines back: the exact old text when nothing changed since, else the
-    lines put back where they were (a placeholder in a session log is replaced in place)."""
-    if current is not None and _sha(current) == entry.get("after_sha256"):
-        return str(entry["before"])
-    rows = (current or "").splitlines(keepends=True)
-    if rows and not rows[-1].endswith(("\n", "\r")):
-        rows[-1] += "\n"
-    for item in sorted(entry.get("removed", []), key=lambda r: int(r["line"])):
-        idx = int(item["line"]) - 1
-        text = str(item["text"]) + "\n"
-        instead = str(item.get("replaced_with") or "")
-        if instead:
-            near = [i for i, r in enumerate(rows) if r.rstrip("\r\n") == instead]
-            if near:
-                best = min(near, key=lambda i: abs(i - idx))
-                rows[best] = text
-                continue
-        rows.insert(min(max(idx, 0), len(rows)), text)
-    return "".join(rows)
-
-
 async def undo_forget(gateway: Gateway, user_id: str, forget_id: str | None = None, *, actor: str) -> ForgetReport:
     """Put back what a forget removed (the newest one when ``forget_id`` is None)."""
     memory, kg = gateway.memory, gateway.kg
@@ -461,7 +399,7 @@ async def undo_forget(gateway: Gateway, user_id: str, forget_id: str | None = No
             current: str | None = await asyncio.to_thread(store.read, path)
         except MemoryFileNotFoundError:
             current = None
-        text = _restore_text(current, entry)
+        text = forget_undo.restore_text(current, entry)
         await asyncio.to_thread(store.write, path, text, source=f"forget-undo:{actor}", message_id=fid, trust="user")
         paths.append(path)
         restored += len(entry.get("removed", []))
