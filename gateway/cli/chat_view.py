@@ -50,6 +50,7 @@ class View:
         self._busy = False  # a message is being answered: status lines wait until its reply is shown
         self._pending: list[Text] = []
         self._prompt = ""
+        self._gone = False  # the person left: what still arrives (a reply being streamed) is not drawn
         self._readline: Any = None
         self._setup_readline()
 
@@ -148,6 +149,8 @@ class View:
 
     def delta(self, piece: str) -> None:
         with self._lock:
+            if self._gone:
+                return
             self._streamed += piece
             if not self.console.is_terminal:
                 return  # no live redraw on a pipe: the whole reply is printed once it is complete
@@ -158,6 +161,8 @@ class View:
 
     def reply(self, text: str, *, notice: bool, dropped: bool = False) -> None:
         with self._lock:
+            if self._gone:
+                return
             if dropped:
                 self._stop_live()
             elif self._live is not None:
@@ -190,10 +195,14 @@ class View:
     def proactive(self, text: str, *, notice: bool) -> None:
         """A message nobody asked for just now (a reminder)."""
         with self._lock:
+            if self._gone:
+                return
             self._above_prompt(self._render(text, notice))
 
     def disconnected(self) -> None:
         with self._lock:
+            if self._gone:
+                return
             self._stop_live()
             self._above_prompt(Text("── the connection to kith closed; Enter or Ctrl-D leaves ──", style="bold red"))
 
@@ -204,5 +213,6 @@ class View:
 
     def bye(self) -> None:
         with self._lock:
+            self._gone = True
             self._stop_live()
             self.console.print()

@@ -200,3 +200,11 @@ def test_one_message_mode_still_prints_and_exits(daemon: Path, tmp_path: Path) -
     done = subprocess.run(kith_argv(daemon, "chat", "-m", "hello there"), cwd=ROOT, env=env, capture_output=True,
                           text=True, timeout=60)  # fmt: skip
     assert done.returncode == 0 and done.stdout.startswith("echo: hello there")
+
+
+def test_ctrl_c_while_a_reply_streams_leaves_cleanly(chat: Terminal) -> None:
+    chat.line("slowly please")
+    chat.expect("Packing")  # the reply has begun streaming
+    os.write(chat.fd, b"\x03")
+    assert chat.wait() == 0
+    assert "Traceback" not in chat.text and "KeyboardInterrupt" not in chat.text
