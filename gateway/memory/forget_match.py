@@ -46,6 +46,19 @@ def fold(text: str) -> str:
     return " ".join(unicodedata.normalize("NFKC", text).casefold().split()).rstrip(".!? ")
 
 
+_LINK = re.compile(r"!?\[([^\]]*)\]\([^)]*\)")
+_EMPHASIS = re.compile(r"(\*\*|__|\*|`|~~)")
+
+
+def plain(text: str) -> str:
+    """Markdown as read: ``**Anna** likes [tea](x)`` -> ``Anna likes tea`` (a person quotes the words)."""
+    return _EMPHASIS.sub("", _LINK.sub(r"\1", text))
+
+
+def holds(body: str, needle: str) -> bool:
+    return needle in fold(body) or needle in fold(plain(body))
+
+
 @dataclass(frozen=True, slots=True)
 class LineMatch:
     path: str
@@ -125,7 +138,7 @@ def literal_lines(store: Any, needle: str) -> list[LineMatch]:
             continue  # changed under us: the next forget sees it
         for no, line in enumerate(text.splitlines(), 1):
             body = content_of(path, line)
-            if body is not None and needle in fold(body):
+            if body is not None and holds(body, needle):
                 out.append(LineMatch(path, no, line, "literal"))
     return out
 

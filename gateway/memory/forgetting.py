@@ -67,6 +67,7 @@ PENDING_TTL_S = 600.0
 SWEEP_K = 50
 SHOWN = 20  # lines listed in a chat answer; the report itself has them all
 TRANSCRIPT_PLACEHOLDER = "[forgotten]"
+QUOTES = "\"'\u201c\u201d\u2018\u2019\u00ab\u00bb"  # around the text: not part of what to forget
 
 
 @dataclass(frozen=True, slots=True)
@@ -357,7 +358,7 @@ async def forget(gateway: Gateway, user_id: str, *, text: str | None = None, ref
         sweep = texts[0] if len(texts) == 1 else ""
         report = await _apply(gateway, user_id, lines, facts, query=sweep, actor=actor)
         return report if report.query else _with_query(report, ref)
-    query = " ".join((text or "").split())
+    query = " ".join((text or "").split()).strip(QUOTES)  # /forget "my locker code"
     if len(fold(query)) < MIN_CHARS:
         return ForgetReport("refused", query=query, message="Tell me what to forget (at least a few letters).")
     lines, facts = await plan(gateway, user_id, query)

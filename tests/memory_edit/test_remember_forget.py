@@ -209,3 +209,14 @@ async def test_forget_reaches_review_records_and_curation_backups(kith_gateway: 
     await say(gw, "/forget undo")
     assert holders() == ["QUARANTINE.jsonl", "USER.md", "USER.md.audit.jsonl", "_history/*.bak"]
     assert rollback(s, "r2").status == "restored"
+
+
+async def test_forget_reads_markdown_as_words_and_drops_quotes(kith_gateway: GatewayFactory) -> None:
+    gw = await kith_gateway()
+    await say(gw, "hi")
+    s = store(gw)
+    s.write("people/anna.md", "# Anna\n\n- **Anna** keeps [bees](https://bees.example) on the roof\n- Anna sings\n",
+            source="test")
+    answer = await say(gw, '/forget "Anna keeps bees on the roof"')
+    assert "Forgotten: 1 line" in answer
+    assert s.read("people/anna.md") == "# Anna\n\n- Anna sings\n"
