@@ -1,7 +1,7 @@
 """Acceptance: after /forget, 200 recalls and the prompts of the turns that follow hold the canary
 0 times. The canary is everywhere a memory can be: said in conversation (transcript, session log,
 turn points), in USER.md (snapshotted into the live session's prompt), a nightly memory file, a
-people note, working memory, and a knowledge-graph fact."""
+people note, a digest (MEMORY_SHORT.md, in every prompt), and a knowledge-graph fact."""
 
 from __future__ import annotations
 
@@ -46,6 +46,8 @@ async def test_after_forget_200_recalls_and_prompts_hold_the_canary_0_times(kith
     s.write("memories/2026-01-02.md", f"# Memories 2026-01-02\n\n## Night of x\n\n- Cooked paella with {CANARY}\n"
                                       "- Went to the market\n", source="test")
     s.write("people/granny.md", f"# Granny\n\n- Grows {CANARY} on the balcony\n", source="test")
+    s.write("MEMORY_SHORT.md", f"# This week\n\n- Talked about {CANARY} and paella\n- Bought rice\n",
+            source="test")
     assert gw.kg is not None
     gw.kg.add(user, user, "owns", f"a jar of {CANARY}", source_ref="test:canary")
     await gw.settle()
