@@ -20,6 +20,7 @@ _COLLECTED_BY = {
     "gateway_register_adapters": "registrations",
     "gateway_register_jobs": "registrations",
     "gateway_register_tools": "registrations",
+    "gateway_register_commands": "registrations",
 }
 
 
