@@ -273,13 +273,18 @@ async def _reindex(gateway: Gateway, user_id: str, paths: list[str], text: str) 
     if not text or memory.paused:
         return points
     needle = fold(text)
-    hits = await memory.recall(scope=scope, query=text, k=SWEEP_K)
-    stale = [point_id(h.scope, h.chunk_id) for h in hits if needle in fold(h.text)]
-    if stale:
-        # Points whose text holds the forgotten words but no file does (a turn indexed live before
-        # its log block was written, or a log block forgotten by hand): nothing would re-create them.
-        log.info("forget: %d index points outside any changed file removed for %s", len(stale), scope)
-        await asyncio.to_thread(memory.index.delete_ids, stale)
+    try:
+        hits = await memory.recall(scope=scope, query=text, k=SWEEP_K)
+        stale = [point_id(h.scope, h.chunk_id) for h in hits if needle in fold(h.text)]
+        if stale:
+            # Points whose text holds the forgotten words but no file does (a turn indexed live before
+            # its log block was written, or a log block forgotten by hand): nothing would re-create them.
+            log.info("forget: %d index points outside any changed file removed for %s", len(stale), scope)
+            await asyncio.to_thread(memory.index.delete_ids, stale)
+    except Exception:
+        # The files are forgotten already; an orphan point is purged by the root's next sync.
+        log.exception("forget: sweeping the index of %s failed", scope)
+        return points
     return points + len(stale)
 
 
