@@ -39,6 +39,13 @@ def test_short_digest_keeps_the_newest_days_that_fit_in_order(tmp_path: Path) ->
     assert "### Sessions 2024-05-04" in text  # the files' own headings sit under the day
 
 
+async def next_reply(client: Any) -> dict[str, Any]:
+    """The next reply frame; ``state`` frames (docs/protocol.md) may come first and say nothing here."""
+    while (frame := await client.recv())["type"] == "state":
+        pass
+    return frame  # type: ignore[no-any-return]
+
+
 async def test_api_runs_tiers_on_their_backends_and_notifies(
     bg_gateway: BgFactory, fake_anthropic: Any, ws_connect: Any
 ) -> None:
@@ -77,13 +84,13 @@ async def test_api_runs_tiers_on_their_backends_and_notifies(
         async with http.post(f"{base}/distill/mid?user={uid}", headers=json_auth) as r:
             assert r.status == 202
         await gw.settle()
-        notice = await ops.recv()
+        notice = await next_reply(ops)
         assert notice["proactive"] and notice["notice"] and "MEMORY_MID.md" in notice["text"]
         fake_anthropic.enqueue(LONG)
         async with http.post(f"{base}/distill/long", json={"user": uid}, headers=auth) as r:
             assert r.status == 202
         await gw.settle()
-        assert "MEMORY_LONG.md" in (await ops.recv())["text"]
+        assert "MEMORY_LONG.md" in (await next_reply(ops))["text"]
         async with http.get(f"{base}/distill/status?user={uid}", headers=auth) as r:
             status = await r.json()
     assert {run["tier"]: run["status"] for run in status["runs"]} == {"short": "written", "mid": "written",
