@@ -21,9 +21,10 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from aiohttp import web
 
+from gateway.media.errors import AttachmentUnavailable
 from gateway.registry import Registry
 from gateway.text import split_text
-from gateway.types import ConversationAddress, Reply
+from gateway.types import Attachment, ConversationAddress, Reply
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -83,6 +84,15 @@ class Adapter(abc.ABC):
         for chunk in chunks:
             out.extend(split_text(chunk, self.max_message_chars) if len(chunk) > self.max_message_chars else [chunk])
         return out
+
+    async def fetch_attachment(self, attachment: Attachment, *, max_bytes: int) -> bytes:
+        """The attachment's bytes, at most ``max_bytes`` of them.
+
+        Raise ``gateway.media.errors.TooLarge`` past ``max_bytes`` (stop reading, never buffer the
+        rest) and ``AttachmentUnavailable`` when the platform cannot hand the file over. The default
+        is for channels without file download.
+        """
+        raise AttachmentUnavailable(f"the {self.name} channel cannot download attachments")
 
     def routes(self) -> list[web.RouteDef]:
         """HTTP routes (webhooks) mounted on the host's aiohttp application before it starts."""

@@ -1,0 +1,1 @@
+"""Media in: attachments fetched with caps, stored in the person's tree, turned into turn content."""
