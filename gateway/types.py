@@ -90,11 +90,21 @@ class Session:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ImagePart:
+    """An image sent to the model with a message; each provider renders it in its own format."""
+
+    mime_type: str  # image/png, image/jpeg, image/gif, image/webp
+    data: bytes
+    name: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HistoryMessage:
     role: str  # "user" | "assistant"
     content: str
     timestamp: datetime | None = None
     turn_id: str = ""
+    images: tuple[ImagePart, ...] = ()  # set on the current user message only (media plugin)
 
 
 class Stability(enum.StrEnum):
@@ -224,7 +234,7 @@ class LLMRequest:
     messages: tuple[HistoryMessage, ...]
     model: str = ""
     max_tokens: int = 1024
-    role: str = "main"  # model slot: main | cheap
+    role: str = "main"  # model role: main | cheap | vision | transcription | any configured name
     stream: bool = True
     metadata: Mapping[str, Any] = field(default_factory=lambda: _EMPTY)
     tools: tuple[ToolSpec, ...] = ()

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from typing import Protocol
+from typing import Protocol, runtime_checkable
 
 from gateway.types import LLMRequest, LLMResponse
 
@@ -25,6 +25,13 @@ class Provider(Protocol):
     async def complete(self, request: LLMRequest, on_delta: DeltaCallback | None = None) -> LLMResponse: ...
 
     async def close(self) -> None: ...
+
+
+@runtime_checkable
+class Transcriber(Protocol):
+    """A provider that can turn speech into text (the ``transcription`` role)."""
+
+    async def transcribe(self, audio: bytes, *, mime_type: str, filename: str) -> str: ...
 
 
 NO_MODEL_HELP = (
