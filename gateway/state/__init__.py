@@ -20,6 +20,7 @@ from pathlib import Path
 
 from gateway.state.errors import SchemaError, StorageError
 from gateway.state.interface import (
+    ApiKeyStore,
     CompactionStore,
     ConversationStore,
     DedupeStore,
@@ -38,6 +39,7 @@ from gateway.state.interface import (
 )
 from gateway.state.records import (
     Account,
+    ApiKey,
     ApprovedAccount,
     Compaction,
     Conversation,
@@ -64,7 +66,8 @@ from gateway.state.sqlite.migrations import COMPONENTS
 from gateway.state.timestamps import parse_ts, ts
 
 __all__ = [
-    "COMPONENTS", "Account", "ApprovedAccount", "Compaction", "CompactionStore", "Conversation",
+    "COMPONENTS", "Account", "ApiKey", "ApiKeyStore", "ApprovedAccount", "Compaction", "CompactionStore",
+    "Conversation",
     "ConversationStore", "DedupeStore", "Fact", "HistoryRow", "IdentityStore", "Invite", "KnowledgeStore",
     "LinkRequestRecord", "LinkRequestStore", "LoggedTurn", "NewFact", "PairingRequest", "PairingStore",
     "PeopleStore", "ProgressStore", "QueueStats", "SchemaError", "SessionStore", "SessionSummary",

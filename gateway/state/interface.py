@@ -23,6 +23,7 @@ from typing import Any, Literal, Protocol
 
 from gateway.state.records import (
     Account,
+    ApiKey,
     ApprovedAccount,
     Compaction,
     Conversation,
@@ -229,6 +230,16 @@ class WebSessionStore(Protocol):
     def expire(self, now: datetime) -> int: ...
 
 
+class ApiKeyStore(Protocol):
+    """Keys of the OpenAI-compatible endpoint (docs/openai-api.md), keyed by a hash of the key."""
+
+    def add(self, key_hash: str, *, key_id: str, user_id: str, label: str, at: datetime) -> None: ...
+    def by_hash(self, key_hash: str) -> ApiKey | None: ...
+    def of_user(self, user_id: str) -> list[ApiKey]: ...
+    def revoke(self, user_id: str, key_id: str | None = None) -> int: ...  # None: every key of the user
+    def touch(self, key_id: str, at: datetime) -> None: ...
+
+
 class PersonaChoiceStore(Protocol):
     """The persona a person chose, per conversation key; ``''`` is the person's own default."""
 
@@ -290,6 +301,8 @@ class State(Protocol):
     def persona_choices(self) -> PersonaChoiceStore: ...
     @property
     def web_sessions(self) -> WebSessionStore: ...
+    @property
+    def api_keys(self) -> ApiKeyStore: ...
 
     @property
     def people(self) -> PeopleStore: ...

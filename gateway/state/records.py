@@ -318,3 +318,14 @@ class WebSession:
     created_at: datetime
     last_seen_at: datetime
     expires_at: datetime
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ApiKey:
+    """A person's key for the OpenAI-compatible endpoint (stored by the key's hash; the key is shown once)."""
+
+    key_id: str  # the public part of the key: names it in listings and ``--revoke``
+    user_id: str
+    label: str
+    created_at: datetime
+    last_used_at: datetime | None

@@ -11,6 +11,7 @@ from contextlib import AbstractContextManager
 from pathlib import Path
 
 from gateway.state.sqlite.access import SqliteAccess
+from gateway.state.sqlite.apikeys import SqliteApiKeys
 from gateway.state.sqlite.database import Database, connect
 from gateway.state.sqlite.knowledge import SqliteKnowledge
 from gateway.state.sqlite.links import SqliteLinkRequests
@@ -47,6 +48,7 @@ class SqliteState:
         self.turn_contexts = SqliteTurnContexts(self.database)
         self.persona_choices = SqlitePersonaChoices(self.database)
         self.web_sessions = SqliteWebSessions(self.database)
+        self.api_keys = SqliteApiKeys(self.database)
 
     @property
     def db(self) -> sqlite3.Connection:

@@ -278,6 +278,19 @@ _PERSON_API: tuple[str, ...] = (
     "CREATE INDEX turn_contexts_created ON turn_contexts(created_at)",
 )
 
+# Keys of the OpenAI-compatible endpoint (docs/openai-api.md): stored as SHA-256 hashes only.
+_API_KEYS = """
+CREATE TABLE api_keys (
+    key_hash TEXT PRIMARY KEY,
+    key_id TEXT NOT NULL UNIQUE,
+    user_id TEXT NOT NULL,
+    label TEXT NOT NULL DEFAULT '',
+    created_at TEXT NOT NULL,
+    last_used_at TEXT
+);
+CREATE INDEX api_keys_user ON api_keys(user_id)
+"""
+
 _KNOWLEDGE_V1 = """
 CREATE TABLE IF NOT EXISTS kg_facts (
     id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -320,6 +333,10 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
         Migration("the knowledge graph before versioned migrations (kg_schema.py)", _script(_KNOWLEDGE_V1)),
         # Its schema version now lives in schema_version, with every other component's.
         Migration("drop kg_meta", ("DROP TABLE IF EXISTS kg_meta",)),
+    ),
+    # A component of its own, so its steps never interleave with other features' steps of ``state``.
+    "api_keys": (
+        Migration("API keys of the OpenAI-compatible endpoint (issue 15)", _script(_API_KEYS)),
     ),
 }
 COMPONENTS = tuple(MIGRATIONS)

@@ -56,6 +56,8 @@ class SqliteUsers:
             # A browser signed in as the merged user is signed out, not silently moved to ``into``.
             self._db.run("DELETE FROM web_sessions WHERE user_id=?", (source,))
             self._db.run("DELETE FROM web_signin_tokens WHERE user_id=?", (source,))
+            # API keys keep working: they now speak for the person the accounts moved to.
+            self._db.run("UPDATE api_keys SET user_id=? WHERE user_id=?", (into, source))
             self._db.run("DELETE FROM users WHERE user_id=?", (source,))
 
     # A person's settings (gateway/http/api/me.py validates them).
