@@ -69,13 +69,14 @@ async def test_operator_routes_are_marked_and_refused_to_a_person(gw: Gateway) -
 
 async def test_errors_are_json_wherever_they_come_from(gw: Gateway) -> None:
     op = operator(gw)
+    alice = await person(gw, "alice")  # the operator names the user (the token has no "me")
     cases: list[tuple[str, str, dict[str, str], bytes | None, int]] = [
         ("GET", "/api/no-such-route", {}, None, 404),
         ("DELETE", "/api/me", {}, None, 405),
         ("PATCH", "/api/users/me/settings", {"Content-Type": "text/plain"}, b"x", 415),  # the guard's refusal
         ("PATCH", "/api/users/me/settings", {"Origin": "http://evil.example"}, b"{}", 403),  # the guard's Origin
-        ("PATCH", "/api/users/me/settings", {}, b"\xff\xfe", 400),
-        ("PUT", "/api/users/me/memory/files/USER.md", {}, b"{" * 5000, 400),
+        ("PATCH", f"/api/users/{alice}/settings", {}, b"\xff\xfe", 400),
+        ("PUT", f"/api/users/{alice}/memory/files/USER.md", {}, b"{" * 5000, 400),
     ]
     for method, path, headers, body, expected in cases:
         status, err = await op.call(method, path, raw=body, headers=headers) if body is not None else \

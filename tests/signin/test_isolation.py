@@ -47,6 +47,11 @@ async def test_a_signed_in_person_gets_404_for_every_url_of_another(tmp_path: Pa
                 async with http.request(method, url(gw, ghost), json=body(method, ghost),
                                         headers={"X-CSRF-Token": csrf}) as resp:
                     assert (resp.status, await resp.text()) == (status, text.replace(bob, "u000000000000")), ghost
+            # Bad input changes nothing: whose data is judged first, so no 400 hints that B exists.
+            for method, path in b_urls:
+                async with http.request(method, url(gw, path + "?k=oops&limit=-1"), json={"junk": [1]},
+                                        headers={"X-CSRF-Token": csrf}) as resp:
+                    assert resp.status in (403, 404), (method, path, resp.status)
             # Their own data is theirs.
             async with http.get(url(gw, f"/t/users/{alice}/notes")) as resp:
                 assert resp.status == 200

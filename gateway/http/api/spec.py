@@ -146,6 +146,10 @@ def endpoint(route: Route, gateway: Gateway) -> Callable[[web.Request], Awaitabl
                 require_operator_principal(request)
             elif not route.public:
                 principal(request)
+            if "uid" in request.match_info:
+                # Whose data comes before what was asked: another person's URL is 404 whatever the
+                # query or body, so a 400 can never hint that the user exists.
+                call.user_id()
             for name, schema in route.params.items():
                 if schema.get("type") == "integer" and not re.fullmatch(r"-?\d{1,18}", request.match_info[name]):
                     raise ApiError(400, f"{name} must be an integer")
