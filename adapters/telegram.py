@@ -13,6 +13,10 @@ Never run this file as a script (it would shadow the ``telegram`` package); impo
   addressed by ``/cmd@bot`` or replied to (the access policy does the gating).
 * Replies: Markdown from the model rendered as Telegram HTML chunk by chunk (plain text if Telegram
   cannot parse it), split at 4096, paced per chat, ``RetryAfter`` honoured, typing while the turn runs.
+* Media: a photo (its largest size), document, voice note, audio, video, video note or sticker becomes
+  an ``Attachment`` (``platform_id`` = file_id); a caption-less one is a turn with empty text.
+  ``fetch_attachment`` asks ``getFile`` for the path and downloads ``/file/bot<token>/<path>`` with a
+  cap; the Bot API hands bots files up to 20 MB only, so anything larger is refused up front.
 """
 
 from __future__ import annotations
@@ -25,6 +29,7 @@ import logging
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import aiohttp
 from aiohttp import web
 from telegram import BotCommand, Message, ReplyParameters, Update
 from telegram.constants import ChatAction, ParseMode
@@ -34,10 +39,12 @@ from telegram.request import HTTPXRequest
 
 from adapters._split import markdown_to_telegram_html
 from adapters.body import BodyTooLarge, read_body
+from adapters.download import check_declared, download, mib
 from adapters.ratelimit import RateLimiter, with_retry
 from gateway.adapter import Adapter, AdapterAuthError
 from gateway.config import TelegramChannel
 from gateway.logs import install_redaction
+from gateway.media.errors import AttachmentUnavailable, TooLarge
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 
 if TYPE_CHECKING:
@@ -49,6 +56,11 @@ SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 _MAX_UPDATE_BYTES = 256 * 1024  # real updates are a few KB; a 4096-char text is ~16 KB of JSON
 _TYPING_DELAY_S = 0.8  # dropped messages (strangers) finish before this and never show typing
 _TYPING_EVERY_S = 4.5  # Telegram shows "typing" for ~5 s per sendChatAction
+BOT_API_DOWNLOAD_LIMIT = 20 * 1024 * 1024  # getFile refuses bigger files ("file is too big")
+# Telegram sends photos, voice notes and video notes without a file name; one is made from the kind
+# and file_unique_id (stable across bots and time) so a stored copy has a meaningful, unique name.
+_DEFAULT_NAMES = {"photo": ("photo", ".jpg", "image/jpeg"), "voice": ("voice", ".ogg", "audio/ogg"),
+                  "video_note": ("video_note", ".mp4", "video/mp4"), "sticker": ("sticker", ".webp", "image/webp")}
 # Answered by the core (gateway/commands.py); listed here only for Telegram's command menu.
 BOT_COMMANDS = (
     ("start", "introduction and help"),
@@ -151,7 +163,8 @@ class TelegramAdapter(Adapter):
             .concurrent_updates(32)
         )
         if self.cfg.base_url:
-            builder = builder.base_url(self.cfg.base_url.rstrip("/") + "/bot{token}")
+            base = self.cfg.base_url.rstrip("/")
+            builder = builder.base_url(base + "/bot{token}").base_file_url(base + "/file/bot{token}")
         if self.cfg.mode == "webhook":
             builder = builder.updater(None)
         app = builder.build()
@@ -322,7 +335,9 @@ class TelegramAdapter(Adapter):
             attachments=attachments,
             mentioned=private or self._addressed(msg, text),
             reply_to=str(msg.reply_to_message.message_id) if msg.reply_to_message else "",
-            raw={"update_id": update.update_id, "chat_type": chat.type, "username": user.username or ""},
+            raw={"update_id": update.update_id, "chat_type": chat.type, "username": user.username or "",
+                 # file_unique_id per attachment, in order: the same file sent again has the same one
+                 "file_unique_ids": _unique_ids(msg)},
         )
 
     def _addressed(self, msg: Message, text: str) -> bool:
@@ -341,28 +356,15 @@ class TelegramAdapter(Adapter):
 
     @staticmethod
     def _attachments(msg: Message) -> tuple[Attachment, ...]:
-        out: list[Attachment] = []
+        items: list[tuple[str, Any]] = []
         if msg.photo:
-            best = max(msg.photo, key=lambda p: (p.width or 0) * (p.height or 0))
-            out.append(Attachment(kind="photo", size=best.file_size or 0, platform_id=best.file_id))
-        for kind, item in (
-            ("voice", msg.voice),
-            ("audio", msg.audio),
-            ("video", msg.video),
-            ("document", msg.document),
-            ("sticker", msg.sticker),
-        ):
-            if item is not None:
-                out.append(
-                    Attachment(
-                        kind=kind,
-                        name=str(getattr(item, "file_name", "") or ""),
-                        mime_type=str(getattr(item, "mime_type", "") or ""),
-                        size=int(getattr(item, "file_size", 0) or 0),
-                        platform_id=str(item.file_id),
-                    )
-                )
-        return tuple(out)
+            # Telegram sends every size it made; the largest is the original (within its 2560px cap).
+            items.append(("photo", max(msg.photo, key=lambda p: ((p.width or 0) * (p.height or 0), p.file_size or 0))))
+        for kind in ("voice", "audio", "video", "video_note", "document", "sticker"):
+            item = getattr(msg, kind, None)
+            if item is not None:  # a GIF comes as ``animation`` and ``document``: one file, taken once
+                items.append((kind, item))
+        return tuple(_attachment(kind, item) for kind, item in items)
 
     async def _turn(self, message: InboundMessage, native: Message) -> None:
         typing = asyncio.create_task(self._typing(int(message.conversation_id)))
@@ -383,6 +385,36 @@ class TelegramAdapter(Adapter):
             with contextlib.suppress(TelegramError):
                 await self._app.bot.send_chat_action(chat_id, ChatAction.TYPING)
             await asyncio.sleep(_TYPING_EVERY_S)
+
+    # ------------------------------------------------------------------------------------- media
+    async def fetch_attachment(self, attachment: Attachment, *, max_bytes: int) -> bytes:
+        what = _describe(attachment)
+        if attachment.size > BOT_API_DOWNLOAD_LIMIT:
+            raise TooLarge(f"{what} is {mib(attachment.size)}; Telegram lets bots download at most "
+                           f"{mib(BOT_API_DOWNLOAD_LIMIT)}")
+        check_declared(attachment.size, max_bytes, what)
+        app = self._app
+        if app is None:
+            raise AttachmentUnavailable(f"Telegram is not connected right now, so {what} cannot be fetched")
+        if not attachment.platform_id:
+            raise AttachmentUnavailable(f"{what} has no Telegram file id")
+        try:
+            file = await app.bot.get_file(attachment.platform_id)
+        except BadRequest as exc:
+            if "too big" in exc.message.lower():
+                limit = mib(BOT_API_DOWNLOAD_LIMIT)
+                raise TooLarge(f"{what} is over the {limit} Telegram lets bots download") from None
+            raise AttachmentUnavailable(f"Telegram could not hand over {what} ({exc.message})") from None
+        except TelegramError as exc:
+            raise AttachmentUnavailable(f"Telegram could not hand over {what} ({exc.__class__.__name__})") from None
+        check_declared(file.file_size or 0, max_bytes, what)
+        # PTB made file_path the full URL under the bot's base_file_url; anything else (a local
+        # Bot API server's disk path) is not ours to read.
+        url = file.file_path or ""
+        if not url.startswith(app.bot.base_file_url + "/"):
+            raise AttachmentUnavailable(f"Telegram gave no download path for {what}")
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=15)) as session:
+            return await download(session, url, max_bytes=min(max_bytes, BOT_API_DOWNLOAD_LIMIT), what=what)
 
     # ------------------------------------------------------------------------------------ outbound
 
@@ -417,3 +449,35 @@ class TelegramAdapter(Adapter):
                     raise
                 log.info("telegram: HTML rejected (%s); sending the chunk as plain text", exc)
         await app.bot.send_message(chat_id, chunk, reply_parameters=params)
+
+
+def _attachment(kind: str, item: Any) -> Attachment:
+    unique = str(getattr(item, "file_unique_id", "") or "")
+    name = str(getattr(item, "file_name", "") or "")
+    mime = str(getattr(item, "mime_type", "") or "")
+    default = _DEFAULT_NAMES.get(kind)
+    if kind == "sticker" and getattr(item, "is_animated", False):
+        default = ("sticker", ".tgs", "application/x-tgsticker")
+    elif kind == "sticker" and getattr(item, "is_video", False):
+        default = ("sticker", ".webm", "video/webm")
+    if default is not None:
+        stem, ext, default_mime = default
+        name = name or f"{stem}_{unique or 'file'}{ext}"
+        mime = mime or default_mime
+    return Attachment(
+        kind="video" if kind == "video_note" else kind,
+        name=name,
+        mime_type=mime,
+        size=int(getattr(item, "file_size", 0) or 0),
+        platform_id=str(item.file_id),
+    )
+
+
+def _unique_ids(msg: Message) -> tuple[str, ...]:
+    best = max(msg.photo, key=lambda p: ((p.width or 0) * (p.height or 0), p.file_size or 0)) if msg.photo else None
+    items = [best] + [getattr(msg, k, None) for k in ("voice", "audio", "video", "video_note", "document", "sticker")]
+    return tuple(str(i.file_unique_id) for i in items if i is not None)
+
+
+def _describe(attachment: Attachment) -> str:
+    return f"the {attachment.kind} {attachment.name!r}" if attachment.name else f"the {attachment.kind}"

@@ -4,11 +4,16 @@
 error shape PTB maps to exceptions (401 -> InvalidToken, 429 + ``parameters.retry_after`` ->
 RetryAfter). Switches for tests: ``stalled`` (getUpdates never answers), ``revoke()`` (every call
 401s from now on), ``throttle_next`` (next sendMessage calls answer 429).
+
+Files: ``add_file`` stores bytes under a new file_id; ``getFile`` answers its ``file_path`` (or 400
+"file is too big" past the Bot API's 20 MB, as Telegram does) and ``GET /file/bot<token>/<path>``
+serves the bytes. ``photo``/``document``/``voice`` build the message fields Telegram sends.
 """
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import json
 import time
@@ -20,6 +25,7 @@ from aiohttp import web
 from tests.fakes.serve import FakeServer, arrived
 
 BOT_ID = 7000001
+DOWNLOAD_LIMIT = 20 * 1024 * 1024
 BOT_USERNAME = "kith_test_bot"
 
 
@@ -29,6 +35,15 @@ class Sent:
     text: str
     parse_mode: str | None
     reply_to: int | None
+
+
+@dataclass
+class StoredFile:
+    data: bytes
+    path: str
+    unique_id: str
+    declared_size: int  # what getFile and the message say; a test may make it lie
+    chunked: bool = False  # served without Content-Length (the body is the only measure)
 
 
 @dataclass
@@ -44,6 +59,8 @@ class FakeTelegram(FakeServer):
     webhook: dict[str, Any] = field(default_factory=dict)
     commands: list[dict[str, Any]] = field(default_factory=list)
     get_updates_answered: int = 0
+    files: dict[str, StoredFile] = field(default_factory=dict)
+    downloads: list[str] = field(default_factory=list)  # file paths fetched through /file/bot<token>/
     _updates: list[dict[str, Any]] = field(default_factory=list)
     _update_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _message_ids: dict[int, itertools.count[int]] = field(default_factory=dict)
@@ -56,6 +73,7 @@ class FakeTelegram(FakeServer):
 
     def add_routes(self, router: web.UrlDispatcher) -> None:
         router.add_route("*", "/bot{token}/{method}", self._dispatch)
+        router.add_get("/file/bot{token}/{path:.+}", self._download)
 
     async def close(self) -> None:
         self._closing.set()
@@ -177,7 +195,60 @@ class FakeTelegram(FakeServer):
         return self._ok({"message_id": mid, "date": int(time.time()), "chat": chat, "text": text,
                          "from": {"id": BOT_ID, "is_bot": True, "first_name": "Kith", "username": BOT_USERNAME}})
 
+    async def _m_getFile(self, params: dict[str, Any]) -> web.Response:
+        stored = self.files.get(str(params.get("file_id", "")))
+        if stored is None:
+            return self._error(400, "Bad Request: invalid file_id")
+        if stored.declared_size > DOWNLOAD_LIMIT:
+            return self._error(400, "Bad Request: file is too big")
+        return self._ok({"file_id": params["file_id"], "file_unique_id": stored.unique_id,
+                         "file_size": stored.declared_size, "file_path": stored.path})
+
+    async def _download(self, request: web.Request) -> web.StreamResponse:
+        if self.revoked or request.match_info["token"] != self.token:
+            return web.Response(status=401)
+        path = request.match_info["path"]
+        stored = next((f for f in self.files.values() if f.path == path), None)
+        if stored is None:
+            return web.Response(status=404)
+        self.downloads.append(path)
+        if not stored.chunked:
+            return web.Response(body=stored.data, content_type="application/octet-stream")
+        resp = web.StreamResponse(headers={"Content-Type": "application/octet-stream"})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        for i in range(0, len(stored.data), 65536):
+            await resp.write(stored.data[i : i + 65536])
+        await resp.write_eof()
+        return resp
+
     # ---------------------------------------------------------------------------- test drivers
+    def add_file(self, data: bytes, *, folder: str = "documents", ext: str = ".bin",
+                 declared_size: int | None = None, chunked: bool = False) -> dict[str, Any]:
+        """Store ``data``; the fields every Bot API file object has (file_id, file_unique_id, file_size)."""
+        n = len(self.files) + 1
+        file_id = f"AgAC{hashlib.sha256(data + str(n).encode()).hexdigest()[:24]}"
+        unique = f"AQAD{n:06d}"
+        size = len(data) if declared_size is None else declared_size
+        self.files[file_id] = StoredFile(data, f"{folder}/file_{n}{ext}", unique, size, chunked)
+        return {"file_id": file_id, "file_unique_id": unique, "file_size": size}
+
+    def photo(self, data: bytes, *, width: int = 1280, height: int = 960, **kw: Any) -> list[dict[str, Any]]:
+        """A ``photo`` field: the thumbnails Telegram makes plus the original, smallest first."""
+        thumb = self.add_file(data[: max(1, len(data) // 8)], folder="photos", ext=".jpg")
+        middle = self.add_file(data[: max(1, len(data) // 2)], folder="photos", ext=".jpg")
+        best = self.add_file(data, folder="photos", ext=".jpg", **kw)
+        return [{**thumb, "width": 90, "height": 67}, {**middle, "width": 320, "height": 240},
+                {**best, "width": width, "height": height}]
+
+    def document(self, data: bytes, *, name: str, mime_type: str, **kw: Any) -> dict[str, Any]:
+        ext = "." + name.rsplit(".", 1)[-1] if "." in name else ""
+        return {**self.add_file(data, folder="documents", ext=ext, **kw), "file_name": name, "mime_type": mime_type}
+
+    def voice(self, data: bytes, *, duration: int = 3, **kw: Any) -> dict[str, Any]:
+        return {**self.add_file(data, folder="voice", ext=".oga", **kw), "duration": duration,
+                "mime_type": "audio/ogg"}
+
     def make_update(
         self,
         *,
