@@ -26,6 +26,7 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from adapters import ws_conversation
 from adapters.ws_limits import WebSocketLimits, hard_frame_bytes
 from gateway.adapter import Adapter, AdapterRegistry
+from gateway.delivery.missed import replay_missed
 from gateway.hookspecs import hookimpl
 from gateway.http.auth import tokens_match
 from gateway.http.guard import HTTP_POLICY
@@ -233,6 +234,8 @@ class Connection:
         await self.send({"type": "ready", "user_id": user.user_id, **self.shown,
                          "accounts": ws_conversation.accounts(gw, user.user_id),
                          "model_ready": gw.model_ready, "notice": "" if gw.model_ready else gw.model_help})
+        # Proactive messages no channel could take while this person was away (gateway/delivery/missed.py).
+        await replay_missed(gw, user.user_id, self.send)
 
     def _attach(self, client_id: str, name: str) -> None:
         """A new client of a signed-in browser: its account joins the cookie's person (no new user)."""

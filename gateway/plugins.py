@@ -45,6 +45,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "plugins.memory_writer",
     "plugins.sleep_cycle",
     "plugins.distill",
+    "gateway.delivery.plugin",
     "plugins.retention",
     "plugins.known_facts",
     "plugins.access",

@@ -21,6 +21,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
+from gateway.state.delivery import OutboxStore
 from gateway.state.records import (
     Account,
     ApiKey,
@@ -301,6 +302,8 @@ class State(Protocol):
     def persona_choices(self) -> PersonaChoiceStore: ...
     @property
     def web_sessions(self) -> WebSessionStore: ...
+    @property
+    def outbox(self) -> OutboxStore: ...  # gateway/state/delivery.py
     @property
     def api_keys(self) -> ApiKeyStore: ...
 

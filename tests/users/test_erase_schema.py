@@ -39,7 +39,8 @@ def test_every_table_is_known(tmp_path: Path) -> None:
                            "NOT_PERSONAL there")  # fmt: skip
     # The ones that matter are really covered, and nothing personal hides in NOT_PERSONAL.
     for table in ("users", "identities", "sessions", "turns", "kg_facts", "link_requests", "access_approved",
-                  "access_pairing", "web_sessions", "web_signin_tokens", "persona_choices", "api_keys"):  # fmt: skip
+                  "access_pairing", "web_sessions", "web_signin_tokens", "persona_choices", "api_keys",
+                  "outbox", "delivery_prefs"):  # fmt: skip
         assert kinds.get(table) in ("rule", "user_id"), table
     assert not {"users", "turns", "sessions"} & NOT_PERSONAL
 

@@ -16,6 +16,7 @@ from gateway.state.sqlite.database import Database, connect
 from gateway.state.sqlite.knowledge import SqliteKnowledge
 from gateway.state.sqlite.links import SqliteLinkRequests
 from gateway.state.sqlite.migrations import COMPONENTS, migrate
+from gateway.state.sqlite.outbox import SqliteOutbox
 from gateway.state.sqlite.people import SqlitePeople
 from gateway.state.sqlite.personas import SqlitePersonaChoices
 from gateway.state.sqlite.progress import SqliteProgress
@@ -48,6 +49,7 @@ class SqliteState:
         self.turn_contexts = SqliteTurnContexts(self.database)
         self.persona_choices = SqlitePersonaChoices(self.database)
         self.web_sessions = SqliteWebSessions(self.database)
+        self.outbox = SqliteOutbox(self.database)
         self.api_keys = SqliteApiKeys(self.database)
 
     @property

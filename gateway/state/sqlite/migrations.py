@@ -318,6 +318,20 @@ CREATE TABLE IF NOT EXISTS kg_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 INSERT OR IGNORE INTO kg_meta(key, value) VALUES ('schema_version', '1');
 """
 
+# The delivery outbox (gateway/delivery/): a component of its own, so its steps never interleave with
+# the state component's (other features add steps there).
+_OUTBOX = (
+    "CREATE TABLE outbox (delivery_id TEXT PRIMARY KEY, user_id TEXT NOT NULL, kind TEXT NOT NULL,"
+    " text TEXT NOT NULL, notice INTEGER NOT NULL DEFAULT 0, origin TEXT NOT NULL DEFAULT '',"
+    " status TEXT NOT NULL, due_at TEXT NOT NULL, attempts INTEGER NOT NULL DEFAULT 0, created_at TEXT NOT NULL,"
+    " sent_at TEXT, channel TEXT NOT NULL DEFAULT '', detail TEXT NOT NULL DEFAULT '')",
+    "CREATE INDEX outbox_due ON outbox(status, due_at)",
+    "CREATE INDEX outbox_user ON outbox(user_id, status, created_at)",
+    "CREATE TABLE delivery_prefs (user_id TEXT PRIMARY KEY, preferred_channel TEXT NOT NULL DEFAULT '',"
+    " quiet_start TEXT NOT NULL DEFAULT '', quiet_end TEXT NOT NULL DEFAULT '',"
+    " notify_conversation TEXT NOT NULL DEFAULT '')",
+)
+
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {
     "state": (
         Migration("the tables before versioned migrations (state.py, linking.py, access.py, progress.py)",
@@ -337,6 +351,9 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
     # A component of its own, so its steps never interleave with other features' steps of ``state``.
     "api_keys": (
         Migration("API keys of the OpenAI-compatible endpoint (issue 15)", _script(_API_KEYS)),
+    ),
+    "delivery": (
+        Migration("the delivery outbox and delivery settings (issue 16)", _OUTBOX),
     ),
 }
 COMPONENTS = tuple(MIGRATIONS)

@@ -1,0 +1,1 @@
+"""Proactive delivery: one durable outbox, routing, missed messages, quiet hours (docs/proactive.md)."""

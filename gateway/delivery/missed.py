@@ -1,0 +1,35 @@
+"""Missed messages: what the web chat and WebSocket clients are sent on their next connection.
+
+A delivery no channel could take while the person had a web client is kept ``missed``; the next
+``hello`` of any of their clients gets each as a ``reply`` frame marked ``"missed": true``
+(docs/protocol.md), oldest first, and it is marked sent once the frame is written.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import TYPE_CHECKING, Any
+
+from gateway.delivery.routing import WEB_CHANNEL
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+
+def missed_frame(entry: Any) -> dict[str, Any]:
+    return {"type": "reply", "id": None, "text": entry.text, "notice": entry.notice, "otr": False,
+            "proactive": True, "missed": True, "delivery_id": entry.delivery_id, "kind": entry.kind,
+            "created_at": entry.created_at.isoformat()}  # fmt: skip
+
+
+async def replay_missed(gateway: Gateway, user_id: str, send: Callable[[dict[str, Any]], Awaitable[bool]]) -> int:
+    """Send the person's missed messages through ``send`` (a connection's); how many went out."""
+    outbox = gateway.state.outbox
+    sent = 0
+    for entry in outbox.missed_for(user_id):
+        if not await send(missed_frame(entry)):
+            break  # the client left again: the rest wait for the next connection
+        outbox.mark_sent(entry.delivery_id, channel=WEB_CHANNEL, at=datetime.now(UTC))
+        sent += 1
+    return sent

@@ -1,0 +1,39 @@
+"""Built-in plugin: the daemon's outbox sweep, and the outbox following a merge of two people."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import TYPE_CHECKING
+
+from gateway.delivery.sweep import run_sweeper
+from gateway.hookspecs import hookimpl
+from gateway.types import StashKey
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+_SWEEPER = StashKey[tuple[asyncio.Event, asyncio.Task[None]]]()
+
+
+@hookimpl
+def gateway_startup(gateway: Gateway) -> None:
+    if not gateway.run_jobs:  # the daemon sweeps; kith worker and read-only commands do not
+        return
+    stop = asyncio.Event()
+    task = asyncio.create_task(run_sweeper(gateway, stop), name="delivery:sweep")
+    gateway.stash[_SWEEPER] = (stop, task)
+
+
+@hookimpl
+async def gateway_shutdown(gateway: Gateway) -> None:
+    held = gateway.stash.get(_SWEEPER)
+    if held is None:
+        return
+    stop, task = held
+    stop.set()
+    await asyncio.gather(task, return_exceptions=True)
+
+
+@hookimpl
+def gateway_users_merged(gateway: Gateway, into: str, source: str) -> None:
+    gateway.state.outbox.merge(into=into, source=source)
