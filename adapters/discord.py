@@ -14,6 +14,12 @@ supervisor's watchdog.
 DMs always reach the pipeline; in guild channels and threads ``mentioned`` is set for an @mention of
 the bot or a reply to one of its messages (the access policy gates on it). Each channel or thread is
 its own conversation. Replies are split at 2,000 characters, sent in order with mentions disabled.
+
+Attachments (images, documents, voice messages) arrive with the message; ``fetch_attachment``
+downloads the signed CDN URL Discord gave, and only from Discord's CDN hosts (or the origin of a
+configured ``api_base``, which is how tests point at a local fake): a URL naming any other host is
+refused, so a crafted payload cannot make kith fetch an arbitrary address. The bot token is never
+sent to the CDN, which needs none.
 """
 
 from __future__ import annotations
@@ -24,13 +30,16 @@ import logging
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
 
+import aiohttp
 import discord
 import yarl
 from discord.gateway import DiscordWebSocket
 
+from adapters.download import check_declared, download
 from adapters.ratelimit import RateLimiter, with_retry
 from gateway.adapter import Adapter, AdapterAuthError
 from gateway.config import DiscordChannel
+from gateway.media.errors import AttachmentUnavailable
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 
 if TYPE_CHECKING:
@@ -38,6 +47,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kith.adapters.discord")
 
+CDN_ORIGINS = frozenset({"https://cdn.discordapp.com", "https://media.discordapp.net"})
 _TYPING_DELAY_S = 0.8  # a dropped stranger's message finishes before this: no typing shown
 _FATAL_CLOSE_CODES = {4004: "authentication failed (4004): the bot token is wrong or was reset",
                       4010: "invalid shard (4010)", 4011: "sharding required (4011)",
@@ -167,7 +177,7 @@ class DiscordAdapter(Adapter):
             raise ValueError(f"text of {len(text)} characters is over the platform limit")
         attachments = tuple(
             Attachment(
-                kind=_kind(a.content_type or ""),
+                kind="voice" if a.is_voice_message() else _kind(a.content_type or ""),
                 name=a.filename,
                 mime_type=a.content_type or "",
                 size=a.size,
@@ -245,6 +255,30 @@ class DiscordAdapter(Adapter):
         await asyncio.sleep(_TYPING_DELAY_S)
         async with channel.typing():  # re-sent every few seconds by discord.py until we leave
             await asyncio.Event().wait()
+
+    # ------------------------------------------------------------------------------------- media
+    def cdn_allowed(self, url: str) -> bool:
+        """True only for Discord's CDN hosts (or the configured REST base's origin: a local fake)."""
+        try:
+            parsed = yarl.URL(url)
+            origin = str(parsed.origin()) if parsed.absolute and not parsed.user and not parsed.password else ""
+        except ValueError:
+            return False
+        allowed = set(CDN_ORIGINS)
+        if self.cfg.api_base:
+            allowed.add(str(yarl.URL(self.cfg.api_base).origin()))
+        return origin in allowed
+
+    async def fetch_attachment(self, attachment: Attachment, *, max_bytes: int) -> bytes:
+        what = f"the file {attachment.name!r}" if attachment.name else "the attachment"
+        check_declared(attachment.size, max_bytes, what)
+        if not attachment.url:
+            raise AttachmentUnavailable(f"{what} came without a Discord download link")
+        if not self.cdn_allowed(attachment.url):
+            log.warning("discord: attachment %s points outside Discord's CDN; not fetched", attachment.platform_id)
+            raise AttachmentUnavailable(f"{what} is not on Discord's CDN, so it was not fetched")
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=15)) as session:
+            return await download(session, attachment.url, max_bytes=max_bytes, what=what)
 
     # ------------------------------------------------------------------------------------ outbound
 

@@ -5,6 +5,10 @@ MESSAGE_CREATE dispatched with sequence numbers. REST: ``users/@me``, ``gateway`
 message (429 with ``retry_after`` on demand). Every JSON answer carries ``Content-Type:
 application/json`` exactly: discord.py compares the header verbatim and treats anything else as text.
 
+CDN: ``attachment()`` stores a file and returns the attachment object a MESSAGE_CREATE carries, with
+a signed ``url`` (``?ex=&is=&hm=`` as Discord signs them) served by ``GET /attachments/<channel>/<id>/<name>``;
+an unsigned or unknown URL answers 404 like the real CDN.
+
 Switches: ``drop()`` closes every gateway connection, ``silent`` stops heartbeat ACKs and events on
 open connections (a zombie connection), ``reject_token`` closes new sessions with 4004 and 401s REST.
 """
@@ -12,6 +16,7 @@ open connections (a zombie connection), ``reject_token`` closes new sessions wit
 from __future__ import annotations
 
 import asyncio
+import hashlib
 import itertools
 import json
 from dataclasses import dataclass, field
@@ -53,6 +58,13 @@ class CreatedMessage:
 
 
 @dataclass
+class CdnFile:
+    data: bytes
+    content_type: str
+    chunked: bool = False  # served without Content-Length
+
+
+@dataclass
 class FakeDiscord(FakeServer):
     token: str
     heartbeat_interval_ms: int = 500
@@ -62,6 +74,8 @@ class FakeDiscord(FakeServer):
     created: list[CreatedMessage] = field(default_factory=list)
     typing: list[int] = field(default_factory=list)
     identifies: int = 0
+    cdn: dict[str, CdnFile] = field(default_factory=dict)  # path -> file
+    cdn_requests: list[str] = field(default_factory=list)
     resumes: int = 0
     _sockets: list[web.WebSocketResponse] = field(default_factory=list)
     _seq: int = 0
@@ -78,6 +92,7 @@ class FakeDiscord(FakeServer):
         router.add_get("/api/v10/gateway/bot", self._gateway_info)
         router.add_post("/api/v10/channels/{cid}/typing", self._typing)
         router.add_post("/api/v10/channels/{cid}/messages", self._create_message)
+        router.add_get("/attachments/{cid}/{aid}/{name}", self._cdn_get)
 
     @property
     def api_base(self) -> str:
@@ -147,6 +162,39 @@ class FakeDiscord(FakeServer):
 
     async def wait_created(self, count: int, timeout: float = 10.0) -> list[CreatedMessage]:
         return await arrived(self.created, count, "messages created", timeout)
+
+    # ------------------------------------------------------------------------------------- CDN
+    @staticmethod
+    def _signature(path: str) -> str:
+        return hashlib.sha256(path.encode()).hexdigest()[:32]
+
+    async def _cdn_get(self, request: web.Request) -> web.StreamResponse:
+        self.cdn_requests.append(request.path)
+        if "authorization" in {k.lower() for k in request.headers}:
+            return web.Response(status=400)  # the CDN needs no token; sending one would leak it
+        stored = self.cdn.get(request.path)
+        if stored is None or request.query.get("hm") != self._signature(request.path):
+            return web.Response(status=404, text="This content is no longer available.")
+        if not stored.chunked:
+            return web.Response(body=stored.data, headers={"Content-Type": stored.content_type})
+        resp = web.StreamResponse(headers={"Content-Type": stored.content_type})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        for i in range(0, len(stored.data), 65536):
+            await resp.write(stored.data[i : i + 65536])
+        await resp.write_eof()
+        return resp
+
+    def attachment(self, data: bytes, *, filename: str, content_type: str, channel_id: int,
+                   declared_size: int | None = None, chunked: bool = False, **extra: Any) -> dict[str, Any]:
+        """Store ``data`` on the CDN; the attachment object for a message's ``attachments`` list."""
+        aid = snowflake()
+        path = f"/attachments/{channel_id}/{aid}/{filename}"
+        self.cdn[path] = CdnFile(data, content_type, chunked)
+        query = f"?ex=6760d2a1&is=675f8121&hm={self._signature(path)}&"
+        return {"id": aid, "filename": filename, "size": len(data) if declared_size is None else declared_size,
+                "url": f"{self.base_url}{path}{query}", "proxy_url": f"{self.base_url}{path}{query}",
+                "content_type": content_type, **extra}
 
     # --------------------------------------------------------------------------------- gateway
     async def _gateway(self, request: web.Request) -> web.WebSocketResponse:
