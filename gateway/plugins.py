@@ -33,6 +33,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "plugins.system_block",
     "plugins.persona",
     "plugins.tools",
+    "plugins.mcp_tools",
     "plugins.session_log",
     "plugins.memory_index",
     "plugins.memory_watch",
@@ -50,6 +51,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "plugins.known_facts",
     "plugins.access",
     "adapters.websocket",
+    "adapters.openai_api",
     "adapters.builtin",
 )
 

@@ -56,6 +56,12 @@ class Registry(Generic[T]):
         self._plugins[name] = self.plugin
         return True
 
+    def remove(self, name: str) -> None:
+        """Withdraw ``name``: for sources whose entries change while kith runs (an MCP server's tools,
+        gateway/mcp/); what plugins register at start-up stays for the gateway's life."""
+        self._entries.pop(name, None)
+        self._plugins.pop(name, None)
+
     def problem(self, text: str) -> None:
         """A bad entry from the plugin registering now."""
         self.problems.append(f"plugin {self.plugin or '?'}: {text}")
