@@ -30,7 +30,7 @@ from gateway.http.operator_api import routes as operator_routes
 from gateway.http.signin import install as install_signin
 from gateway.identity.users import Identities
 from gateway.llm.base import NO_MODEL_HELP, Provider
-from gateway.llm.provider import NoModelProvider, make_provider
+from gateway.llm.provider import NoModelProvider, make_providers
 from gateway.llm.routed import RoutedModel
 from gateway.logs import collect_secrets, install_redaction
 from gateway.memory.files.store import MemoryStore
@@ -123,7 +123,7 @@ class Gateway:
         self.identities.apply_config_links()
         self.sessions = Sessions(self.state, self.config)
         self.dedupe = Dedupe(self.state)
-        self._providers["main"] = make_provider(self.config.llm)
+        self._providers.update(make_providers(self.config.llm))
         self.kg = KnowledgeGraph(self.state)  # on the state's one connection
         self.memory = MemoryService(self.config, detach_if_busy=self.mode == "worker")
         await self.memory.start()

@@ -167,18 +167,124 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
-class LLMConfig(Section):
-    provider: Literal["anthropic", "echo", "local"] = "anthropic"
+ROLE_NAME = r"^[a-z][a-z0-9_-]{0,31}$"
+BUILTIN_ROLES = ("main", "cheap", "vision", "transcription")
+ProviderName = Literal["anthropic", "openai", "echo"]
+LOCAL_REMOVED = (
+    "provider 'local' was removed (it never shipped a working install): run the model in a llama.cpp "
+    "server, Ollama, vLLM or LM Studio and use `provider: openai` with `base_url` pointing at it, "
+    "e.g. http://127.0.0.1:11434/v1 for Ollama (docs/models.md)"
+)
+
+
+class Capabilities(Section):
+    """What a model can take. ``vision: false`` sends images as a short note instead; ``tools: false``
+    never offers tools; ``context_tokens`` 0 = the provider's default (docs/models.md)."""
+
+    vision: bool = True
+    tools: bool = True
+    context_tokens: int = Field(0, ge=0)
+
+
+class Prices(Section):
+    """US dollars per million tokens, for `kith usage` and the daily budget (0 = not counted)."""
+
+    input_per_mtok: float = Field(0.0, ge=0)
+    output_per_mtok: float = Field(0.0, ge=0)
+
+
+class RoleConfig(Section):
+    """One model role under ``llm.roles``; unset fields come from ``llm``. A role on another provider
+    than ``llm`` inherits neither its key, URL, headers nor prices (a key is never sent elsewhere)."""
+
+    provider: ProviderName | None = None
+    model: str | None = None
     api_key: SecretStr | None = None
     base_url: str | None = None
+    headers: dict[str, SecretStr] | None = None
+    max_tokens: int | None = Field(None, ge=1, le=64000)
+    timeout_s: float | None = Field(None, gt=0)
+    max_retries: int | None = Field(None, ge=0, le=10)
+    capabilities: Capabilities | None = None
+    prices: Prices | None = None
+
+    @field_validator("provider", mode="before")
+    @classmethod
+    def _no_local(cls, v: Any) -> Any:
+        if v == "local":
+            raise ValueError(LOCAL_REMOVED)
+        return v
+
+
+class LLMConfig(Section):
+    provider: ProviderName = "anthropic"
+    api_key: SecretStr | None = None
+    base_url: str | None = None
+    headers: dict[str, SecretStr] = Field(default_factory=dict)  # extra HTTP headers (OpenRouter, proxies)
     model: str = "claude-sonnet-5"
     cheap_model: str = "claude-haiku-5-5"
     max_tokens: int = Field(1024, ge=1, le=64000)
     timeout_s: float = Field(60.0, gt=0)
     max_retries: int = Field(2, ge=0, le=10)
     prompt_caching: bool = True
-    local_model_path: str | None = None
     max_tool_rounds: int = Field(4, ge=0, le=20)  # tool calls per answer are bounded (gateway/tools.py)
+    capabilities: Capabilities = Field(default_factory=Capabilities)
+    prices: Prices = Field(default_factory=Prices)
+    # Per person and UTC day, in US dollars: past it background jobs stop until tomorrow (chat goes on).
+    daily_budget_usd: float = Field(0.0, ge=0)  # 0 = no budget
+    roles: dict[str, RoleConfig] = Field(default_factory=dict)
+
+    @model_validator(mode="before")
+    @classmethod
+    def _removed_local(cls, data: Any) -> Any:
+        if isinstance(data, dict):
+            if data.get("provider") == "local":
+                raise ValueError(LOCAL_REMOVED)
+            if "local_model_path" in data:
+                if data["local_model_path"] not in (None, ""):
+                    raise ValueError(f"local_model_path: {LOCAL_REMOVED}")
+                data = {k: v for k, v in data.items() if k != "local_model_path"}
+        return data
+
+    @field_validator("roles")
+    @classmethod
+    def _role_names(cls, v: dict[str, RoleConfig]) -> dict[str, RoleConfig]:
+        for name in v:
+            if name == "main":
+                raise ValueError("'main' is `llm` itself: set its fields on `llm`, not under roles")
+            if not re.match(ROLE_NAME, name):
+                raise ValueError(f"role name {name!r} must match {ROLE_NAME}")
+        return v
+
+    def role_names(self) -> tuple[str, ...]:
+        return tuple(dict.fromkeys((*BUILTIN_ROLES, *self.roles)))
+
+    def role(self, name: str) -> LLMConfig:
+        """The effective settings of role ``name``: ``main`` is ``llm``; ``cheap`` defaults to ``llm``
+        with ``cheap_model``; ``vision`` and ``transcription`` default to ``llm``. KeyError if unknown."""
+        if name == "main":
+            return self
+        role = self.roles.get(name)
+        if role is None:
+            if name == "cheap":
+                return self.model_copy(update={"model": self._cheap_default(), "roles": {}})
+            if name in BUILTIN_ROLES:
+                return self.model_copy(update={"roles": {}})
+            raise KeyError(name)
+        update: dict[str, Any] = {k: getattr(role, k) for k in role.model_fields_set if getattr(role, k) is not None}
+        base = self
+        if role.provider is not None and role.provider != self.provider:
+            base = self.model_copy(update={"api_key": None, "base_url": None, "headers": {}, "prices": Prices(),
+                                           "capabilities": Capabilities()})
+        elif name == "cheap" and "model" not in update:
+            update["model"] = self._cheap_default()
+        return base.model_copy(update={**update, "roles": {}})
+
+    def _cheap_default(self) -> str:
+        # cheap_model names an Anthropic model unless set: another provider's cheap role is its main model.
+        if self.provider == "anthropic" or "cheap_model" in self.model_fields_set:
+            return self.cheap_model
+        return self.model
 
 
 class SessionsConfig(Section):
@@ -316,7 +422,8 @@ class MemoryConfig(Section):
 # --------------------------------------------------------------------------------------- background
 
 
-Backend = Literal["main", "cheap"]  # model slot by role (gateway.llm)
+# A model role by name: main, cheap, vision, transcription or one under llm.roles (checked at load).
+Backend = Annotated[str, Field(pattern=ROLE_NAME)]
 
 
 def _cron(v: str) -> str:
@@ -662,8 +769,19 @@ def _telegram_is_public(tg: TelegramChannel) -> bool:
         return True
 
 
+def _role_problems(cfg: Config) -> list[str]:
+    """Every setting that names a model role names one that exists."""
+    known = cfg.llm.role_names()
+    bg = cfg.background
+    named = {"background.writer.backend": bg.writer.backend, "background.sleep.backend": bg.sleep.backend,
+             "background.sleep.curation_backend": bg.sleep.curation_backend,
+             **{f"background.distill.{t}.backend": getattr(bg.distill, t).backend for t in ("short", "mid", "long")}}
+    return [f"{path}: unknown model role {role!r} (known: {', '.join(known)}; add it under llm.roles)"
+            for path, role in named.items() if role not in known]
+
+
 def _semantic_problems(cfg: Config) -> list[str]:
-    problems = []
+    problems = _role_problems(cfg)
     if not cfg.server.is_loopback() and cfg.server.token is None:
         problems.append(
             f"server.token: required when server.host ({cfg.server.host}) is not loopback; "
@@ -709,7 +827,9 @@ def parse_config(data: Any, *, env: Mapping[str, str] | None = None, source: str
     data = _resolve_env(data, "", env, problems)
     _apply_env_overrides(data, env)
     llm = data.get("llm") if isinstance(data.get("llm"), dict) else None
-    if "ANTHROPIC_API_KEY" in env and (llm is None or not llm.get("api_key")):
+    if "ANTHROPIC_API_KEY" in env and (llm is None or not llm.get("api_key")) and (
+        llm is None or llm.get("provider", "anthropic") == "anthropic"
+    ):
         data.setdefault("llm", {})
         if isinstance(data["llm"], dict):
             data["llm"]["api_key"] = env["ANTHROPIC_API_KEY"]

@@ -1,4 +1,4 @@
-"""Language-model providers by role (``main``, ``cheap``): Anthropic (default), echo (dev, bench), local.
+"""Language-model providers by role (``main``, ``cheap``): Anthropic (default), OpenAI-compatible, echo (dev, bench).
 
 ``base`` is the provider interface and errors, ``provider`` builds providers from config and holds the
 default ``gateway_llm_call``, ``routed`` is the model handle every call goes through, and each backend

@@ -11,6 +11,7 @@ model is asked again, streamed or not, for at most ``request.max_tool_rounds`` r
 
 from __future__ import annotations
 
+import base64
 import inspect
 import logging
 from collections.abc import Awaitable
@@ -20,8 +21,8 @@ import anthropic
 
 from gateway.config import LLMConfig
 from gateway.context import render_section
-from gateway.llm.base import DeltaCallback, LLMError
-from gateway.types import HistoryMessage, LLMRequest, LLMResponse, ToolCall, ToolResult
+from gateway.llm.base import NO_VISION_NOTE, DeltaCallback, LLMError
+from gateway.types import HistoryMessage, ImagePart, LLMRequest, LLMResponse, ToolCall, ToolResult
 
 log = logging.getLogger("kith.llm.anthropic")
 
@@ -41,17 +42,37 @@ def system_blocks(request: LLMRequest, *, caching: bool) -> list[dict[str, Any]]
     return blocks
 
 
-def api_messages(history: tuple[HistoryMessage, ...]) -> list[dict[str, Any]]:
-    """Alternate roles strictly (the API requires it) and start with a user message."""
+def image_block(image: ImagePart) -> dict[str, Any]:
+    return {"type": "image", "source": {"type": "base64", "media_type": image.mime_type,
+                                        "data": base64.b64encode(image.data).decode("ascii")}}
+
+
+def _blocks(content: str | list[dict[str, Any]]) -> list[dict[str, Any]]:
+    return content if isinstance(content, list) else ([{"type": "text", "text": content}] if content else [])
+
+
+def api_messages(history: tuple[HistoryMessage, ...], *, vision: bool = True) -> list[dict[str, Any]]:
+    """Alternate roles strictly (the API requires it) and start with a user message. A message with
+    images becomes content blocks, images first (as Anthropic recommends), then its text."""
     out: list[dict[str, Any]] = []
     for m in history:
         role = "assistant" if m.role == "assistant" else "user"
-        if not m.content:
+        images = m.images if role == "user" else ()
+        if not m.content and not images:
             continue
+        content: str | list[dict[str, Any]] = m.content
+        if images and vision:
+            content = [image_block(i) for i in images] + _blocks(m.content)
+        elif images:
+            content = "\n".join([m.content, *(NO_VISION_NOTE.format(name=i.name or i.mime_type) for i in images)])
         if out and out[-1]["role"] == role:
-            out[-1]["content"] += "\n\n" + m.content
+            prev = out[-1]["content"]
+            if isinstance(prev, str) and isinstance(content, str):
+                out[-1]["content"] = prev + "\n\n" + content
+            else:
+                out[-1]["content"] = _blocks(prev) + _blocks(content)
         else:
-            out.append({"role": role, "content": m.content})
+            out.append({"role": role, "content": content})
     while out and out[0]["role"] != "user":
         out.pop(0)
     return out
@@ -103,9 +124,7 @@ class AnthropicProvider:
         )
 
     def _model(self, request: LLMRequest) -> str:
-        if request.model:
-            return request.model
-        return self.config.cheap_model if request.role == "cheap" else self.config.model
+        return request.model or self.config.model  # each role has its own provider (LLMConfig.role)
 
     async def complete(self, request: LLMRequest, on_delta: DeltaCallback | None = None) -> LLMResponse:
         """One answer; with tools, a loop: each ``tool_use`` turn is answered with the tools' results and
@@ -118,8 +137,9 @@ class AnthropicProvider:
         system = system_blocks(request, caching=self.config.prompt_caching)
         if system:
             base["system"] = system
-        tools = tool_params(request) if request.run_tool is not None else []
-        messages = api_messages(request.messages)
+        caps = self.config.capabilities
+        tools = tool_params(request) if request.run_tool is not None and caps.tools else []
+        messages = api_messages(request.messages, vision=caps.vision)
         texts: list[str] = []
         calls: list[ToolCall] = []
         results: list[ToolResult] = []

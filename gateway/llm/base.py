@@ -34,6 +34,8 @@ class Transcriber(Protocol):
     async def transcribe(self, audio: bytes, *, mime_type: str, filename: str) -> str: ...
 
 
+NO_VISION_NOTE = "[image {name}: not shown, this model cannot see images]"
+
 NO_MODEL_HELP = (
     "No language model is configured, so I can't answer yet. To use Claude, set the environment "
     "variable ANTHROPIC_API_KEY (or `llm.api_key: ${ANTHROPIC_API_KEY}` in config.yaml) and restart "

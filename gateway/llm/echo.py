@@ -18,10 +18,11 @@ def digest(request: LLMRequest) -> str:
     system_tokens = sum(estimate_tokens(s.text) for s in request.system)
     history_tokens = sum(estimate_tokens(m.content) for m in request.messages)
     last = request.messages[-1].content if request.messages else ""
+    images = sum(len(m.images) for m in request.messages)
     return (
         f"echo: {last}\n"
         f"[sections {len(request.system)}: {', '.join(parts)} | system {system_tokens} tok"
-        f" | messages {len(request.messages)} ({history_tokens} tok)]"
+        f" | messages {len(request.messages)} ({history_tokens} tok)" + (f" | images {images}" if images else "") + "]"
     )
 
 

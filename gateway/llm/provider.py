@@ -1,7 +1,7 @@
 """Built-in plugin: the default ``gateway_llm_call`` and the provider registry by role.
 
-Providers are addressed by role (``main``, ``cheap``) so a cheap side model can be configured next to
-the main one without touching callers.
+Providers are addressed by role (``main``, ``cheap``, ``vision``, ``transcription`` and any name under
+``llm.roles``), each with its own provider, model and limits, so callers never name a vendor.
 """
 
 from __future__ import annotations
@@ -58,19 +58,35 @@ def model_configured(gateway: Gateway, role: str, job: str, *, structured: bool 
     return False
 
 
-def make_provider(config: LLMConfig) -> Provider:
+def make_provider(config: LLMConfig, *, warn: bool = True) -> Provider:
+    """The provider for one role's effective settings (``LLMConfig.role``)."""
     if config.provider == "echo":
         return EchoProvider()
-    if config.provider == "local":
-        from gateway.llm.local import LocalProvider
+    if config.provider == "openai":
+        if config.base_url is None and (config.api_key is None or not config.api_key.get_secret_value()):
+            if warn:
+                log.warning(NO_MODEL_HELP)
+            return NoModelProvider()
+        from gateway.llm.openai import OpenAIProvider
 
-        return LocalProvider(config)
+        return OpenAIProvider(config)
     if config.api_key is None or not config.api_key.get_secret_value():
-        log.warning(NO_MODEL_HELP)
+        if warn:
+            log.warning(NO_MODEL_HELP)
         return NoModelProvider()
     from gateway.llm.anthropic import AnthropicProvider
 
     return AnthropicProvider(config)
+
+
+def make_providers(config: LLMConfig) -> dict[str, Provider]:
+    """One provider per configured role (docs/models.md); the missing-model help is logged once."""
+    out: dict[str, Provider] = {}
+    warned = False
+    for name in config.role_names():
+        out[name] = make_provider(config.role(name), warn=not warned)
+        warned = warned or isinstance(out[name], NoModelProvider)
+    return out
 
 
 @hookimpl(trylast=True)

@@ -1,0 +1,259 @@
+"""OpenAI-compatible chat completions through the official ``openai`` SDK (``AsyncOpenAI``).
+
+Any server speaking the OpenAI wire format works through ``base_url`` (OpenAI, OpenRouter, Ollama, vLLM,
+llama.cpp server, LM Studio), with extra ``headers`` for those that want them. Retries on 408/409/429/5xx
+and connection errors are the SDK's (exponential backoff, ``Retry-After`` honoured), ``max_retries`` times.
+
+Tools: streamed tool-call deltas are assembled by their ``index``; each round's calls are answered with
+``tool`` messages from ``request.run_tool`` and the model asked again, for at most
+``request.max_tool_rounds`` rounds; the last allowed call sets ``tool_choice: none``, so the loop always
+ends in text (the same semantics as the Anthropic provider).
+"""
+
+from __future__ import annotations
+
+import base64
+import inspect
+import json
+import logging
+from dataclasses import dataclass, field
+from typing import Any
+
+import openai
+
+from gateway.config import LLMConfig
+from gateway.context import render_section
+from gateway.llm.base import NO_VISION_NOTE, DeltaCallback, LLMError
+from gateway.types import HistoryMessage, ImagePart, LLMRequest, LLMResponse, ToolCall, ToolResult
+
+log = logging.getLogger("kith.llm.openai")
+
+
+def data_url(image: ImagePart) -> str:
+    return f"data:{image.mime_type};base64,{base64.b64encode(image.data).decode('ascii')}"
+
+
+def system_text(request: LLMRequest) -> str:
+    return "\n\n".join(render_section(s) for s in request.system)
+
+
+def user_content(m: HistoryMessage, *, vision: bool) -> str | list[dict[str, Any]]:
+    if not m.images:
+        return m.content
+    if not vision:
+        notes = [NO_VISION_NOTE.format(name=i.name or i.mime_type) for i in m.images]
+        return "\n".join([m.content, *notes]) if m.content else "\n".join(notes)
+    parts: list[dict[str, Any]] = [{"type": "text", "text": m.content}] if m.content else []
+    parts += [{"type": "image_url", "image_url": {"url": data_url(i)}} for i in m.images]
+    return parts
+
+
+def api_messages(request: LLMRequest, *, vision: bool) -> list[dict[str, Any]]:
+    out: list[dict[str, Any]] = []
+    system = system_text(request)
+    if system:
+        out.append({"role": "system", "content": system})
+    for m in request.messages:
+        if not m.content and not m.images:
+            continue
+        if m.role == "assistant":
+            out.append({"role": "assistant", "content": m.content})
+        else:
+            out.append({"role": "user", "content": user_content(m, vision=vision)})
+    return out
+
+
+def tool_params(request: LLMRequest) -> list[dict[str, Any]]:
+    return [{"type": "function", "function": {"name": t.name, "description": t.description,
+                                              "parameters": dict(t.input_schema)}} for t in request.tools]
+
+
+def _arguments(raw: str) -> dict[str, Any]:
+    try:
+        value = json.loads(raw or "{}")
+    except json.JSONDecodeError:
+        return {}
+    return value if isinstance(value, dict) else {}
+
+
+@dataclass
+class _PendingCall:
+    id: str = ""
+    name: str = ""
+    arguments: str = ""
+
+
+@dataclass
+class _Round:
+    """One model call's answer, from a streamed or a whole response."""
+
+    text: str = ""
+    calls: dict[int, _PendingCall] = field(default_factory=dict)
+    finish_reason: str = ""
+    model: str = ""
+    usage: Any = None
+
+
+async def _emit(on_delta: DeltaCallback, piece: str) -> None:
+    result = on_delta(piece)
+    if inspect.isawaitable(result):
+        await result
+
+
+class OpenAIProvider:
+    name = "openai"
+
+    def __init__(self, config: LLMConfig) -> None:
+        self.config = config
+        # Local servers (Ollama, llama.cpp) need no key, but the SDK insists on one.
+        key = config.api_key.get_secret_value() if config.api_key else "unused"
+        self.client = openai.AsyncOpenAI(
+            api_key=key,
+            base_url=config.base_url,
+            max_retries=config.max_retries,
+            timeout=config.timeout_s,
+            default_headers={k: v.get_secret_value() for k, v in config.headers.items()} or None,
+        )
+
+    async def complete(self, request: LLMRequest, on_delta: DeltaCallback | None = None) -> LLMResponse:
+        caps = self.config.capabilities
+        base: dict[str, Any] = {"model": request.model or self.config.model,
+                                "max_tokens": request.max_tokens or self.config.max_tokens}
+        tools = tool_params(request) if request.run_tool is not None and caps.tools and request.tools else []
+        messages = api_messages(request, vision=caps.vision)
+        stream = on_delta is not None and request.stream
+        texts: list[str] = []
+        calls: list[ToolCall] = []
+        results: list[ToolResult] = []
+        usage = {"in": 0, "out": 0, "cache_read": 0}
+        rounds = 0
+        answer = _Round()
+        try:
+            while True:
+                rounds += 1
+                last_round = rounds > request.max_tool_rounds
+                kwargs: dict[str, Any] = {**base, "messages": messages}
+                if tools:
+                    kwargs["tools"] = tools
+                    if last_round:
+                        kwargs["tool_choice"] = "none"
+                relay = on_delta if stream else None
+                if relay is not None and texts:
+                    relay = _paragraph(relay)
+                answer = await (self._stream(kwargs, relay) if relay is not None else self._whole(kwargs))
+                if answer.usage is not None:
+                    usage["in"] += answer.usage.prompt_tokens or 0
+                    usage["out"] += answer.usage.completion_tokens or 0
+                    details = getattr(answer.usage, "prompt_tokens_details", None)
+                    usage["cache_read"] += (getattr(details, "cached_tokens", 0) or 0) if details else 0
+                if answer.text:
+                    texts.append(answer.text)
+                if not tools or not answer.calls or last_round:
+                    break
+                assert request.run_tool is not None
+                pending = [answer.calls[i] for i in sorted(answer.calls)]
+                messages.append({"role": "assistant", "content": answer.text or None, "tool_calls": [
+                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments or "{}"}}
+                    for c in pending]})
+                for c in pending:
+                    call = ToolCall(id=c.id, name=c.name, input=_arguments(c.arguments))
+                    result = await request.run_tool(call)
+                    calls.append(call)
+                    results.append(result)
+                    content = f"Error: {result.content}" if result.is_error else result.content
+                    messages.append({"role": "tool", "tool_call_id": c.id, "content": content})
+        except openai.AuthenticationError as exc:
+            raise LLMError(f"openai rejected the API key: {exc}",
+                           user_message="The model rejected kith's API key; the operator must fix it.") from exc
+        except openai.RateLimitError as exc:
+            raise LLMError(f"openai rate limit: {exc}", retryable=True,
+                           user_message="The model is rate-limited right now. Please try again in a minute.") from exc
+        except openai.APITimeoutError as exc:
+            raise LLMError("openai request timed out", retryable=True) from exc
+        except openai.APIStatusError as exc:
+            raise LLMError(f"openai error {exc.status_code}: {exc}", retryable=exc.status_code >= 500) from exc
+        except openai.APIConnectionError as exc:
+            raise LLMError(f"cannot reach the model server: {exc}", retryable=True) from exc
+        return LLMResponse(
+            text="\n\n".join(texts),
+            model=answer.model or base["model"],
+            input_tokens=usage["in"],
+            output_tokens=usage["out"],
+            cache_read_tokens=usage["cache_read"],
+            stop_reason=_stop_reason(answer.finish_reason),
+            provider=self.name,
+            tool_calls=tuple(calls),
+            tool_results=tuple(results),
+            rounds=rounds,
+        )
+
+    async def _whole(self, kwargs: dict[str, Any]) -> _Round:
+        response = await self.client.chat.completions.create(**kwargs)
+        out = _Round(model=response.model or "", usage=response.usage)
+        if response.choices:
+            choice = response.choices[0]
+            out.text = choice.message.content or ""
+            out.finish_reason = choice.finish_reason or ""
+            for i, tc in enumerate(choice.message.tool_calls or ()):
+                fn = getattr(tc, "function", None)
+                if fn is not None:
+                    out.calls[i] = _PendingCall(id=tc.id, name=fn.name, arguments=fn.arguments or "")
+        return out
+
+    async def _stream(self, kwargs: dict[str, Any], on_delta: DeltaCallback) -> _Round:
+        out = _Round()
+        pieces: list[str] = []
+        stream = await self.client.chat.completions.create(
+            **kwargs, stream=True, stream_options={"include_usage": True})
+        async with stream:
+            async for chunk in stream:
+                out.model = chunk.model or out.model
+                if chunk.usage is not None:
+                    out.usage = chunk.usage
+                for choice in chunk.choices:
+                    delta = choice.delta
+                    if delta.content:
+                        pieces.append(delta.content)
+                        await _emit(on_delta, delta.content)
+                    for tc in delta.tool_calls or ():
+                        pending = out.calls.setdefault(tc.index, _PendingCall())
+                        pending.id = tc.id or pending.id
+                        if tc.function is not None:
+                            pending.name += tc.function.name or ""
+                            pending.arguments += tc.function.arguments or ""
+                    if choice.finish_reason:
+                        out.finish_reason = choice.finish_reason
+        out.text = "".join(pieces)
+        return out
+
+    async def transcribe(self, audio: bytes, *, mime_type: str, filename: str) -> str:
+        """Speech to text through ``/v1/audio/transcriptions`` (the ``transcription`` role's model)."""
+        try:
+            result = await self.client.audio.transcriptions.create(
+                model=self.config.model, file=(filename or "audio", audio, mime_type))
+        except openai.APIStatusError as exc:
+            raise LLMError(f"transcription failed ({exc.status_code}): {exc}",
+                           retryable=exc.status_code >= 500 or exc.status_code == 429) from exc
+        except openai.APIConnectionError as exc:
+            raise LLMError(f"cannot reach the transcription server: {exc}", retryable=True) from exc
+        return (getattr(result, "text", None) or str(result)).strip()
+
+    async def close(self) -> None:
+        await self.client.close()
+
+
+def _stop_reason(finish_reason: str) -> str:
+    """In the Anthropic vocabulary the rest of kith logs and tests read."""
+    return {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}.get(finish_reason, finish_reason)
+
+
+def _paragraph(on_delta: DeltaCallback) -> DeltaCallback:
+    """Text of a round after a tool round starts a new paragraph, in the stream as in the reply."""
+    pending = ["\n\n"]
+
+    def relay(piece: str) -> Any:
+        if pending and piece:
+            piece = pending.pop() + piece
+        return on_delta(piece)
+
+    return relay
