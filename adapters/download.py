@@ -47,7 +47,10 @@ async def download(
     """
     try:
         async with asyncio.timeout(timeout_s):
-            async with session.get(url, headers=dict(headers or {}), allow_redirects=False) as resp:
+            # The session's own total timeout (made for small API calls) gives way to timeout_s here.
+            per_request = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=60)
+            async with session.get(url, headers=dict(headers or {}), allow_redirects=False,
+                                   timeout=per_request) as resp:
                 if resp.status != 200:
                     raise AttachmentUnavailable(f"{what} could not be downloaded (the server answered {resp.status})")
                 if resp.content_length is not None:

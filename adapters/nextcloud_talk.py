@@ -12,6 +12,14 @@ Outbound (us -> Nextcloud): ``POST /ocs/v2.php/apps/spreed/api/v1/bot/<room>/mes
 Every room is its own conversation (``conversation_id`` = room token), so shared rooms get their own
 CHANNEL memory. Rooms are groups unless listed in ``dm_rooms`` or, with ``api_user`` set, the room
 lookup says one-to-one.
+
+Shared files: Talk delivers a share as the message ``{file}`` with a ``file`` rich-object parameter
+(id, name, size, mimetype, the sender's path, a link); each becomes an ``Attachment`` whose
+``platform_id`` is the Nextcloud file id. A bot has no files of its own, so ``fetch_attachment``
+needs ``api_user`` + ``api_password`` (an app password of a user who is in the room, and so sees the
+share): it finds the file in that user's tree with a WebDAV ``SEARCH`` by file id and downloads it
+with a WebDAV ``GET``, on the configured server only. Without those credentials the file is
+reported as unavailable, with what to configure.
 """
 
 from __future__ import annotations
@@ -24,19 +32,25 @@ import json
 import logging
 import secrets
 import time
+import xml.etree.ElementTree as ET
 from collections import OrderedDict
 from collections.abc import Mapping
 from dataclasses import replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import unquote
+from xml.sax.saxutils import escape
 
 import aiohttp
+import yarl
 from aiohttp import web
 
 from adapters.body import BodyTooLarge, read_body
+from adapters.download import check_declared, download
 from adapters.ratelimit import RateLimiter, with_retry
 from gateway.adapter import Adapter
 from gateway.config import NextcloudChannel
+from gateway.media.errors import AttachmentUnavailable
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 
 if TYPE_CHECKING:
@@ -50,6 +64,13 @@ _ONE_TO_ONE_TYPES = {1, 5, 6}  # one-to-one, former one-to-one, note-to-self
 _MAX_RANDOM_LEN = 256
 _SEEN_TTL_S = 24 * 3600.0
 _SEEN_MAX = 50_000
+_MAX_SEARCH_ANSWER = 256 * 1024  # a SEARCH for one file id answers a few hundred bytes
+_DAV = "{DAV:}"
+_OC = "{http://owncloud.org/ns}"
+_NO_CREDENTIALS = (
+    "Nextcloud Talk does not let bots download shared files; set channels.nextcloud.api_user and "
+    "api_password (an app password of a Nextcloud user who is in the room) so kith can fetch {what}"
+)
 
 
 def sign(secret: bytes, random: str, payload: bytes) -> str:
@@ -253,13 +274,13 @@ class NextcloudTalkAdapter(Adapter):
                 continue
             ptype, pname, pid = str(value.get("type", "")), str(value.get("name", "")), str(value.get("id", ""))
             if ptype == "file":
-                size = value.get("size")
+                mime = str(value.get("mimetype", ""))
                 attachments.append(
                     Attachment(
-                        kind="photo" if str(value.get("mimetype", "")).startswith("image/") else "document",
+                        kind=_kind(mime),
                         name=pname,
-                        mime_type=str(value.get("mimetype", "")),
-                        size=size if isinstance(size, int) else 0,
+                        mime_type=mime,
+                        size=_size(value.get("size")),  # Talk sends it as a string
                         platform_id=pid,
                         url=str(value.get("link", "")),
                     )
@@ -318,6 +339,53 @@ class NextcloudTalkAdapter(Adapter):
         except Exception:
             log.exception("nextcloud: turn for message %s in room %s failed", message.message_id, room)
 
+    # ------------------------------------------------------------------------------------- media
+    def _basic_auth(self) -> str | None:
+        if not self.cfg.api_user or self.cfg.api_password is None:
+            return None
+        creds = f"{self.cfg.api_user}:{self.cfg.api_password.get_secret_value()}".encode()
+        return "Basic " + base64.b64encode(creds).decode()
+
+    async def fetch_attachment(self, attachment: Attachment, *, max_bytes: int) -> bytes:
+        what = f"the file {attachment.name!r}" if attachment.name else "the shared file"
+        check_declared(attachment.size, max_bytes, what)
+        auth = self._basic_auth()
+        if auth is None:
+            raise AttachmentUnavailable(_NO_CREDENTIALS.format(what=what))
+        if not attachment.platform_id.isdigit():
+            raise AttachmentUnavailable(f"{what} came without a Nextcloud file id")
+        href, declared = await self._find_file(attachment.platform_id, auth, what)
+        check_declared(declared, max_bytes, what)
+        url = str(yarl.URL(self._base).origin()) + href
+        return await download(self._client(), url, max_bytes=max_bytes, what=what, headers={"Authorization": auth})
+
+    async def _find_file(self, file_id: str, auth: str, what: str) -> tuple[str, int]:
+        """The WebDAV href (a path on the configured server) and size of ``file_id`` in api_user's tree."""
+        user = self.cfg.api_user or ""
+        home = f"{yarl.URL(self._base).path.rstrip('/')}/remote.php/dav/files/{user}/"
+        body = _search_body(user, file_id)
+        try:
+            async with self._client().request(
+                "SEARCH", f"{self._base}/remote.php/dav/", data=body.encode(),
+                headers={"Authorization": auth, "Content-Type": "text/xml; charset=utf-8"}, allow_redirects=False,
+            ) as resp:
+                if resp.status == 401:
+                    raise AttachmentUnavailable(f"Nextcloud refused the configured app password, so {what} "
+                                                "cannot be fetched")
+                if resp.status != 207:
+                    raise AttachmentUnavailable(f"Nextcloud could not look up {what} (it answered {resp.status})")
+                answer = await resp.content.read(_MAX_SEARCH_ANSWER + 1)
+        except (TimeoutError, aiohttp.ClientError) as exc:
+            raise AttachmentUnavailable(f"Nextcloud could not look up {what} ({exc.__class__.__name__})") from None
+        if len(answer) > _MAX_SEARCH_ANSWER:
+            raise AttachmentUnavailable(f"Nextcloud's answer about {what} was too long")
+        for href, fid, size in _search_hits(answer):
+            # The href must be a file in api_user's tree on this server; anything else is not fetched.
+            path = unquote(href)
+            if fid == file_id and path.startswith(home) and href.startswith("/") and ".." not in path.split("/"):
+                return href, size
+        raise AttachmentUnavailable(f"{what} is not visible to the Nextcloud user {user!r} (is it in the room?)")
+
     # ------------------------------------------------------------------------------------ outbound
     def _client(self) -> aiohttp.ClientSession:
         if self._session is None or self._session.closed:
@@ -368,3 +436,51 @@ class NextcloudTalkAdapter(Adapter):
 
 def chunk_text(body: Mapping[str, Any]) -> str:
     return str(body["message"])
+
+
+def _kind(mime: str) -> str:
+    for prefix, kind in (("image/", "photo"), ("audio/", "audio"), ("video/", "video")):
+        if mime.startswith(prefix):
+            return kind
+    return "document"
+
+
+def _size(value: Any) -> int:
+    if isinstance(value, bool):
+        return 0
+    if isinstance(value, int):
+        return max(value, 0)
+    if isinstance(value, str) and value.isdigit():
+        return int(value)
+    return 0
+
+
+def _search_body(user: str, file_id: str) -> str:
+    return (
+        '<?xml version="1.0" encoding="UTF-8"?>'
+        '<d:searchrequest xmlns:d="DAV:" xmlns:oc="http://owncloud.org/ns">'
+        "<d:basicsearch>"
+        "<d:select><d:prop><oc:fileid/><d:getcontentlength/><d:getcontenttype/></d:prop></d:select>"
+        f"<d:from><d:scope><d:href>/files/{escape(user)}</d:href><d:depth>infinity</d:depth></d:scope></d:from>"
+        f"<d:where><d:eq><d:prop><oc:fileid/></d:prop><d:literal>{int(file_id)}</d:literal></d:eq></d:where>"
+        "</d:basicsearch>"
+        "</d:searchrequest>"
+    )
+
+
+def _search_hits(answer: bytes) -> list[tuple[str, str, int]]:
+    """(href, fileid, size) for each response in a WebDAV multistatus; empty if it does not parse."""
+    if b"<!DOCTYPE" in answer or b"<!ENTITY" in answer:
+        return []  # a multistatus never needs a DTD; entities are how XML bombs are built
+    try:
+        root = ET.fromstring(answer)
+    except ET.ParseError:
+        return []
+    hits = []
+    for response in root.iter(f"{_DAV}response"):
+        href = (response.findtext(f"{_DAV}href") or "").strip()
+        fid = (response.findtext(f".//{_OC}fileid") or "").strip()
+        size = _size((response.findtext(f".//{_DAV}getcontentlength") or "").strip())
+        if href:
+            hits.append((href, fid, size))
+    return hits

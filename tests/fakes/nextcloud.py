@@ -6,6 +6,11 @@
   ``.../reaction/<id>``), verifies ``X-Nextcloud-Talk-Bot-Signature`` over random + message (or
   reaction) exactly as Talk does, and answers 401 on a mismatch and 201 otherwise.
 * ``GET /ocs/v2.php/apps/spreed/api/v4/room/<token>`` with basic auth returns the room type.
+* Files shared into a room (``share_file``): the webhook carries the ``{file}`` rich object Talk
+  builds for the sender, and every user the share reaches sees the file in their own tree (under
+  ``Talk/``). WebDAV as Nextcloud serves it: ``SEARCH /remote.php/dav/`` (basicsearch on
+  ``oc:fileid`` within ``/files/<user>``) answers a 207 multistatus, ``GET
+  /remote.php/dav/files/<user>/<path>`` the bytes; both need the user's basic auth.
 """
 
 from __future__ import annotations
@@ -16,8 +21,10 @@ import hmac
 import itertools
 import json
 import secrets
+import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import quote, unquote
 
 from aiohttp import web
 
@@ -37,6 +44,18 @@ class Posted:
 
 
 @dataclass
+class NcFile:
+    file_id: int
+    data: bytes
+    mimetype: str
+    declared_size: int
+    chunked: bool = False
+
+
+_DAV_NS = {"d": "DAV:", "oc": "http://owncloud.org/ns"}
+
+
+@dataclass
 class FakeNextcloud(FakeServer):
     secret: str
     bot_url: str = ""  # where to deliver webhooks (the gateway's webhook route)
@@ -46,13 +65,18 @@ class FakeNextcloud(FakeServer):
     reactions: list[tuple[str, str, str]] = field(default_factory=list)
     bad_signatures: int = 0
     throttle_next: int = 0  # answer this many bot posts with 429 first
+    trees: dict[str, dict[str, NcFile]] = field(default_factory=dict)  # user -> path in their files -> file
+    dav_requests: list[tuple[str, str]] = field(default_factory=list)  # (method, path)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
+    _file_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(50_000))
 
     # ------------------------------------------------------------------------------- the server
     def add_routes(self, router: web.UrlDispatcher) -> None:
         router.add_post("/ocs/v2.php/apps/spreed/api/v1/bot/{room}/message", self._message)
         router.add_post("/ocs/v2.php/apps/spreed/api/v1/bot/{room}/reaction/{mid}", self._reaction)
         router.add_get("/ocs/v2.php/apps/spreed/api/v4/room/{room}", self._room)
+        router.add_route("SEARCH", "/remote.php/dav/", self._dav_search)
+        router.add_get("/remote.php/dav/files/{user}/{path:.+}", self._dav_get)
 
     def _verify(self, request: web.Request, signed: str) -> bool:
         random = request.headers.get("X-Nextcloud-Talk-Bot-Random", "")
@@ -94,6 +118,88 @@ class FakeNextcloud(FakeServer):
             return web.Response(status=404)
         data = {"token": room, "type": self.room_types[room], "name": room}
         return web.json_response({"ocs": {"meta": {"status": "ok", "statuscode": 200}, "data": data}})
+
+    # ---------------------------------------------------------------------------------- WebDAV
+    def _dav_user(self, request: web.Request) -> str | None:
+        """The user whose basic auth is right, or None (only the API user has a password here)."""
+        auth = request.headers.get("Authorization", "")
+        expected = "Basic " + base64.b64encode(":".join(self.api_credentials).encode()).decode()
+        return self.api_credentials[0] if hmac.compare_digest(auth, expected) else None
+
+    async def _dav_search(self, request: web.Request) -> web.Response:
+        self.dav_requests.append(("SEARCH", request.path))
+        user = self._dav_user(request)
+        if user is None:
+            return web.Response(status=401, headers={"WWW-Authenticate": 'Basic realm="Nextcloud"'})
+        try:
+            query = ET.fromstring(await request.read())
+            scope = query.findtext(".//d:scope/d:href", namespaces=_DAV_NS) or ""
+            literal = query.findtext(".//d:where/d:eq/d:literal", namespaces=_DAV_NS) or ""
+        except ET.ParseError:
+            return web.Response(status=400)
+        if scope.rstrip("/") != f"/files/{user}":
+            return web.Response(status=403)  # a user can only search their own tree
+        hits = [(path, f) for path, f in self.trees.get(user, {}).items() if str(f.file_id) == literal.strip()]
+        responses = "".join(
+            f"<d:response><d:href>/remote.php/dav/files/{quote(user)}/{quote(path)}</d:href><d:propstat><d:prop>"
+            f"<oc:fileid>{f.file_id}</oc:fileid><d:getcontentlength>{f.declared_size}</d:getcontentlength>"
+            f"<d:getcontenttype>{f.mimetype}</d:getcontenttype></d:prop>"
+            "<d:status>HTTP/1.1 200 OK</d:status></d:propstat></d:response>"
+            for path, f in hits
+        )
+        body = ('<?xml version="1.0"?><d:multistatus xmlns:d="DAV:" xmlns:s="http://sabredav.org/ns" '
+                f'xmlns:oc="http://owncloud.org/ns" xmlns:nc="http://nextcloud.org/ns">{responses}</d:multistatus>')
+        return web.Response(status=207, body=body.encode(), content_type="application/xml", charset="utf-8")
+
+    async def _dav_get(self, request: web.Request) -> web.StreamResponse:
+        self.dav_requests.append(("GET", request.path))
+        user = self._dav_user(request)
+        if user is None:
+            return web.Response(status=401)
+        if request.match_info["user"] != user:
+            return web.Response(status=404)
+        stored = self.trees.get(user, {}).get(unquote(request.match_info["path"]))
+        if stored is None:
+            return web.Response(status=404)
+        if not stored.chunked:
+            return web.Response(body=stored.data, headers={"Content-Type": stored.mimetype})
+        resp = web.StreamResponse(headers={"Content-Type": stored.mimetype})
+        resp.enable_chunked_encoding()
+        await resp.prepare(request)
+        for i in range(0, len(stored.data), 65536):
+            await resp.write(stored.data[i : i + 65536])
+        await resp.write_eof()
+        return resp
+
+    def share_file(
+        self,
+        data: bytes,
+        *,
+        name: str,
+        mimetype: str,
+        owner: str = "ada",
+        shared_with: tuple[str, ...] | None = None,
+        declared_size: int | None = None,
+        chunked: bool = False,
+    ) -> dict[str, Any]:
+        """Share a file of ``owner`` into a room; the ``parameters`` of the webhook Talk then sends.
+
+        ``shared_with``: users who see it (default: the API user, a member of the room)."""
+        size = len(data) if declared_size is None else declared_size
+        stored = NcFile(next(self._file_ids), data, mimetype, size, chunked)
+        self.trees.setdefault(owner, {})[f"Documents/{name}"] = stored
+        for user in shared_with if shared_with is not None else (self.api_credentials[0],):
+            self.trees.setdefault(user, {})[f"Talk/{name}"] = stored
+        base = self.base_url or "http://nextcloud.invalid"
+        file_param = {
+            "type": "file", "id": str(stored.file_id), "name": name, "size": str(size),
+            "path": f"Documents/{name}",  # the sender's own path, as Talk renders it for the sender
+            "link": f"{base}/index.php/f/{stored.file_id}", "etag": hashlib.md5(data).hexdigest(),
+            "permissions": "27", "mimetype": mimetype,
+            "preview-available": "yes" if mimetype.startswith("image/") else "no", "hide-download": "no",
+        }
+        return {"actor": {"type": "user", "id": owner, "name": owner.title(), "mention-id": owner},
+                "file": file_param}
 
     async def wait_posts(self, count: int, timeout: float = 10.0) -> list[Posted]:
         return await arrived(self.posted, count, "messages posted", timeout)
