@@ -73,9 +73,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 def _add_login_commands(usub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     """``kith users login-link`` lives with web sign-in (gateway/cli/users_login.py)."""
-    from gateway.cli import users_login
+    from gateway.cli import users_apikey, users_login
 
     users_login.add_subcommands(usub)
+    users_apikey.add_subcommands(usub)  # kith users api-key: keys of /v1 (docs/openai-api.md)
 
 
 class UsageError(Exception):

@@ -1,0 +1,140 @@
+"""The OpenAI chat-completions wire format as kith speaks it on ``/v1`` (docs/openai-api.md).
+
+Parsing a request (``parse_chat``: the new last user message is the turn; kith keeps the history itself)
+and building answers: a ``chat.completion``, the ``chat.completion.chunk`` events of a stream, the
+``/v1/models`` list, and OpenAI's error object (``{"error": {message, type, param, code}}``), which the
+official clients turn into their typed exceptions by status.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from dataclasses import dataclass
+from typing import Any
+
+from aiohttp import web
+
+MAX_TEXT_CHARS = 32_000  # as a WebSocket message (adapters/websocket.py)
+_CONVERSATION = re.compile(r"^[A-Za-z0-9._:@-]{1,128}$")
+
+
+class WireError(Exception):
+    """A request kith refuses, with OpenAI's error fields."""
+
+    def __init__(self, status: int, message: str, *, type_: str = "invalid_request_error", param: str | None = None,
+                 code: str | None = None, headers: dict[str, str] | None = None) -> None:  # fmt: skip
+        super().__init__(message)
+        self.status, self.type, self.param, self.code = status, type_, param, code
+        self.headers = headers or {}
+
+    def response(self) -> web.Response:
+        body = {"error": {"message": str(self), "type": self.type, "param": self.param, "code": self.code}}
+        return web.json_response(body, status=self.status, headers={"Cache-Control": "no-store", **self.headers})
+
+
+def unauthorized(message: str) -> WireError:
+    return WireError(401, message, code="invalid_api_key", headers={"WWW-Authenticate": 'Bearer realm="kith /v1"'})
+
+
+@dataclass(frozen=True, slots=True)
+class ChatRequest:
+    model: str
+    text: str  # the last user message: the turn
+    stream: bool
+    include_usage: bool
+    user: str  # OpenAI's ``user`` field: names a conversation when no header does
+
+
+def _text_of(content: Any) -> str:
+    """A message's text: a string, or the text parts of a content array (other parts are not read)."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        parts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
+        return "\n".join(p for p in parts if isinstance(p, str))
+    raise WireError(400, "'content' must be a string or an array of content parts", param="messages")
+
+
+def parse_chat(body: Any) -> ChatRequest:
+    if not isinstance(body, dict):
+        raise WireError(400, "the body must be a JSON object")
+    model = body.get("model")
+    if not isinstance(model, str) or not model:
+        raise WireError(400, "'model' is required: a persona name from GET /v1/models", param="model")
+    messages = body.get("messages")
+    if not isinstance(messages, list) or not messages or not all(isinstance(m, dict) for m in messages):
+        raise WireError(400, "'messages' must be a non-empty array of message objects", param="messages")
+    last = messages[-1]
+    if last.get("role") != "user":
+        raise WireError(400, "the last message must be the user's: kith answers the newest user message and "
+                        "keeps the conversation's history itself", param="messages")  # fmt: skip
+    text = _text_of(last.get("content"))
+    if not text.strip():
+        raise WireError(400, "the last user message has no text", param="messages")
+    if len(text) > MAX_TEXT_CHARS:
+        raise WireError(400, f"the user message is limited to {MAX_TEXT_CHARS} characters", param="messages",
+                        code="string_above_max_length")  # fmt: skip
+    stream = body.get("stream", False)
+    if not isinstance(stream, bool) and stream is not None:
+        raise WireError(400, "'stream' must be a boolean", param="stream")
+    n = body.get("n", 1)
+    if n not in (1, None):
+        raise WireError(400, "kith gives one answer per message: 'n' must be 1", param="n")
+    options = body.get("stream_options") or {}
+    if not isinstance(options, dict):
+        raise WireError(400, "'stream_options' must be an object", param="stream_options")
+    user = body.get("user") or ""
+    if not isinstance(user, str):
+        raise WireError(400, "'user' must be a string", param="user")
+    return ChatRequest(model=model, text=text, stream=bool(stream), include_usage=options.get("include_usage") is True,
+                       user=user)  # fmt: skip
+
+
+def conversation_name(header: str | None, user_field: str) -> str:
+    """The conversation a request names (header first, then ``user``); ``""`` for the key's default one."""
+    name = (header or "").strip() or user_field.strip()
+    if name and not _CONVERSATION.match(name):
+        raise WireError(400, "a conversation name (X-Kith-Conversation, or 'user') is 1-128 characters of "
+                        "[A-Za-z0-9._:@-]", param="user")  # fmt: skip
+    return name
+
+
+def completion(cid: str, model: str, text: str, usage: dict[str, int]) -> dict[str, Any]:
+    return {
+        "id": cid, "object": "chat.completion", "created": int(time.time()), "model": model,
+        "choices": [{"index": 0, "message": {"role": "assistant", "content": text, "refusal": None},
+                     "logprobs": None, "finish_reason": "stop"}],
+        "usage": usage, "system_fingerprint": None,
+    }  # fmt: skip
+
+
+def chunk(cid: str, model: str, created: int, delta: dict[str, Any], finish: str | None = None, *,
+          usage: bool = False) -> dict[str, Any]:  # fmt: skip
+    out: dict[str, Any] = {
+        "id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+        "system_fingerprint": None,
+        "choices": [{"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish}],
+    }  # fmt: skip
+    if usage:
+        out["usage"] = None  # with include_usage every chunk has the field; only the last one fills it
+    return out
+
+
+def usage_chunk(cid: str, model: str, created: int, usage: dict[str, int]) -> dict[str, Any]:
+    return {"id": cid, "object": "chat.completion.chunk", "created": created, "model": model,
+            "system_fingerprint": None, "choices": [], "usage": usage}  # fmt: skip
+
+
+def sse(data: dict[str, Any] | str) -> bytes:
+    payload = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"))
+    return f"data: {payload}\n\n".encode()
+
+
+def usage_of(prompt: int, completion_tokens: int) -> dict[str, int]:
+    return {"prompt_tokens": prompt, "completion_tokens": completion_tokens, "total_tokens": prompt + completion_tokens}
+
+
+def model_entry(name: str) -> dict[str, Any]:
+    return {"id": name, "object": "model", "created": 0, "owned_by": "kith"}
