@@ -1,0 +1,204 @@
+"""A local fake of an OpenAI-compatible server: ``/v1/chat/completions`` (JSON and SSE), ``/v1/models``,
+``/v1/audio/transcriptions`` (multipart).
+
+Driven through the real ``openai`` client (``base_url`` = ``fake.base_url``, which ends in ``/v1``).
+Answers are scripted with ``enqueue`` (text), ``enqueue_tool_calls`` (an assistant turn calling tools)
+and ``enqueue_error`` (429 with ``Retry-After``, 5xx); with nothing queued it answers
+``fake-openai heard: <last user text>``. ``requests`` keeps every chat request body, ``transcriptions``
+every upload. Requests are checked where a client bug would show: every assistant ``tool_calls`` entry
+must be answered by a ``tool`` message with its id before the next non-tool message, and a
+``tool_choice`` needs ``tools``. Streams are chunked as the real API does: a role chunk, content
+deltas, tool-call deltas (id and name first, then the arguments in pieces), a finish chunk, a final
+usage chunk with empty ``choices`` when ``stream_options.include_usage`` is set, then ``[DONE]``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+
+from tests.fakes.serve import FakeServer
+
+API_KEY = "sk-openai-test-key"
+
+
+@dataclass
+class Scripted:
+    text: str = ""
+    status: int = 200
+    retry_after: str = ""
+    tool_calls: list[dict[str, Any]] = field(default_factory=list)  # [{"id", "name", "arguments"}]
+    delay_s: float = 0.0
+
+
+@dataclass
+class FakeOpenAI(FakeServer):
+    requests: list[dict[str, Any]] = field(default_factory=list)
+    headers: list[dict[str, str]] = field(default_factory=list)
+    transcriptions: list[dict[str, Any]] = field(default_factory=list)  # {"model", "filename", "mime", "data"}
+    script: deque[Scripted] = field(default_factory=deque)
+    transcript_text: str = "fake transcript"
+    models: list[str] = field(default_factory=lambda: ["fake-gpt", "fake-mini", "whisper-1"])
+    api_key: str = API_KEY  # "" accepts any key (a local server without auth)
+    name: str = "fake-openai"  # tells two fakes apart in default answers
+
+    @property
+    def url(self) -> str:
+        """What ``base_url`` should be for the openai client."""
+        return f"{self.base_url}/v1"
+
+    def enqueue(self, text: str, *, delay_s: float = 0.0) -> None:
+        self.script.append(Scripted(text=text, delay_s=delay_s))
+
+    def enqueue_error(self, status: int, *, retry_after: str = "") -> None:
+        self.script.append(Scripted(status=status, retry_after=retry_after))
+
+    def enqueue_tool_calls(self, *calls: tuple[str, dict[str, Any]], text: str = "") -> list[str]:
+        ids = [f"call_fake_{len(self.script)}_{i}" for i in range(len(calls))]
+        self.script.append(Scripted(text=text, tool_calls=[
+            {"id": ids[i], "name": n, "arguments": json.dumps(a)} for i, (n, a) in enumerate(calls)]))
+        return ids
+
+    def add_routes(self, router: web.UrlDispatcher) -> None:
+        router.add_post("/v1/chat/completions", self.chat)
+        router.add_get("/v1/models", self.list_models)
+        router.add_post("/v1/audio/transcriptions", self.transcribe)
+
+    # ---------------------------------------------------------------------------------- helpers
+    @staticmethod
+    def _error(status: int, message: str, kind: str = "invalid_request_error",
+               headers: dict[str, str] | None = None) -> web.Response:
+        return web.json_response({"error": {"message": message, "type": kind, "param": None, "code": None}},
+                                 status=status, headers=headers)
+
+    def _authorised(self, request: web.Request) -> bool:
+        self.headers.append(dict(request.headers))
+        key = request.headers.get("Authorization", "").removeprefix("Bearer ")
+        return not self.api_key or key == self.api_key
+
+    @staticmethod
+    def _check(body: dict[str, Any]) -> str:
+        messages = body.get("messages")
+        if not isinstance(messages, list) or not messages or not body.get("model"):
+            return "'model' and a non-empty 'messages' are required"
+        if body.get("tool_choice") is not None and not body.get("tools"):
+            return "'tool_choice' is only allowed when 'tools' are specified"
+        for t in body.get("tools") or []:
+            if t.get("type") != "function" or not t.get("function", {}).get("name"):
+                return "tools: each tool needs type 'function' and a function name"
+        open_ids: set[str] = set()
+        for i, m in enumerate(messages):
+            role = m.get("role")
+            if role == "tool":
+                if m.get("tool_call_id") not in open_ids:
+                    return f"messages.[{i}]: a 'tool' message must answer a preceding tool_calls id"
+                open_ids.discard(m["tool_call_id"])
+                continue
+            if open_ids:
+                return f"messages.[{i}]: tool_call_ids did not have response messages: {sorted(open_ids)}"
+            if role == "assistant":
+                open_ids = {c["id"] for c in m.get("tool_calls") or []}
+            elif role not in ("system", "user", "developer"):
+                return f"messages.[{i}]: unknown role {role!r}"
+        if open_ids:
+            return f"tool_call_ids did not have response messages: {sorted(open_ids)}"
+        return ""
+
+    def _default_text(self, body: dict[str, Any]) -> str:
+        last = next((m for m in reversed(body["messages"]) if m.get("role") == "user"), {"content": ""})
+        content = last["content"]
+        if isinstance(content, list):
+            content = " ".join(p.get("text", "") for p in content if p.get("type") == "text")
+        return f"{self.name} heard: {content}"
+
+    @staticmethod
+    def images(body: dict[str, Any]) -> list[str]:
+        """The image URLs (data URLs) of a request's messages."""
+        return [p["image_url"]["url"] for m in body["messages"] if isinstance(m.get("content"), list)
+                for p in m["content"] if p.get("type") == "image_url"]
+
+    # -------------------------------------------------------------------------------- endpoints
+    async def list_models(self, request: web.Request) -> web.Response:
+        if not self._authorised(request):
+            return self._error(401, "Incorrect API key provided", "invalid_api_key")
+        return web.json_response({"object": "list", "data": [
+            {"id": m, "object": "model", "created": 1_700_000_000, "owned_by": "fake"} for m in self.models]})
+
+    async def transcribe(self, request: web.Request) -> web.Response:
+        if not self._authorised(request):
+            return self._error(401, "Incorrect API key provided", "invalid_api_key")
+        form = await request.post()
+        upload = form.get("file")
+        if not isinstance(upload, web.FileField) or not form.get("model"):
+            return self._error(400, "'file' and 'model' are required")
+        data = upload.file.read()
+        self.transcriptions.append({"model": form["model"], "filename": upload.filename,
+                                    "mime": upload.content_type, "data": data})
+        return web.json_response({"text": self.transcript_text})
+
+    async def chat(self, request: web.Request) -> web.StreamResponse:
+        if not self._authorised(request):
+            return self._error(401, "Incorrect API key provided", "invalid_api_key")
+        try:
+            body = await request.json()
+        except ValueError:
+            return self._error(400, "We could not parse the JSON body of your request.")
+        problem = self._check(body)
+        if problem:
+            return self._error(400, problem)
+        self.requests.append(body)
+        scripted = self.script.popleft() if self.script else Scripted(text=self._default_text(body))
+        if scripted.delay_s:
+            await asyncio.sleep(scripted.delay_s)
+        if scripted.status != 200:
+            headers = {"Retry-After": scripted.retry_after} if scripted.retry_after else None
+            kind = "rate_limit_error" if scripted.status == 429 else "server_error"
+            return self._error(scripted.status, f"scripted {scripted.status}", kind, headers)
+        text = scripted.text
+        prompt_tokens = sum(len(json.dumps(m)) // 4 for m in body["messages"])
+        completion_tokens = len(text) // 4 + 10 * len(scripted.tool_calls) + 1
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
+                 "total_tokens": prompt_tokens + completion_tokens,
+                 "prompt_tokens_details": {"cached_tokens": 0}}
+        finish = "tool_calls" if scripted.tool_calls else "stop"
+        ident, created, model = f"chatcmpl-fake{len(self.requests)}", int(time.time()), body["model"]
+        if not body.get("stream"):
+            message: dict[str, Any] = {"role": "assistant", "content": text or None}
+            if scripted.tool_calls:
+                message["tool_calls"] = [{"id": c["id"], "type": "function",
+                                          "function": {"name": c["name"], "arguments": c["arguments"]}}
+                                         for c in scripted.tool_calls]
+            return web.json_response({"id": ident, "object": "chat.completion", "created": created, "model": model,
+                                      "choices": [{"index": 0, "message": message, "finish_reason": finish,
+                                                   "logprobs": None}], "usage": usage})
+        resp = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache"})
+        await resp.prepare(request)
+
+        async def chunk(delta: dict[str, Any], finish_reason: str | None = None) -> None:
+            data = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": model,
+                    "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}]}
+            await resp.write(f"data: {json.dumps(data)}\n\n".encode())
+
+        await chunk({"role": "assistant", "content": ""})
+        for i in range(0, len(text), 8):
+            await chunk({"content": text[i : i + 8]})
+        for index, call in enumerate(scripted.tool_calls):
+            await chunk({"tool_calls": [{"index": index, "id": call["id"], "type": "function",
+                                         "function": {"name": call["name"], "arguments": ""}}]})
+            raw = call["arguments"]
+            for i in range(0, len(raw), 7):
+                await chunk({"tool_calls": [{"index": index, "function": {"arguments": raw[i : i + 7]}}]})
+        await chunk({}, finish)
+        if (body.get("stream_options") or {}).get("include_usage"):
+            final = {"id": ident, "object": "chat.completion.chunk", "created": created, "model": model,
+                     "choices": [], "usage": usage}
+            await resp.write(f"data: {json.dumps(final)}\n\n".encode())
+        await resp.write(b"data: [DONE]\n\n")
+        await resp.write_eof()
+        return resp
