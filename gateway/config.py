@@ -313,6 +313,7 @@ class IdentityConfig(Section):
     scope: Literal["user", "channel"] = "user"
     channel_scope: dict[str, Literal["user", "channel"]] = Field(default_factory=dict)
     link_code_ttl_s: int = Field(600, ge=30, le=86400)
+    offer_timezone: bool = True  # a person's first reply says which time zone kith assumed (/tz to change)
 
     def scope_for(self, channel: str) -> str:
         return self.channel_scope.get(channel, self.scope)

@@ -47,11 +47,11 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "plugins.sleep_cycle",
     "plugins.distill",
     "gateway.delivery.plugin",
+    "plugins.schedule",
     "plugins.retention",
     "plugins.known_facts",
     "plugins.access",
     "adapters.websocket",
-    "adapters.openai_api",
     "adapters.builtin",
 )
 

@@ -40,6 +40,7 @@ def test_config(data_dir: Path, **overrides: Any) -> Config:
         "llm": {"provider": "echo"},
         "server": {"port": 0},
         "plugins": {"entry_points": False},
+        "identity": {"offer_timezone": False},  # tests read first replies exactly; tests/schedule turn it on
     }
     for key, value in overrides.items():
         if isinstance(value, dict) and isinstance(data.get(key), dict):

@@ -1,16 +1,18 @@
-"""The one place a due item leaves kith: the delivery outbox when it exists, else the old direct send.
+"""The one place a due item leaves kith: the delivery outbox (``gateway.delivery.outbox.deliver``).
 
-``gateway.delivery.outbox.deliver`` (durable, routed: origin -> preferred channel -> any linked
-channel) is the contract; until it is present, the item goes to its origin conversation, or the
-person's most recent direct conversation, through ``gateway.send``. Switching is this module only.
+Durable and routed (origin -> the person's notification conversation -> preferred channel -> any
+linked channel), idempotent by ``delivery_id``: the schedule names each occurrence
+(``reminder:<user>:<id>:<instant>``), so a retried job never delivers one occurrence twice.
+``direct_send`` is the pre-outbox path (origin conversation through ``gateway.send``), kept for a
+gateway built without the delivery plugin.
 """
 
 from __future__ import annotations
 
-import importlib
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
+from gateway.delivery.outbox import deliver as outbox_deliver
 from gateway.text import split_text
 from gateway.types import ConversationAddress, ConversationKind, Reply
 
@@ -20,20 +22,14 @@ if TYPE_CHECKING:
 log = logging.getLogger("kith.schedule")
 
 
-def _outbox() -> Any:
-    try:
-        return importlib.import_module("gateway.delivery.outbox").deliver
-    except (ImportError, AttributeError):
-        return None
-
-
 async def deliver(gateway: Gateway, *, user_id: str, text: str, kind: str, origin: ConversationAddress | None,
                   delivery_id: str, notice: bool = False) -> None:
-    outbox = _outbox()
-    if outbox is not None:
-        await outbox(gateway, user_id=user_id, text=text, kind=kind, origin=origin, delivery_id=delivery_id,
-                     notice=notice)
-        return
+    await outbox_deliver(gateway, user_id=user_id, text=text, kind=kind, origin=origin, delivery_id=delivery_id,
+                         notice=notice)
+
+
+async def direct_send(gateway: Gateway, *, user_id: str, text: str, kind: str, origin: ConversationAddress | None,
+                      delivery_id: str, notice: bool = False) -> None:
     address = origin or _last_direct(gateway, user_id)
     if address is None:
         raise LookupError(f"no conversation of {user_id} to deliver {kind} {delivery_id} to")

@@ -231,7 +231,7 @@ async def fire(gateway: Gateway, payload: dict[str, Any]) -> bool:
     _record(gateway, uid, rel, item, occurrence, now)
     if item.rule is not None and sched.timer is not None:
         done = Item(item.kind, item.id, item.text, item.status, rule=item.rule, last=occurrence, since=item.since,
-                    zone=item.zone)
+                    zone=item.zone, origin=item.origin)
         nxt = done.next_due(tz, now)
         if nxt is not None:
             await sched.timer.arm(uid, done, nxt)
@@ -245,7 +245,17 @@ async def _deliver(gateway: Gateway, sched: Schedule, uid: str, item: Item, deli
         text = f"Task due: {item.text} (due {item.when})"
     else:
         text = await run_prompt(gateway, uid, item)
-    await sched.send(gateway, user_id=uid, text=text, kind=item.kind, origin=None, delivery_id=delivery_id)
+    await sched.send(gateway, user_id=uid, text=text, kind=item.kind, origin=address_of(gateway, uid, item.origin),
+                     delivery_id=delivery_id)
+
+
+def address_of(gateway: Gateway, user_id: str, key: str) -> ConversationAddress | None:
+    """``websocket:phone`` (a conversation key) as an address; None when there is none."""
+    channel, _, conversation_id = key.partition(":")
+    if not channel or not conversation_id:
+        return None
+    return ConversationAddress(channel=channel, conversation_id=conversation_id, kind=ConversationKind.DM,
+                               user_id=user_id, persona=gateway.config.personas.default)
 
 
 async def run_prompt(gateway: Gateway, user_id: str, item: Item) -> str:
@@ -272,15 +282,6 @@ def _record(gateway: Gateway, uid: str, rel: str, item: Item, occurrence: dateti
         new, changed = mark_cron_run(latest, item.id, occurrence)
     if changed:
         _write(gateway, uid, rel, new, f"job:{JOB}")
-
-
-def origin_of(payload: dict[str, Any], gateway: Gateway) -> ConversationAddress | None:
-    """The conversation an old ``reminder_due`` job named (jobs queued before this module)."""
-    if not payload.get("channel"):
-        return None
-    return ConversationAddress(channel=str(payload["channel"]), conversation_id=str(payload["conversation_id"]),
-                               kind=ConversationKind(payload.get("kind", "dm")), user_id=str(payload["user_id"]),
-                               persona=str(payload.get("persona") or gateway.config.personas.default))
 
 
 async def sweep(gateway: Gateway, *, pause: float = 0.0) -> int:

@@ -78,6 +78,7 @@ class Item:
     since: datetime | None = None  # occurrences strictly after this instant (creation)
     zone: str = ""  # a zone written on the item; "" = the person's
     when: str = ""  # as shown ("2026-05-10 09:00", "every weekday at 08:00")
+    origin: str = ""  # the conversation it was set in ("websocket:phone"): delivered there first
 
     @property
     def active(self) -> bool:
@@ -111,6 +112,10 @@ def _instant(raw: str) -> datetime:
     return value.astimezone(UTC)
 
 
+def to_local_minute(instant: datetime, tz: ZoneInfo) -> datetime:
+    return instant.astimezone(tz).replace(tzinfo=None, second=0, microsecond=0)
+
+
 def new_id(prefix: str) -> str:
     return prefix + secrets.token_hex(4)
 
@@ -121,6 +126,8 @@ def reminder_line(item: Item, tz_name: str) -> str:
     """The canonical line of a reminder (what the tool writes, and what a hand line becomes)."""
     mark = {"pending": " ", "sent": "x", "cancelled": "-"}.get(item.status, " ")
     fields = [f"id={item.id}"]
+    if item.origin and " " not in item.origin:
+        fields.append(f"to={item.origin}")
     if item.rule is not None:
         fields.append(f'rule="{item.rule.text}"')
         if item.rule.since:
@@ -176,6 +183,7 @@ def _reminder(mark: str, rest: str, tz_name: str, now: datetime) -> tuple[Item |
         raise ValueError(f"bad reminder id {rid!r}")
     last = _instant(fields["last"]) if "last" in fields else (_instant(fields["sent"]) if "sent" in fields else None)
     since = _instant(fields["since"]) if "since" in fields else None
+    origin = fields.get("to", "")
     # One-shot: a visible date wins over the comment's due (that is what a person edits).
     one = _ONE_SHOT.match(visible)
     if one and one["what"].strip():
@@ -187,10 +195,10 @@ def _reminder(mark: str, rest: str, tz_name: str, now: datetime) -> tuple[Item |
                                  time.fromisoformat(f"{int(one['time'].split(':')[0]):02d}:{one['time'].split(':')[1]}")
                                  if one["time"] else DUE_TIME)
         due = to_instant(local, tz)
-        if "due" in fields and _instant(fields["due"]).astimezone(tz).replace(tzinfo=None) == local:
+        if "due" in fields and to_local_minute(_instant(fields["due"]), tz) == local:
             due = _instant(fields["due"])  # same wall time: keep the exact instant (a fold=1 time set by minutes)
         item = Item("reminder", rid, one["what"].strip(), status, due=due, last=last, zone=zone_name,
-                    when=f"{local:%Y-%m-%d %H:%M}")
+                    when=f"{local:%Y-%m-%d %H:%M}", origin=origin)
         canonical = reminder_line(item, zone_name or tz_name)
         return item, (canonical if canonical != f"- [{mark}] {rest}".rstrip() and (not cm or _changed(fields, item))
                       else None)
@@ -213,14 +221,14 @@ def _reminder(mark: str, rest: str, tz_name: str, now: datetime) -> tuple[Item |
     if rec is None:
         if "due" in fields:  # the visible part is prose only: the comment still says when
             due = _instant(fields["due"])
-            item = Item("reminder", rid, visible, status, due=due, last=last, when="")
+            item = Item("reminder", rid, visible, status, due=due, last=last, when="", origin=origin)
             return item, None
         raise ValueError("no date or repetition I can read; write e.g. '2026-05-10 09:00 call Sam' or "
                          "'every Monday at 9: water the plants'")
     if since_date and rec.since is None and rec.kind == "rrule":
         rec = replace(rec, since=since_date)
     item = Item("reminder", rid, what, status, rule=rec, last=last, since=since or now,
-                zone=zone_name if zone_name and zone_name != tz_name else "", when=rec.describe())
+                zone=zone_name if zone_name and zone_name != tz_name else "", when=rec.describe(), origin=origin)
     if cm and fields.get("rule") == rec.text and "since" in fields:
         return item, None
     return item, reminder_line(item, zone_name or tz_name)

@@ -1,94 +1,70 @@
-"""The ``reminders`` tool (tier 2, writes) and the ``reminder_due`` job that delivers each reminder.
+"""The ``reminders`` tool (tier 2, writes): one-shot and recurring reminders in ``REMINDERS.md``.
 
-``add`` / ``list`` / ``cancel`` reminders in ``REMINDERS.md``; a delayed bus job (ids only in its
-payload) sends each one to the conversation it was set in when due, then marks it sent.
+``preview`` says back how a time or a repetition was understood (the model shows it to the person
+before ``add``), ``add`` writes the line and arms it, ``list`` / ``cancel`` by id. The file format,
+the parsing and the firing are the host's (``gateway.schedule``: items, rules, engine); a hand-added
+line is read the same way. ``reminder_due`` is the job name of reminders armed before the schedule
+existed: it hands them to the schedule's ``fire`` (a job still queued from then is delivered once).
 """
 
 from __future__ import annotations
 
 import logging
-import re
-import secrets
 from collections.abc import Mapping
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
-from zoneinfo import ZoneInfo
 
-from gateway.text import split_text
+from gateway.schedule import engine
+from gateway.schedule.items import REMINDERS, REMINDERS_HEADER, Item, new_id, reminder_line, set_reminder
+from gateway.schedule.items import parse_reminders as parse_items
+from gateway.schedule.rules import Recurrence, RuleError, next_occurrence, parse_phrase
+from gateway.schedule.zones import to_instant, zone
 from gateway.tools import Tool, ToolContext, ToolError
-from gateway.types import ConversationAddress, ConversationKind, Reply
 from plugins.tools.common import str_arg, write_kwargs
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
     from gateway.bus.context import JobContext
 
 log = logging.getLogger("kith.tools")
 
-REMINDERS = "REMINDERS.md"
 REMINDER_JOB = "reminder_due"
-
-
-# ``- [ ] 2026-05-10 09:00 (Europe/Berlin) call Sam <!-- reminder id=r1a2b3c due=2026-05-10T07:00:00Z -->``
-# The visible part is for people; the comment carries what the delivery job needs, exactly.
-_REMINDER = re.compile(
-    r"^- \[(?P<mark>[ x-])\] (?P<body>.*?)\s*<!-- reminder id=(?P<id>r[0-9a-f]+) due=(?P<due>\S+)"
-    r"(?: sent=(?P<sent>\S+))? -->\s*$"
-)
-REMINDERS_HEADER = "# Reminders\n\n"
+__all__ = ["REMINDERS", "REMINDER_JOB", "TOOL", "Reminder", "parse_reminders", "render_reminders"]
 
 
 @dataclass(frozen=True, slots=True)
 class Reminder:
     id: str
-    due: datetime  # UTC
-    text: str  # the visible part: "<local time> (<tz>) <what>"
+    due: datetime | None  # UTC; a recurring reminder's next occurrence
+    text: str  # the visible part: "<when> (<tz>) <what>"
     status: str  # pending | sent | cancelled
-
-    @property
-    def what(self) -> str:
-        parts = self.text.split(") ", 1)
-        return parts[1] if len(parts) == 2 else self.text
+    what: str = ""
+    rule: str = ""
 
 
-def parse_reminders(text: str) -> list[Reminder]:
+def parse_reminders(text: str, tz_name: str = "UTC", now: datetime | None = None) -> list[Reminder]:
+    now = now or datetime.now(UTC)
+    tz = zone(tz_name)
     out = []
-    for line in text.splitlines():
-        m = _REMINDER.match(line)
-        if not m:
-            continue
-        try:
-            due = datetime.fromisoformat(m["due"].replace("Z", "+00:00")).astimezone(UTC)
-        except ValueError:
-            continue
-        status = {" ": "pending", "x": "sent", "-": "cancelled"}[m["mark"]]
-        out.append(Reminder(id=m["id"], due=due, text=m["body"], status=status))
+    for item in parse_items(text, tz_name, now).items:
+        due = item.due if item.rule is None else item.next_due(tz, now)
+        out.append(Reminder(id=item.id, due=due, text=f"{item.when} ({item.zone or tz_name}) {item.text}",
+                            status=item.status, what=item.text, rule=item.rule.text if item.rule else ""))
     return out
 
 
-def render_reminders(text: str, now: datetime | None = None) -> str:
+def render_reminders(text: str, now: datetime | None = None, tz_name: str = "UTC") -> str:
     """The pending reminders for the prompt, soonest first, with ids the model can cancel by."""
-    pending = sorted((r for r in parse_reminders(text) if r.status == "pending"), key=lambda r: r.due)
     now = now or datetime.now(UTC)
-    lines = [f"- {r.id}: {r.text}" + (" (overdue)" if r.due < now else "") for r in pending]
+    far = datetime.max.replace(tzinfo=UTC)
+    pending = sorted((r for r in parse_reminders(text, tz_name, now) if r.status == "pending"),
+                     key=lambda r: r.due or far)
+    lines = [f"- {r.id}: {r.text}" + (" (overdue)" if r.due and r.due < now and not r.rule else "")
+             for r in pending]
     return "\n".join(lines)
 
 
-def _set_mark(text: str, rid: str, mark: str, extra: str = "") -> tuple[str, bool]:
-    out, changed = [], False
-    for line in text.splitlines():
-        m = _REMINDER.match(line)
-        if m and m["id"] == rid and m["mark"] == " ":
-            line = f"- [{mark}] {line.rstrip()[6:]}"
-            if extra:
-                line = line[: line.rindex(" -->")] + f" {extra} -->"
-            changed = True
-        out.append(line)
-    return "\n".join(out) + ("\n" if text.endswith("\n") else ""), changed
-
-
-def _parse_when(args: Mapping[str, Any], tz: ZoneInfo, now: datetime) -> datetime:
+def _one_shot(args: Mapping[str, Any], tz_name: str, now: datetime) -> datetime:
     minutes = args.get("in_minutes")
     at = args.get("at")
     if minutes is not None:
@@ -96,109 +72,106 @@ def _parse_when(args: Mapping[str, Any], tz: ZoneInfo, now: datetime) -> datetim
             raise ToolError("'in_minutes' must be a positive number")
         return now + timedelta(minutes=float(minutes))
     if not isinstance(at, str) or not at.strip():
-        raise ToolError("give 'at' (local date and time, e.g. 2026-05-10T09:00) or 'in_minutes'")
+        raise ToolError("give 'at' (local date and time, e.g. 2026-05-10T09:00), 'in_minutes' or 'repeat'")
     try:
         when = datetime.fromisoformat(at.strip())
     except ValueError:
         raise ToolError(f"'at' must be an ISO date and time like 2026-05-10T09:00, got {at!r}") from None
-    if when.tzinfo is None:
-        when = when.replace(tzinfo=tz)  # the person's own clock, like every time in their prompt
-    if when <= now:
-        raise ToolError(f"{when.isoformat()} is in the past; it is now {now.astimezone(tz):%Y-%m-%d %H:%M}")
-    return when.astimezone(UTC)
+    tz = zone(tz_name)
+    # The person's own clock; a time DST skips means the same moment shifted forward (docs/proactive.md).
+    due = to_instant(when, tz) if when.tzinfo is None else when.astimezone(UTC)
+    if due <= now:
+        raise ToolError(f"{due.astimezone(tz):%Y-%m-%d %H:%M} is in the past; "
+                        f"it is now {now.astimezone(tz):%Y-%m-%d %H:%M}")
+    return due
+
+
+def _understood(args: Mapping[str, Any], tz_name: str, now: datetime) -> tuple[Recurrence | None, datetime]:
+    """(rule or None, first due instant), or a ToolError saying what was not understood."""
+    repeat = str_arg(args, "repeat", max_len=200)
+    if not repeat:
+        return None, _one_shot(args, tz_name, now)
+    try:
+        rule = parse_phrase(repeat, today=now.astimezone(zone(tz_name)).date())
+    except RuleError as exc:
+        raise ToolError(str(exc)) from None
+    first = next_occurrence(rule, zone(tz_name), now)
+    if first is None:
+        raise ToolError(f"{repeat!r} never happens")
+    return rule, first
+
+
+def _said_back(rule: Recurrence | None, first: datetime, tz_name: str) -> str:
+    local = first.astimezone(zone(tz_name))
+    if rule is None:
+        return f"{local:%A %Y-%m-%d %H:%M} ({tz_name})"
+    return f"{rule.describe()} ({tz_name}), first on {local:%A %Y-%m-%d %H:%M} [{rule.text}]"
 
 
 async def reminders_tool(ctx: ToolContext, args: Mapping[str, Any]) -> str:
     action = str_arg(args, "action", required=True)
     store = ctx.store
+    user = ctx.turn.user
+    tz_name = zone(user.timezone if user else "UTC").key
+    now = engine.schedule_of(ctx.gateway).clock.now()
     current = store.read(REMINDERS) if store.exists(REMINDERS) else ""
     if action == "list":
-        return render_reminders(current) or "No pending reminders."
+        return render_reminders(current, now, tz_name) or "No pending reminders."
     if action == "cancel":
         rid = str_arg(args, "id", required=True, max_len=40)
-        new, changed = _set_mark(current, rid, "-")
+        pending = {r.id for r in parse_reminders(current, tz_name, now) if r.status == "pending"}
+        new, changed = set_reminder(current, rid, status="cancelled") if rid in pending else (current, False)
         if not changed:
-            raise ToolError(f"no pending reminder {rid!r}; pending: {render_reminders(current) or 'none'}")
+            listed = render_reminders(current, now, tz_name) or "none"
+            raise ToolError(f"no pending reminder {rid!r}; pending: {listed}")
         store.write(REMINDERS, new, **write_kwargs(ctx, "reminders"))
         return f"Reminder {rid} cancelled."
-    if action != "add":
-        raise ToolError("'action' must be one of add, list, cancel")
+    if action not in ("add", "preview"):
+        raise ToolError("'action' must be one of preview, add, list, cancel")
+    rule, first = _understood(args, tz_name, now)
+    if action == "preview":
+        return f"Understood as: {_said_back(rule, first, tz_name)}. Confirm with the person, then 'add'."
     what = str_arg(args, "text", required=True, max_len=500).replace("\n", " ").replace("-->", "->")
-    user = ctx.turn.user
-    tz_name = user.timezone if user else "UTC"
-    try:
-        tz = ZoneInfo(tz_name)
-    except Exception:
-        tz_name, tz = "UTC", ZoneInfo("UTC")
-    now = datetime.now(UTC)
-    due = _parse_when(args, tz, now)
-    bus = ctx.gateway.bus
-    if bus is None:
+    if ctx.gateway.bus is None:
         raise ToolError("reminders are not available right now")
-    rid = "r" + secrets.token_hex(4)
-    local = due.astimezone(tz)
-    line = (f"- [ ] {local:%Y-%m-%d %H:%M} ({tz_name}) {what} "
-            f"<!-- reminder id={rid} due={due.strftime('%Y-%m-%dT%H:%M:%SZ')} -->\n")
-    body = current if current.strip() else REMINDERS_HEADER
-    if body and not body.endswith("\n"):
-        body += "\n"
-    store.write(REMINDERS, body + line, **write_kwargs(ctx, "reminders"))
     msg = ctx.turn.message
-    # Ids only on the bus: the text stays in REMINDERS.md, where the person can read and edit it.
-    payload = {"user_id": ctx.user_id, "reminder_id": rid, "channel": msg.channel,
-               "conversation_id": msg.conversation_id or msg.account_id, "kind": msg.kind.value,
-               "persona": ctx.turn.session.persona if ctx.turn.session else ""}
-    await bus.enqueue(REMINDER_JOB, payload, job_id=f"reminder:{ctx.user_id}:{rid}",
-                      delay=max(0.0, (due - now).total_seconds()))
-    return f"Reminder {rid} set for {local:%A %Y-%m-%d %H:%M} ({tz_name})."
+    origin = f"{msg.channel}:{msg.conversation_id or msg.account_id}"
+    rid = new_id("r")
+    if rule is None:
+        local = first.astimezone(zone(tz_name))
+        item = Item("reminder", rid, what, "pending", due=first, when=f"{local:%Y-%m-%d %H:%M}", origin=origin)
+    else:
+        item = Item("reminder", rid, what, "pending", rule=rule, since=now, when=rule.describe(), origin=origin)
+    body = current if current.strip() else REMINDERS_HEADER
+    if not body.endswith("\n"):
+        body += "\n"
+    store.write(REMINDERS, body + reminder_line(item, tz_name) + "\n", **write_kwargs(ctx, "reminders"))
+    await engine.sync_user(ctx.gateway, ctx.user_id, (REMINDERS,))
+    return f"Reminder {rid} set for {_said_back(rule, first, tz_name)}."
 
 
 async def reminder_due(ctx: JobContext, payload: dict[str, Any]) -> None:
-    """Deliver one reminder to the conversation it was set in, then mark it sent.
-
-    At-least-once: a retry after a failed send delivers it then; a reminder already marked sent or
-    cancelled (by the tool or by hand) is skipped, so a redelivered job does not repeat it.
-    """
-    gateway: Gateway = ctx.gateway
-    uid, rid = str(payload["user_id"]), str(payload["reminder_id"])
-    store = gateway.memory_store(uid)
-    text = store.read(REMINDERS) if store.exists(REMINDERS) else ""
-    reminder = next((r for r in parse_reminders(text) if r.id == rid), None)
-    if reminder is None or reminder.status != "pending":
-        log.info("reminder %s of %s is %s; not delivered", rid, uid, reminder.status if reminder else "gone")
-        return
-    now = datetime.now(UTC)
-    if reminder.due > now + timedelta(seconds=1):
-        # Edited by hand to a later time: wait for it (same job id, so never two pending deliveries).
-        await ctx.bus.enqueue(REMINDER_JOB, payload, job_id=f"reminder:{uid}:{rid}:{int(reminder.due.timestamp())}",
-                              delay=(reminder.due - now).total_seconds())
-        return
-    address = ConversationAddress(channel=str(payload["channel"]), conversation_id=str(payload["conversation_id"]),
-                                  kind=ConversationKind(payload.get("kind", "dm")), user_id=uid,
-                                  persona=str(payload.get("persona") or gateway.config.personas.default))
-    body = f"Reminder: {reminder.what}"
-    chunks = tuple(split_text(body, gateway.message_limit(address.channel)))
-    await gateway.send(address, Reply(text=body, chunks=chunks))
-    sent = now.strftime("%Y-%m-%dT%H:%M:%SZ")
-    latest = store.read(REMINDERS) if store.exists(REMINDERS) else text
-    new, changed = _set_mark(latest, rid, "x", f"sent={sent}")
-    if changed:
-        store.write(REMINDERS, new, source=f"job:{REMINDER_JOB}", message_id=ctx.job_id)
+    """A ``reminder_due`` job queued before the schedule: the schedule fires it (once, by id)."""
+    await engine.fire(ctx.gateway, {"user_id": payload["user_id"], "kind": "reminder",
+                                    "item_id": payload["reminder_id"]})
 
 
-def _has_bus(gateway: Gateway) -> bool:
+def _has_bus(gateway: Any) -> bool:
     return gateway.bus is not None
 
 
 TOOL = Tool(
     name="reminders",
-    description=("Reminders for the person: 'add' one (text, and 'at' as their local ISO date-time or "
-                 "'in_minutes'); it is sent to this conversation when due. 'list' pending ones, 'cancel' by id."),
+    description=("Reminders for the person, in their time zone. 'preview' first: it says how 'at'/'in_minutes' "
+                 "or 'repeat' was understood; tell the person and 'add' once they agree. 'repeat' is a phrase "
+                 "('every weekday at 8', 'on Sunday evenings', 'every 2 weeks on Tuesday at 10:30', 'every month "
+                 "on the 1st') or an RRULE/cron expression. 'list' pending ones, 'cancel' by id."),
     input_schema={"type": "object", "properties": {
-        "action": {"type": "string", "enum": ["add", "list", "cancel"]},
+        "action": {"type": "string", "enum": ["preview", "add", "list", "cancel"]},
         "text": {"type": "string", "description": "what to remind them of (add)"},
-        "at": {"type": "string", "description": "local date and time, e.g. 2026-05-10T09:00 (add)"},
-        "in_minutes": {"type": "number", "description": "alternative to 'at': minutes from now (add)"},
+        "at": {"type": "string", "description": "local date and time, e.g. 2026-05-10T09:00 (one-shot)"},
+        "in_minutes": {"type": "number", "description": "alternative to 'at': minutes from now (one-shot)"},
+        "repeat": {"type": "string", "description": "a repetition, e.g. 'every weekday at 8' (recurring)"},
         "id": {"type": "string", "description": "reminder id (cancel)"},
     }, "required": ["action"]},
     handler=reminders_tool, writes=True, available=_has_bus,

@@ -1,0 +1,123 @@
+"""Built-in plugin: the person's schedule (``gateway.schedule``) in a running gateway.
+
+* ``/tz`` shows, ``/tz Europe/Berlin`` sets the person's time zone (IANA names only) on any channel;
+  their items are re-armed in the new zone at once.
+* First contact: the first reply carries one line saying which zone kith assumed and how to change it
+  (once per person, recorded in ``users/<id>/.schedule/offered``).
+* The ``schedule_due`` job fires reminders, scheduled prompts and task alerts (``engine.fire``).
+* Start-up arms every person's items (a hand edit made while kith was down); a watcher picks up hand
+  edits while it runs; an invalid line is reported to the person once and left in the file.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from gateway.bus.registry import JobRegistry
+from gateway.command_registry import CommandRegistry
+from gateway.config import Config
+from gateway.hookspecs import hookimpl
+from gateway.schedule import engine
+from gateway.schedule.items import FILES
+from gateway.schedule.watch import ScheduleWatcher
+from gateway.schedule.zones import suggest, valid_zone
+from gateway.types import ConversationKind, LLMResponse, Reply, StashKey, Turn
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+    from gateway.bus.context import JobContext
+
+log = logging.getLogger("kith.schedule")
+WATCHER: StashKey[ScheduleWatcher] = StashKey()
+HELP = "/tz: show your time zone\n/tz ZONE: set it (an IANA name such as Europe/Berlin); reminders follow it"
+OFFER = "(I assumed the time zone {tz} for you; say /tz Europe/Berlin or your own zone to change it.)"
+
+
+@hookimpl
+def gateway_register_commands(register: CommandRegistry, config: Config) -> None:
+    register("tz", HELP)
+
+
+@hookimpl
+def gateway_register_jobs(register: JobRegistry, config: Config) -> None:
+    register(schedule_due, name=engine.JOB, timeout=300, max_tries=5)
+
+
+async def schedule_due(ctx: JobContext, payload: dict[str, Any]) -> None:
+    await engine.fire(ctx.gateway, payload)
+
+
+async def set_zone(gateway: Gateway, user_id: str, name: str) -> str:
+    """Set the person's zone (the same state method as the settings API) and re-arm their items."""
+    name = name.strip()
+    if not valid_zone(name):
+        close = suggest(name)
+        hint = f" Did you mean {', '.join(close)}?" if close else " Use an IANA name such as Europe/Berlin."
+        return f"{name!r} is not a time zone I know.{hint}"
+    gateway.state.users.set_timezone(user_id, name)
+    if gateway.bus is not None and gateway.memory is not None:
+        await engine.sync_user(gateway, user_id)
+    return f"Your time zone is now {name}; reminders and scheduled prompts follow it."
+
+
+@hookimpl
+async def gateway_handle_command(gateway: Gateway, turn: Turn, command: str, args: str) -> Reply | None:
+    if command != "tz" or turn.user is None:
+        return None
+    if not args.strip():
+        tz = engine.user_zone(gateway, turn.user.user_id)
+        return Reply(text=f"Your time zone is {tz}. Change it with /tz ZONE, e.g. /tz Europe/Berlin.", notice=True)
+    return Reply(text=await set_zone(gateway, turn.user.user_id, args), notice=True)
+
+
+def _offered_path(gateway: Gateway, user_id: str) -> Path:
+    return Path(gateway.data_dir) / "users" / user_id / ".schedule" / "offered"
+
+
+@hookimpl
+def gateway_render_reply(gateway: Gateway, turn: Turn, response: LLMResponse) -> Reply | None:
+    """First contact: the reply ends with one line about the assumed zone (never again after)."""
+    from gateway.turn import default_render
+
+    user, msg = turn.user, turn.message
+    if not gateway.config.identity.offer_timezone:
+        return None
+    if user is None or msg.channel == engine.SCHEDULED_CHANNEL or msg.kind is not ConversationKind.DM:
+        return None
+    path = _offered_path(gateway, user.user_id)
+    if path.exists():
+        return None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+        path.write_text(turn.turn_id, "utf-8")
+    except OSError:
+        return None  # never offered twice because a marker could not be written: skip instead
+    tz = engine.user_zone(gateway, user.user_id)
+    return default_render(gateway, turn, f"{response.text}\n\n{OFFER.format(tz=tz)}")
+
+
+@hookimpl(trylast=True)
+async def gateway_startup(gateway: Gateway) -> None:
+    if not gateway.run_jobs or gateway.memory is None or gateway.memory.detached:
+        return
+    sched = engine.schedule_of(gateway)
+
+    def is_own(uid: str, rel: str, text: str) -> bool:
+        return sched.own.get((uid, rel)) == text
+
+    async def on_edit(uid: str, rels: tuple[str, ...]) -> None:
+        await engine.sync_user(gateway, uid, tuple(r for r in FILES if r in rels))
+
+    w = ScheduleWatcher(Path(gateway.data_dir) / "users", on_edit, is_own)
+    await w.start()
+    gateway.stash[WATCHER] = w
+    gateway.spawn(engine.sweep(gateway), name="schedule:sweep")
+
+
+@hookimpl
+async def gateway_shutdown(gateway: Gateway) -> None:
+    w = gateway.stash.get(WATCHER)
+    if w is not None:
+        await w.stop()
