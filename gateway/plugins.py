@@ -52,6 +52,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "plugins.known_facts",
     "plugins.access",
     "adapters.websocket",
+    "adapters.openai_api",
     "adapters.builtin",
 )
 
