@@ -31,7 +31,10 @@ from gateway.hookspecs import hookimpl
 from gateway.http.auth import tokens_match
 from gateway.http.guard import HTTP_POLICY
 from gateway.http.principal import principal_or_none
-from gateway.types import ConversationAddress, ConversationKind, InboundMessage, Reply, UserRef
+from gateway.media.errors import AttachmentUnavailable, TooLarge
+from gateway.media.limits import media_limits
+from gateway.media.uploads import uploads
+from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply, UserRef
 from gateway.web import serve
 
 if TYPE_CHECKING:
@@ -269,12 +272,31 @@ class Connection:
             out["id"] = ref
         await self.send(out)
 
-    def _message_obj(self, text: str, message_id: str, tier: int | None = None) -> InboundMessage:
+    def _message_obj(self, text: str, message_id: str, tier: int | None = None,
+                     attachments: tuple[Attachment, ...] = ()) -> InboundMessage:  # fmt: skip
         return InboundMessage(
             channel="websocket", account_id=self.client_id, conversation_id=self.client_id, text=text,
             kind=ConversationKind.DM, display_name=self.name, message_id=message_id,
             timestamp=datetime.now(UTC), trusted=True, raw={"tier": tier} if tier is not None else {},
+            attachments=attachments,
         )
+
+    def _attachments(self, value: Any) -> tuple[Attachment, ...] | str:
+        """The frame's ``attachments`` (upload ids of ``POST /api/uploads``, this person's own) or why not."""
+        if value is None:
+            return ()
+        most = media_limits(self.adapter.gateway).max_files
+        if not isinstance(value, list) or not all(isinstance(v, str) for v in value) or len(value) > most:
+            return f"'attachments' must be a list of at most {most} upload ids"
+        held = uploads(self.adapter.gateway)
+        out = []
+        for upload_id in value:
+            upload = held.get(upload_id, user_id=self.user_id)
+            if upload is None:
+                return f"unknown upload {upload_id[:40]!r}: upload the file again (uploads are kept for an hour)"
+            out.append(Attachment(kind=_kind(upload.mime_type), name=upload.name, mime_type=upload.mime_type,
+                                  size=len(upload.data), platform_id=upload.upload_id))  # fmt: skip
+        return tuple(out)
 
     async def _message(self, frame: dict[str, Any]) -> None:
         ref = frame.get("id")
@@ -284,8 +306,12 @@ class Connection:
         if not self.client_id:
             await self.error("no_hello", "send a 'hello' frame with your client_id first", ref)
             return
-        text = frame.get("text")
-        if not isinstance(text, str) or not text.strip():
+        text = frame.get("text", "" if frame.get("attachments") else None)
+        attachments = self._attachments(frame.get("attachments"))
+        if isinstance(attachments, str):
+            await self.error("bad_attachment", attachments, ref)
+            return
+        if not isinstance(text, str) or not (text.strip() or attachments):
             await self.error("bad_frame", "'text' must be a non-empty string", ref)
             return
         if len(text) > MAX_TEXT_CHARS:
@@ -310,7 +336,7 @@ class Connection:
                 await self.error("busy", f"the server is answering {limits.max_turns} messages already; "
                                  "try again in a moment", ref)
                 return
-            reply = await self.adapter.gateway.handle_inbound(self._message_obj(text, message_id, tier),
+            reply = await self.adapter.gateway.handle_inbound(self._message_obj(text, message_id, tier, attachments),
                                                               on_delta=on_delta)
         if reply is None:
             await self.send({"type": "reply", "id": ref, "text": "", "dropped": True})
@@ -361,6 +387,15 @@ class WebSocketAdapter(Adapter):
 
     def health(self) -> dict[str, Any]:
         return {"connections": sum(len(c) for c in self.connections.values()), **self.limits.health()}
+
+    async def fetch_attachment(self, attachment: Attachment, *, max_bytes: int) -> bytes:
+        """An upload named by a message frame (``POST /api/uploads``), handed over once."""
+        upload = uploads(self.gateway).take(attachment.platform_id)
+        if upload is None:
+            raise AttachmentUnavailable(f"{attachment.name or 'the upload'} is no longer held; upload it again")
+        if len(upload.data) > max_bytes:
+            raise TooLarge(f"{upload.name or 'the upload'} is over the limit of {max_bytes:,} bytes")
+        return upload.data
 
     async def send(self, address: ConversationAddress, reply: Reply) -> None:
         frame = {"type": "reply", "id": None, "text": reply.text, "notice": reply.notice, "otr": reply.otr,
@@ -440,6 +475,12 @@ class WebSocketAdapter(Adapter):
                     if not conns:
                         del self.connections[conn.client_id]
         return ws
+
+
+def _kind(mime_type: str) -> str:
+    if mime_type.startswith("image/"):
+        return "photo"
+    return "audio" if mime_type.startswith("audio/") else "document"
 
 
 @hookimpl

@@ -31,6 +31,7 @@ from gateway.types import (
     InboundMessage,
     LLMRequest,
     LLMResponse,
+    PreparedMessage,
     Reply,
     Session,
     ToolCall,
@@ -132,6 +133,11 @@ class Hooks:
 
     async def session_started(self, gateway: Gateway, turn: Turn, session: Session) -> None:
         await self._call.call_all("gateway_session_started", gateway=gateway, turn=turn, session=session)
+
+    async def prepare_message(self, gateway: Gateway, turn: Turn) -> PreparedMessage | Reply | None:
+        """Not bounded by the hook timeout: the media pipeline bounds its own reads and calls."""
+        prepared = await self._call.call_first("gateway_prepare_message", timeout=None, gateway=gateway, turn=turn)
+        return prepared if isinstance(prepared, PreparedMessage | Reply) else None
 
     async def context_sections(self, gateway: Gateway, turn: Turn) -> list[ContextSection]:
         """Every plugin's sections, flattened (a plugin may return one section or a list)."""

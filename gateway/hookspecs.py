@@ -36,6 +36,7 @@ if TYPE_CHECKING:
         InboundMessage,
         LLMRequest,
         LLMResponse,
+        PreparedMessage,
         Reply,
         Session,
         ToolCall,
@@ -177,6 +178,17 @@ def gateway_handle_turn(gateway: Gateway, turn: Turn) -> Reply | None:
 @hookspec
 def gateway_session_started(gateway: Gateway, turn: Turn, session: Session) -> None:
     """A new session began (idle gap, ``/new``, first contact). Rule: all."""
+
+
+@hookspec(firstresult=True)
+def gateway_prepare_message(gateway: Gateway, turn: Turn) -> PreparedMessage | Reply | None:
+    """Take the message's attachments in, once its person and session are known and before it is
+    recorded: return a ``PreparedMessage`` (its text replaces the message's in the transcript and
+    the prompt; its images and attached text go to the model with this message only), a ``Reply``
+    to answer without the model and without recording anything (a refused file), or ``None`` to
+    leave the message as it is. Rule: first; not bounded by the hook timeout (reading a document or
+    transcribing a voice note has its own time limits, ``gateway/media``). ``turn.otr`` says whether
+    anything may be stored."""
 
 
 # ------------------------------------------------------------------------------------------ context

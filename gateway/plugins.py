@@ -32,6 +32,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "gateway.turncontext",
     "plugins.system_block",
     "plugins.persona",
+    "plugins.media",
     "plugins.tools",
     "plugins.mcp_tools",
     "plugins.session_log",

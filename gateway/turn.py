@@ -8,6 +8,7 @@ Order, each step cheap before anything costs money:
 4. identity                    ``gateway_resolve_identity``
 5. commands                    ``/new /otr /link /help /start`` via ``gateway_handle_command``
 6. session                     idle gap -> new session, ``gateway_session_started``
+   attachments                 ``gateway_prepare_message`` (files read, stored, linked; or refused)
 7. context                     ``gateway_context_sections`` -> budgeter
 8. LLM                         ``gateway_before_llm_call`` -> ``gateway_llm_call`` (streamed)
 9. reply                       ``gateway_render_reply`` splits to the channel's limit
@@ -18,7 +19,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
@@ -65,8 +66,12 @@ async def build_request(gateway: Gateway, turn: Turn) -> LLMRequest:
     sections = await gateway.hooks.context_sections(gateway, turn)
     assembled = assemble(sections, gateway.config.context.budget_tokens)
     turn.stash[ASSEMBLED] = assembled
-    user_msg = HistoryMessage(role="user", content=turn.message.text, timestamp=turn.received_at,
-                              turn_id=turn.turn_id)
+    prepared = turn.prepared
+    content = turn.message.text
+    if prepared is not None and prepared.attached:
+        content = f"{content}\n\n{prepared.attached}"
+    user_msg = HistoryMessage(role="user", content=content, timestamp=turn.received_at, turn_id=turn.turn_id,
+                              images=prepared.images if prepared is not None else ())
     tools = toolset(gateway, turn)  # offered by tier; none that write in OTR, none private in groups
     return LLMRequest(
         system=assembled.sections,
@@ -144,6 +149,14 @@ async def gateway_handle_turn(gateway: Gateway, turn: Turn) -> Reply | None:
     if session.is_new:
         await hooks.session_started(gateway, turn, session)
     turn.history = gateway.sessions.history(session)
+    prepared = await hooks.prepare_message(gateway, turn)
+    if isinstance(prepared, Reply):  # a refused attachment: answered, nothing recorded
+        if not session.otr:
+            gateway.dedupe.persist(msg.channel, msg.message_id)
+        return await _render_notice(gateway, turn, prepared)
+    if prepared is not None:
+        turn.prepared = prepared
+        msg = turn.message = replace(msg, text=prepared.text)
     # The message is stored before the model is called, so a crash during the call keeps it; the
     # persist step below completes the turn with the reply (a failed call takes the message back).
     gateway.sessions.record_message(

@@ -171,6 +171,20 @@ class Stash:
         return key in self._data
 
 
+@dataclass(frozen=True, slots=True, kw_only=True)
+class PreparedMessage:
+    """A message with its attachments taken in (``gateway_prepare_message``).
+
+    ``text`` replaces the message's text: what the transcript keeps and the model reads (Markdown
+    links to the stored files, a voice note's transcript). ``attached`` is the text read from
+    documents, and ``images`` the pictures: both go to the model with this message only.
+    """
+
+    text: str
+    attached: str = ""
+    images: tuple[ImagePart, ...] = ()
+
+
 @dataclass(slots=True, kw_only=True)
 class Turn:
     """One inbound message on its way through the pipeline.
@@ -187,6 +201,7 @@ class Turn:
     history: tuple[HistoryMessage, ...] = ()
     tier: int | None = None
     stash: Stash = field(default_factory=Stash)
+    prepared: PreparedMessage | None = None  # attachments taken in (gateway_prepare_message)
 
     @property
     def otr(self) -> bool:

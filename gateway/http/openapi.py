@@ -75,6 +75,9 @@ def document(routes: list[Route]) -> dict[str, Any]:
         if r.body is not None:
             op["requestBody"] = {"required": True,
                                  "content": {"application/json": {"schema": refs[(r.body, "validation")]}}}
+        elif r.raw_body:
+            op["requestBody"] = {"required": True,
+                                 "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}}}
         for status in sorted({*r.errors, *((400,) if r.body or r.query else ())}):
             op["responses"][str(status)] = {"description": ERROR_CODES.get(status, "error"), **error_ref}
         if r.public:

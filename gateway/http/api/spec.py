@@ -116,6 +116,7 @@ class Route:
     description: str = ""
     params: dict[str, dict[str, Any]] = field(default_factory=dict)  # path parameter schemas (default: string)
     tag: str = ""
+    raw_body: bool = False  # the body is a file of any type, read by the handler (POST /api/uploads)
 
     @property
     def openapi_path(self) -> str:

@@ -1,0 +1,157 @@
+"""Documents to text: PDF (pypdf), plain text, Markdown, HTML (the standard library's parser), Word
+``.docx`` and OpenDocument ``.odt`` (their XML, read with the standard library).
+
+Every reader is bounded in pages, characters and input size, and blocking: the pipeline runs it in a
+worker thread under a timeout. Refusals are ``TooLarge`` or ``Unsupported`` with a reply for the person.
+"""
+
+from __future__ import annotations
+
+import io
+import logging
+import zipfile
+from dataclasses import dataclass
+from html.parser import HTMLParser
+from xml.etree import ElementTree
+
+from pypdf import PasswordType, PdfReader
+from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError, PyPdfError
+
+from gateway.media.errors import TooLarge, Unsupported
+from gateway.media.limits import MediaLimits
+from gateway.media.sniff import DOCX, ODT
+
+log = logging.getLogger("kith.media")
+logging.getLogger("pypdf").setLevel(logging.ERROR)  # a malformed PDF is the sender's, not an operator alarm
+
+MAX_XML_BYTES = 50 * 1024 * 1024  # uncompressed XML of one office document
+
+
+@dataclass(frozen=True, slots=True)
+class Extracted:
+    text: str
+    truncated: bool = False
+    pages: int = 0
+
+
+def extract_text(data: bytes, mime_type: str, *, name: str, limits: MediaLimits) -> Extracted:
+    if mime_type == "application/pdf":
+        return _pdf(data, name=name, limits=limits)
+    if mime_type == "text/html":
+        return _cut(_html(_decode(data)), limits)
+    if mime_type in ("text/plain", "text/markdown"):
+        return _cut(_decode(data), limits)
+    if mime_type == DOCX:
+        return _cut(_office_xml(data, "word/document.xml", name=name), limits)
+    if mime_type == ODT:
+        return _cut(_office_xml(data, "content.xml", name=name), limits)
+    raise Unsupported(f"{name}: kith cannot read {mime_type} files")
+
+
+def _cut(text: str, limits: MediaLimits, pages: int = 0) -> Extracted:
+    text = text.strip()
+    if len(text) > limits.max_chars:
+        return Extracted(text[: limits.max_chars], truncated=True, pages=pages)
+    return Extracted(text, pages=pages)
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace").lstrip("\ufeff")
+
+
+def _pdf(data: bytes, *, name: str, limits: MediaLimits) -> Extracted:
+    try:
+        reader = PdfReader(io.BytesIO(data), strict=False)
+        if reader.is_encrypted:
+            # Owner-password-only files open with an empty user password; anything else is locked.
+            try:
+                opened = reader.decrypt("") != PasswordType.NOT_DECRYPTED
+            except (FileNotDecryptedError, DependencyError, PdfReadError, NotImplementedError):
+                opened = False
+            if not opened:
+                raise Unsupported(f"{name}: the PDF is encrypted; send it without a password")
+        pages = len(reader.pages)
+        if pages > limits.max_pages:
+            raise TooLarge(f"{name}: the PDF has {pages:,} pages; kith reads at most {limits.max_pages}")
+        parts: list[str] = []
+        total = 0
+        for page in reader.pages:
+            piece = page.extract_text() or ""
+            parts.append(piece)
+            total += len(piece)
+            if total > limits.max_chars:
+                break
+    except (TooLarge, Unsupported):
+        raise
+    except (PyPdfError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError,
+            AssertionError, OSError, ZeroDivisionError) as exc:  # fmt: skip
+        # pypdf surfaces a broken file as any of these, deep inside its object parser.
+        raise Unsupported(f"{name}: the PDF is damaged and could not be read ({type(exc).__name__})") from None
+    return _cut("\n\n".join(parts), limits, pages)
+
+
+class _HTMLText(HTMLParser):
+    _SKIP = frozenset({"script", "style", "head", "template", "noscript", "svg"})
+    _BLOCK = frozenset({"p", "div", "br", "li", "tr", "h1", "h2", "h3", "h4", "h5", "h6", "section",
+                        "article", "blockquote", "pre", "table", "ul", "ol", "hr", "title"})  # fmt: skip
+
+    def __init__(self) -> None:
+        super().__init__(convert_charrefs=True)
+        self.out: list[str] = []
+        self._skip = 0
+
+    def handle_starttag(self, tag: str, attrs: list[tuple[str, str | None]]) -> None:
+        if tag in self._SKIP:
+            self._skip += 1
+        elif tag in self._BLOCK:
+            self.out.append("\n")
+
+    def handle_endtag(self, tag: str) -> None:
+        if tag in self._SKIP:
+            self._skip = max(0, self._skip - 1)
+        elif tag in self._BLOCK:
+            self.out.append("\n")
+
+    def handle_data(self, data: str) -> None:
+        if not self._skip:
+            self.out.append(data)
+
+
+def _html(source: str) -> str:
+    parser = _HTMLText()
+    parser.feed(source)
+    parser.close()
+    lines = (" ".join(line.split()) for line in "".join(parser.out).splitlines())
+    return "\n".join(line for line in lines if line)
+
+
+_PARAGRAPHS = frozenset({
+    "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}p",
+    "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}p",
+    "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}h",
+})
+
+
+def _office_xml(data: bytes, member: str, *, name: str) -> str:
+    try:
+        with zipfile.ZipFile(io.BytesIO(data)) as zf:
+            info = zf.getinfo(member)
+            if info.file_size > MAX_XML_BYTES:
+                raise TooLarge(f"{name}: the document is too large to read")
+            xml = zf.read(member)
+    except (zipfile.BadZipFile, KeyError, OSError, ValueError, NotImplementedError):
+        raise Unsupported(f"{name}: the document is damaged and could not be read") from None
+    if b"<!DOCTYPE" in xml[:4096] or b"<!ENTITY" in xml:
+        # Office XML never declares entities; one that does is an entity-expansion attempt.
+        raise Unsupported(f"{name}: the document is damaged and could not be read")
+    try:
+        root = ElementTree.fromstring(xml)
+    except ElementTree.ParseError:
+        raise Unsupported(f"{name}: the document is damaged and could not be read") from None
+    paragraphs: list[str] = []
+    for element in root.iter():
+        if element.tag in _PARAGRAPHS:
+            text = "".join(element.itertext()).strip()
+            if text:
+                paragraphs.append(text)
+    return "\n\n".join(paragraphs)

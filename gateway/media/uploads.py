@@ -1,0 +1,78 @@
+"""Files uploaded over HTTP (``POST /api/uploads``) and waiting for the message that uses them.
+
+They are held in memory, never on disk: an upload becomes a file in the person's tree only once a
+message takes it in (and never in an Off-The-Record session), so an upload nobody sends is simply
+forgotten after ``upload_ttl_s``. Each upload belongs to the person who sent it; a message can only
+use its own. The total held at once is capped, so uploads cannot fill the daemon's memory.
+"""
+
+from __future__ import annotations
+
+import secrets
+import threading
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from gateway.media.errors import TooLarge
+from gateway.media.limits import DEFAULT_LIMITS, MediaLimits, media_limits
+from gateway.types import StashKey
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+
+@dataclass(frozen=True, slots=True)
+class Upload:
+    upload_id: str
+    user_id: str
+    name: str
+    mime_type: str  # as the client declared it; the pipeline sniffs the real type
+    data: bytes
+    at: float  # time.monotonic() when it arrived
+
+
+class UploadStore:
+    def __init__(self, limits: MediaLimits = DEFAULT_LIMITS) -> None:
+        self.limits = limits
+        self._uploads: dict[str, Upload] = {}
+        self._lock = threading.Lock()
+
+    def add(self, *, user_id: str, name: str, mime_type: str, data: bytes) -> Upload:
+        if len(data) > self.limits.max_bytes:
+            raise TooLarge(f"{name or 'the file'} is {len(data):,} bytes; the limit is {self.limits.max_bytes:,}")
+        with self._lock:
+            self._expire()
+            held = sum(len(u.data) for u in self._uploads.values())
+            if held + len(data) > self.limits.upload_total_bytes:
+                raise TooLarge("too many uploads are waiting to be sent; send or wait a moment and try again")
+            upload = Upload(upload_id="up_" + secrets.token_urlsafe(18), user_id=user_id, name=name,
+                            mime_type=mime_type, data=data, at=time.monotonic())  # fmt: skip
+            self._uploads[upload.upload_id] = upload
+            return upload
+
+    def get(self, upload_id: str, *, user_id: str) -> Upload | None:
+        """The upload if it is still held and ``user_id``'s; None otherwise (another's is unknown)."""
+        with self._lock:
+            self._expire()
+            upload = self._uploads.get(upload_id)
+        return upload if upload is not None and upload.user_id == user_id else None
+
+    def take(self, upload_id: str) -> Upload | None:
+        """Hand the upload over once: the message that uses it owns the bytes from now on."""
+        with self._lock:
+            self._expire()
+            return self._uploads.pop(upload_id, None)
+
+    def _expire(self) -> None:
+        cutoff = time.monotonic() - self.limits.upload_ttl_s
+        for key in [k for k, u in self._uploads.items() if u.at < cutoff]:
+            del self._uploads[key]
+
+
+UPLOADS: StashKey[UploadStore] = StashKey()
+
+
+def uploads(gateway: Gateway) -> UploadStore:
+    """The gateway's pending uploads (one store per gateway, so two gateways in a process never share)."""
+    return gateway.stash.setdefault(UPLOADS, UploadStore(media_limits(gateway)))

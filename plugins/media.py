@@ -1,0 +1,22 @@
+"""Media in: a message's attachments become part of its turn (docs/media.md).
+
+Images go to the model as image content, documents as text read from them (and into memory search
+through the person's tree), voice notes as their transcript; refused files get one clear reply and
+leave nothing stored. The work is in ``gateway/media``; this plugin only answers the hook.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+
+from gateway.hookspecs import hookimpl
+from gateway.media.pipeline import take_in
+from gateway.types import PreparedMessage, Reply, Turn
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+
+@hookimpl(trylast=True)
+async def gateway_prepare_message(gateway: Gateway, turn: Turn) -> PreparedMessage | Reply | None:
+    return await take_in(gateway, turn)
