@@ -22,6 +22,7 @@ from gateway.adapter import AdapterRegistry
 from gateway.bus.registry import JobRegistry
 from gateway.command_registry import CommandRegistry
 from gateway.config import Config, ConfigError
+from gateway.delivery.sections import BriefingSection
 from gateway.hookcall import HookCaller
 from gateway.tools import ToolRegistry
 from gateway.types import (
@@ -40,6 +41,8 @@ from gateway.types import (
 )
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from gateway.app import Gateway
 
 
@@ -147,6 +150,17 @@ class Hooks:
                 sections.append(result)
             else:
                 sections.extend(s for s in result if isinstance(s, ContextSection))
+        return sections
+
+    async def briefing_sections(self, gateway: Gateway, user_id: str, now: datetime) -> list[BriefingSection]:
+        """Every plugin's briefing sections, flattened (one section or a list each)."""
+        sections: list[BriefingSection] = []
+        for result in await self._call.call_all("gateway_briefing_sections", gateway=gateway, user_id=user_id,
+                                                now=now):  # fmt: skip
+            if isinstance(result, BriefingSection):
+                sections.append(result)
+            elif isinstance(result, list):
+                sections.extend(s for s in result if isinstance(s, BriefingSection))
         return sections
 
     # ------------------------------------------------------------------------------------------ llm

@@ -23,11 +23,14 @@ from typing import TYPE_CHECKING, Any
 import pluggy
 
 if TYPE_CHECKING:
+    from datetime import datetime
+
     from gateway.adapter import AdapterRegistry
     from gateway.app import Gateway
     from gateway.bus.registry import JobRegistry
     from gateway.command_registry import CommandRegistry
     from gateway.config import Config
+    from gateway.delivery.sections import BriefingSection
     from gateway.tools import ToolRegistry
     from gateway.types import (
         AccessDecision,
@@ -256,6 +259,13 @@ def gateway_turn_error(gateway: Gateway, turn: Turn, error: BaseException) -> No
 
 
 # --------------------------------------------------------------------------------------------- jobs
+
+
+@hookspec
+def gateway_briefing_sections(gateway: Gateway, user_id: str, now: datetime) -> list[BriefingSection] | None:
+    """Contribute sections to a person's briefing (``plugins/briefing.py``): weather, a calendar.
+    Rule: all; one section or a list; a failing or slow plugin's sections are left out, the briefing
+    goes out. ``now`` is an aware UTC instant; the person's timezone is on their user record."""
 
 
 @hookspec

@@ -13,6 +13,7 @@ import zoneinfo
 
 from pydantic import Field
 
+from gateway.delivery import settings as delivery_settings
 from gateway.http.api.spec import Answer, ApiError, Body, Call, Route
 from gateway.http.principal import csrf_token
 from gateway.personas import PersonaError
@@ -43,6 +44,9 @@ class Settings(Answer):
     timezone: str
     persona: str
     tier: int | None
+    preferred_channel: str = Field("", description="where proactive messages go first (docs/proactive.md)")
+    quiet_hours: str = Field("", description="HH:MM-HH:MM in the person's timezone; proactive messages wait")
+    notify_conversation: str = Field("", description="conversation key of background notices; '': routed")
 
 
 class SettingsPatch(Body):
@@ -50,6 +54,9 @@ class SettingsPatch(Body):
     timezone: str | None = Field(None, min_length=1, max_length=64, description="an IANA zone, e.g. Europe/Berlin")
     persona: str | None = Field(None, max_length=64, description="null: back to the operator's default")
     tier: int | None = Field(None, ge=MIN_TIER, le=MAX_TIER, description="1-4; null: the configured default")
+    preferred_channel: str | None = Field(None, max_length=64, description="one of the person's channels; ''")
+    quiet_hours: str | None = Field(None, max_length=11, description="e.g. 22:00-07:00; '' for none")
+    notify_conversation: str | None = Field(None, max_length=300, description="a conversation key; ''")
 
 
 @functools.cache
@@ -69,8 +76,11 @@ def settings_of(call: Call, user_id: str) -> Settings:
     user = call.gateway.state.users.get(user_id)
     if user is None:
         raise ApiError(404, "no such user")
+    prefs = call.gateway.state.outbox.prefs(user_id)
     return Settings(user_id=user_id, display_name=user.display_name, timezone=user.timezone,
-                    persona=persona_of(call, user_id), tier=user.tier)  # fmt: skip
+                    persona=persona_of(call, user_id), tier=user.tier, preferred_channel=prefs.preferred_channel,
+                    quiet_hours=delivery_settings.quiet_hours_text(prefs),
+                    notify_conversation=prefs.notify_conversation)  # fmt: skip
 
 
 async def me(call: Call) -> Me:
@@ -105,7 +115,15 @@ async def patch_settings(call: Call) -> Settings:
                 personas.choose(call.gateway, uid, body.persona)
         except PersonaError as exc:
             raise ApiError(400, str(exc)) from None
+    delivery = {k: getattr(body, k) or "" for k in ("preferred_channel", "quiet_hours", "notify_conversation")
+                if k in given}
+    try:
+        prefs = delivery_settings.updated(call.gateway, uid, **delivery) if delivery else None
+    except delivery_settings.SettingError as exc:
+        raise ApiError(400, str(exc)) from None
     with state.tx():
+        if prefs is not None:
+            state.outbox.set_prefs(uid, prefs)
         if "display_name" in given and body.display_name is not None:
             state.users.set_display_name(uid, body.display_name.strip())
         if "timezone" in given and body.timezone is not None:
@@ -125,7 +143,7 @@ async def get_settings(call: Call) -> Settings:
 ROUTES = [
     Route("GET", "/api/me", "who is signed in, their settings and accounts", Me, me, tag="me", errors=(401,)),
     Route("GET", "/api/users/{uid}/settings", "a person's settings", Settings, get_settings, tag="me"),
-    Route("PATCH", "/api/users/{uid}/settings", "change display name, timezone, persona or tier", Settings,
+    Route("PATCH", "/api/users/{uid}/settings", "change name, timezone, persona, tier or delivery", Settings,
           patch_settings, body=SettingsPatch, tag="me",
           description="Only the fields given change. The timezone is used by the next prompt's date line."),
 ]
