@@ -46,6 +46,7 @@ from gateway.state.records import (
     User,
     WebSession,
 )
+from gateway.state.usage import UsageStore
 
 Position = tuple[str, str]  # where a user was added: (creation stamp, user id), ordered
 Counter = Literal["refused", "evicted", "over_quota"]
@@ -306,6 +307,8 @@ class State(Protocol):
     def outbox(self) -> OutboxStore: ...  # gateway/state/delivery.py
     @property
     def api_keys(self) -> ApiKeyStore: ...
+    @property
+    def usage(self) -> UsageStore: ...  # gateway/state/usage.py
 
     @property
     def people(self) -> PeopleStore: ...

@@ -40,7 +40,7 @@ def test_every_table_is_known(tmp_path: Path) -> None:
     # The ones that matter are really covered, and nothing personal hides in NOT_PERSONAL.
     for table in ("users", "identities", "sessions", "turns", "kg_facts", "link_requests", "access_approved",
                   "access_pairing", "web_sessions", "web_signin_tokens", "persona_choices", "api_keys",
-                  "outbox", "delivery_prefs"):  # fmt: skip
+                  "outbox", "delivery_prefs", "llm_usage"):  # fmt: skip
         assert kinds.get(table) in ("rule", "user_id"), table
     assert not {"users", "turns", "sessions"} & NOT_PERSONAL
 

@@ -22,6 +22,7 @@ from gateway.state.sqlite.personas import SqlitePersonaChoices
 from gateway.state.sqlite.progress import SqliteProgress
 from gateway.state.sqlite.sessions import SqliteConversations, SqliteDedupe, SqliteSessions
 from gateway.state.sqlite.transcript import SqliteCompactions, SqliteTurnContexts, SqliteTurns
+from gateway.state.sqlite.usage import SqliteUsage
 from gateway.state.sqlite.users import SqliteIdentities, SqliteUsers
 from gateway.state.sqlite.websessions import SqliteWebSessions
 
@@ -51,6 +52,7 @@ class SqliteState:
         self.web_sessions = SqliteWebSessions(self.database)
         self.outbox = SqliteOutbox(self.database)
         self.api_keys = SqliteApiKeys(self.database)
+        self.usage = SqliteUsage(self.database)
 
     @property
     def db(self) -> sqlite3.Connection:

@@ -332,6 +332,16 @@ _OUTBOX = (
     " notify_conversation TEXT NOT NULL DEFAULT '')",
 )
 
+# Model token use and cost (gateway/state/usage.py): one row per person, UTC day, role and model.
+_USAGE = (
+    "CREATE TABLE llm_usage (user_id TEXT NOT NULL, day TEXT NOT NULL, role TEXT NOT NULL, provider TEXT NOT NULL,"
+    " model TEXT NOT NULL, calls INTEGER NOT NULL DEFAULT 0, input_tokens INTEGER NOT NULL DEFAULT 0,"
+    " output_tokens INTEGER NOT NULL DEFAULT 0, cache_read_tokens INTEGER NOT NULL DEFAULT 0,"
+    " cache_write_tokens INTEGER NOT NULL DEFAULT 0, cost_usd REAL NOT NULL DEFAULT 0,"
+    " PRIMARY KEY (user_id, day, role, provider, model))",
+    "CREATE INDEX llm_usage_day ON llm_usage(day, user_id)",
+)
+
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {
     "state": (
         Migration("the tables before versioned migrations (state.py, linking.py, access.py, progress.py)",
@@ -354,6 +364,9 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
     ),
     "delivery": (
         Migration("the delivery outbox and delivery settings (issue 16)", _OUTBOX),
+    ),
+    "usage": (
+        Migration("model token use and cost per person, day, role and model (issue 15)", _USAGE),
     ),
 }
 COMPONENTS = tuple(MIGRATIONS)
