@@ -238,7 +238,8 @@ class FakeTelegram(FakeServer):
         thumb = self.add_file(data[: max(1, len(data) // 8)], folder="photos", ext=".jpg")
         middle = self.add_file(data[: max(1, len(data) // 2)], folder="photos", ext=".jpg")
         best = self.add_file(data, folder="photos", ext=".jpg", **kw)
-        return [{**thumb, "width": 90, "height": 67}, {**middle, "width": 320, "height": 240},
+        return [{**thumb, "width": max(1, width // 4), "height": max(1, height // 4)},
+                {**middle, "width": max(1, width // 2), "height": max(1, height // 2)},
                 {**best, "width": width, "height": height}]
 
     def document(self, data: bytes, *, name: str, mime_type: str, **kw: Any) -> dict[str, Any]:
