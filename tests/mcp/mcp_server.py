@@ -85,6 +85,7 @@ async def serve_http() -> None:
     sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
+    sock.listen(128)  # connections queue before uvicorn starts accepting
     print(f"PORT {sock.getsockname()[1]}", flush=True)
     app = _auth(server.streamable_http_app(host="127.0.0.1"), os.environ.get("MCP_TEST_TOKEN", ""))
     config = uvicorn.Config(app, log_level="warning", lifespan="on")
