@@ -42,7 +42,8 @@ _FIELD = re.compile(r'(\w+)=("[^"]*"|\S+)')
 _ONE_SHOT = re.compile(r"^(?P<date>\d{4}-\d{2}-\d{2})(?:[ T](?P<time>\d{1,2}:\d{2}))?\s*(?:\((?P<tz>[^)]+)\))?\s*"
                        r"(?P<what>.*)$")
 _RECURRING_VISIBLE = re.compile(r"^(?P<phrase>.+?)\s*\((?P<tz>[A-Za-z_]+(?:/[A-Za-z0-9_+-]+)*)\)\s+(?P<what>.+)$")
-_RECURRING_HAND = re.compile(r"^(?P<phrase>(?:every|each|daily|weekly|monthly|hourly|yearly|on)\b[^:]*?):\s*"
+# "every day at 02:30: text": the phrase ends at the first colon followed by a space (not a time's)
+_RECURRING_HAND = re.compile(r"^(?P<phrase>(?:every|each|daily|weekly|monthly|hourly|yearly|on)\b.*?):\s+"
                              r"(?P<what>.+)$", re.I)
 DUE_TIME = time(9, 0)  # a task due on a date alerts at 09:00 local that day
 STAMP = "%Y-%m-%dT%H:%M:%SZ"
