@@ -10,7 +10,8 @@ is particular to it:
   first, as on every route.
 * **What.** Clients send the whole conversation every time; kith keeps the history itself, so only the
   newest user message is the turn; earlier messages and a client's system prompt are not read.
-* **Which conversation.** ``X-Kith-Conversation`` (else OpenAI's ``user`` field) names one of the key's
+* **Which conversation.** ``X-Kith-Conversation`` (else Open WebUI's ``X-OpenWebUI-Chat-Id``, else
+  OpenAI's ``user`` field) names one of the key's
   conversations, else the key has one default conversation. The conversation carries the persona,
   which the request's ``model`` picks (``GET /v1/models`` lists the person's personas). The session is
   the person's own, as on every direct channel: one live session per person, across channels.
@@ -60,6 +61,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("kith.adapters.openai")
 
 CONVERSATION_HEADER = "X-Kith-Conversation"
+# Open WebUI names its chat here when it forwards user info (ENABLE_FORWARD_USER_INFO_HEADERS).
+OPEN_WEBUI_CHAT_HEADER = "X-OpenWebUI-Chat-Id"
 TOUCH_EVERY = timedelta(minutes=5)  # a key's last use is written at most this often
 # Token counts of the model calls of a turn, by turn id, until the request that made the turn reads them.
 USAGE: StashKey[dict[str, tuple[int, int]]] = StashKey()
@@ -137,7 +140,8 @@ class OpenAIAdapter(Adapter):
         try:
             key = self._key(request)
             req = parse_chat(await _json(request))
-            name = conversation_name(request.headers.get(CONVERSATION_HEADER), req.user)
+            name = conversation_name(request.headers.get(CONVERSATION_HEADER)
+                                     or request.headers.get(OPEN_WEBUI_CHAT_HEADER), req.user)  # fmt: skip
             message = self._message(key, req, name)
             switched = self._choose_persona(key.user_id, message.conversation_key, req.model)
             refusal = self.limits.message(key.user_id)
