@@ -492,6 +492,7 @@ class DistillConfig(Section):
     short: DistillTier = Field(default_factory=lambda: DistillTier(cron="0 3 * * *", budget_tokens=3000))
     mid: DistillTier = Field(default_factory=lambda: DistillTier(cron="30 3 * * 0"))
     long: DistillTier = Field(default_factory=lambda: DistillTier(enabled=False, cron="0 4 1 * *", backend="main"))
+    # Deprecated: the operator's copy of every notice; each person chooses their own (docs/proactive.md).
     notify_conversation: str | None = None  # conversation key, e.g. "telegram:12345"
     notify_tiers: list[Literal["short", "mid", "long"]] = Field(default_factory=lambda: ["mid", "long"])
 

@@ -3,7 +3,9 @@
 Jobs ``distill_short`` / ``distill_mid`` / ``distill_long`` run per user at their tier's cron in the
 user's timezone (a disabled tier's cron job returns at once; a manual run forces it). Each run is
 recorded in ``bg_distill``; after a run of a tier listed in ``distill.notify_tiers`` a short notice
-goes to ``distill.notify_conversation`` (a conversation key such as ``telegram:12345``).
+goes to the person's own notification conversation (their ``notify_conversation`` setting, through
+the outbox: docs/proactive.md) and, deprecated, the operator's copy to ``distill.notify_conversation``
+(a conversation key such as ``telegram:12345``).
 
 HTTP, on the gateway's one aiohttp application:
 
@@ -27,6 +29,7 @@ from aiohttp import web
 from gateway.bus.context import JobContext
 from gateway.bus.registry import JobRegistry
 from gateway.config import Config
+from gateway.delivery.notices import notify_person
 from gateway.hookspecs import hookimpl
 from gateway.http.auth import require_operator
 from gateway.http.guard import json_object
@@ -56,9 +59,12 @@ async def distill(gateway: Any, user_id: str, tier: Tier, *, force: bool = False
         progress.distill_finished(user_id, tier, "failed", f"{type(exc).__name__}: {exc}", 0)
         raise
     progress.distill_finished(user_id, tier, result.status, result.detail, result.chars)
-    if result.status == "written" and tier in cfg.notify_tiers and cfg.notify_conversation:
-        await notify(gateway, cfg.notify_conversation, f"Memory distilled for {user_id}: {result.file} "
-                     f"updated ({result.chars} characters).")  # fmt: skip
+    if result.status == "written" and tier in cfg.notify_tiers:
+        # The person's own notification conversation (gateway/delivery/notices.py) ...
+        await notify_person(gateway, user_id, f"Memory distilled: {result.file} updated ({result.chars} characters).")
+        if cfg.notify_conversation:  # ... and the operator's copy: the old global key, deprecated
+            await notify(gateway, cfg.notify_conversation, f"Memory distilled for {user_id}: {result.file} "
+                         f"updated ({result.chars} characters).")  # fmt: skip
     return result
 
 

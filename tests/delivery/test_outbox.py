@@ -93,3 +93,22 @@ async def test_preferred_channel_takes_it_when_the_tab_is_closed(
     assert Recorder.sent == [("r-42", "Reminder: call Sam")]
     entry = gw.state.outbox.get("d3")
     assert entry is not None and entry.status == "sent" and entry.channel == "recorder"
+
+
+async def test_notices_go_to_the_persons_own_notification_conversation(kith_gateway: GatewayFactory) -> None:
+    from gateway.delivery.notices import notify_person
+    from gateway.testing import message
+
+    _reset()
+    gw = await kith_gateway(plugins=(RecorderPlugin(),))
+    await gw.handle_inbound(message("hi", account="ann", channel="recorder"))
+    await gw.handle_inbound(message("hi", account="bo", channel="recorder"))
+    ann, bo = gw.identities.lookup("recorder", "ann"), gw.identities.lookup("recorder", "bo")
+    assert ann and bo
+    Recorder.sent.clear()
+    # Bo chose no notification conversation: background work does not start talking to him.
+    assert await notify_person(gw, bo, "Memory distilled") is False
+    gw.state.outbox.set_prefs(ann, DeliveryPrefs(notify_conversation="recorder:ann"))
+    assert await notify_person(gw, ann, "Memory distilled: MEMORY_MID.md updated") is True
+    assert Recorder.sent == [("ann", "Memory distilled: MEMORY_MID.md updated")]
+    assert [e.kind for e in gw.state.outbox.list_for(ann)] == ["notice"] and gw.state.outbox.list_for(bo) == []
