@@ -15,6 +15,8 @@ from pypdf.generic import DecodedStreamObject, DictionaryObject, NameObject
 
 from tests.channels.rig import ADA_DC, ADA_ROOM, ADA_TG, start_rig
 from tests.fakes.anthropic import API_KEY, FakeAnthropic
+from tests.fakes.openai_server import API_KEY as OPENAI_KEY
+from tests.fakes.openai_server import FakeOpenAI
 
 
 def jpeg(width: int = 80, height: int = 60) -> bytes:
@@ -81,6 +83,12 @@ async def test_discord_pdf_text_is_in_the_prompt(tmp_path: Path) -> None:
         prompt = json.dumps(last_user_content(fake))
         assert "Periwinkle room" in prompt and "what does this say?" in prompt
         assert len(rig.dc.cdn_requests) == 1
+        # Stored in Ada's tree with its text beside it, so memory search finds it later.
+        (user_id,) = {r["user_id"] for r in rig.select_rows("SELECT user_id FROM identities")}
+        await rig.gw.settle()
+        assert rig.gw.memory is not None
+        hits = await rig.gw.memory.recall(scope=f"user:{user_id}", query="meeting Thursday Periwinkle", k=5)
+        assert any("Periwinkle room" in h.text and h.source.endswith("agenda.pdf.md") for h in hits), hits
     finally:
         await rig.stop()
         await fake.stop()
@@ -116,3 +124,26 @@ async def test_nextcloud_shared_image_reaches_the_model(tmp_path: Path) -> None:
     finally:
         await rig.stop()
         await fake.stop()
+
+
+async def test_telegram_voice_note_transcript_is_the_turn(tmp_path: Path) -> None:
+    fake = await FakeAnthropic().start()
+    speech = FakeOpenAI()
+    await speech.start()
+    speech.transcript_text = "remind me to water the ferns"
+    llm = {"provider": "anthropic", "api_key": API_KEY, "base_url": fake.base_url, "max_retries": 0,
+           "roles": {"transcription": {"provider": "openai", "model": "whisper-1", "base_url": speech.url,
+                                       "api_key": OPENAI_KEY}}}
+    rig = await start_rig(tmp_path, llm=llm)
+    try:
+        voice = b"OggS\x00\x02" + bytes(200)  # an Ogg page header is what the type check reads
+        await rig.tg.push(rig.tg.make_update(user_id=ADA_TG, voice=rig.tg.voice(voice)))
+        await rig.tg.wait_sent(1)
+        (upload,) = speech.transcriptions
+        assert upload["data"] == voice and upload["filename"].endswith(".ogg")
+        prompt = json.dumps(last_user_content(fake))
+        assert "remind me to water the ferns" in prompt
+    finally:
+        await rig.stop()
+        await fake.stop()
+        await speech.close()
