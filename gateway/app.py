@@ -253,10 +253,11 @@ class Gateway:
         """The provider behind ``role`` (its name, readiness). Calls go through ``model(role)``."""
         return self._providers.get(role) or self._providers.get("main") or NoModelProvider()
 
-    def model(self, role: str = "main") -> RoutedModel:
+    def model(self, role: str = "main", user_id: str = "") -> RoutedModel:
         """The model for ``role`` through ``gateway_llm_call``: the path every call takes, background
-        jobs included, so plugins overriding the hook see them all."""
-        return RoutedModel(self, role)
+        jobs included, so plugins overriding the hook see them all. ``user_id``: the person a
+        background job works for (usage is counted to them; their daily budget stops the job)."""
+        return RoutedModel(self, role, user_id)
 
     @property
     def model_ready(self) -> bool:

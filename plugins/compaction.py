@@ -51,7 +51,10 @@ async def compact_session(ctx: JobContext, payload: dict[str, Any]) -> None:
     def store() -> MemoryStore:
         return jobscope.store(gateway, jobscope.for_session_scope(gateway, session.scope_key))
 
-    await compact(state=gateway.state, session_id=session_id, store=store, provider=gateway.model("cheap"),
+    owner = session.scope_key.removeprefix("user:") if session.scope_key.startswith("user:") else ""
+    if not model_configured(gateway, "cheap", JOB, user_id=owner):
+        return
+    await compact(state=gateway.state, session_id=session_id, store=store, provider=gateway.model("cheap", owner),
                   sessions=gateway.config.sessions, memory=gateway.config.memory)  # fmt: skip
 
 

@@ -51,7 +51,7 @@ async def distill(gateway: Any, user_id: str, tier: Tier, *, force: bool = False
     scope = jobscope.for_user(gateway, user_id)
     progress = gateway.state.progress
     progress.distill_started(user_id, tier)
-    providers = {"main": gateway.model("main"), "cheap": gateway.model("cheap")}
+    providers = {role: gateway.model(role, user_id) for role in gateway.config.llm.role_names()}
     try:
         result = await run_tier(tier, store=jobscope.store(gateway, scope), cfg=cfg, providers=providers,
                                 now=now or datetime.now(UTC), force=force)  # fmt: skip
@@ -87,7 +87,8 @@ def _job(tier: Tier) -> Any:
     async def handler(ctx: JobContext, payload: dict[str, Any]) -> None:
         user_id = payload.get("user_id")
         backend = getattr(ctx.gateway.config.background.distill, tier).backend
-        if tier != "short" and not model_configured(ctx.gateway, backend, f"distill_{tier}", structured=True):
+        if tier != "short" and not model_configured(ctx.gateway, backend, f"distill_{tier}", structured=True,
+                                                    user_id=user_id if isinstance(user_id, str) else ""):
             return
         if isinstance(user_id, str):
             await distill(ctx.gateway, user_id, tier, force=bool(payload.get("force")))

@@ -36,14 +36,17 @@ async def memory_writer(ctx: JobContext, payload: dict[str, Any]) -> None:
     cfg = gw.config.background.writer
     session_id = str(payload.get("session_id", ""))
     session = gw.state.sessions.get(session_id)
-    if not cfg.enabled or session is None or not model_configured(gw, cfg.backend, JOB, structured=True):
+    if not cfg.enabled or session is None:
+        return
+    owner = session.scope_key.removeprefix("user:") if session.scope_key.startswith("user:") else ""
+    if not model_configured(gw, cfg.backend, JOB, structured=True, user_id=owner):
         return
     if payload.get("reason") == "idle":
         latest = gw.state.turns.latest_message(session_id)
         if latest is not None and latest != payload.get("turn_id"):
             return  # the session went on; the newer turn's check decides
     scope = jobscope.for_session_scope(gw, session.scope_key)
-    result = await run_writer(state=gw.state, store=jobscope.store(gw, scope), provider=gw.model(cfg.backend),
+    result = await run_writer(state=gw.state, store=jobscope.store(gw, scope), provider=gw.model(cfg.backend, owner),
                               session_id=session_id, settings=cfg, tz=scope.tz)  # fmt: skip
     log.debug("memory writer %s: %s", session_id, result.status)
 

@@ -49,15 +49,16 @@ async def night(gateway: Any, scope: jobscope.JobScope, *, slot: str, before: da
                     self_id=scope.user_id, self_names=names, curate=curate)  # fmt: skip
     return await run_night(
         state=gateway.state, kg=gateway.kg, store=jobscope.store(gateway, scope),
-        provider=gateway.model(bg.sleep.backend), curation_provider=gateway.model(bg.sleep.curation_backend),
+        provider=gateway.model(bg.sleep.backend, scope.user_id),
+        curation_provider=gateway.model(bg.sleep.curation_backend, scope.user_id),
         scope=ns, slot=slot, before=before, tz=scope.tz, cfg=bg.sleep, rails=bg.curation,
     )  # fmt: skip
 
 
-def _runs(gw: Any, job: str) -> bool:
-    """Nights are on and a model can do them."""
+def _runs(gw: Any, job: str, user_id: str = "") -> bool:
+    """Nights are on and a model can do them (within the person's daily budget)."""
     sleep = gw.config.background.sleep
-    return bool(sleep.enabled) and model_configured(gw, sleep.backend, job, structured=True)
+    return bool(sleep.enabled) and model_configured(gw, sleep.backend, job, structured=True, user_id=user_id)
 
 
 async def _night_job(ctx: JobContext, payload: dict[str, Any], *, job: str, key: str,
@@ -67,8 +68,11 @@ async def _night_job(ctx: JobContext, payload: dict[str, Any], *, job: str, key:
     name = payload.get(key)
     if not isinstance(name, str) or not _runs(gw, job):
         return
+    scope = scope_of(gw, name)
+    if scope.user_id and not _runs(gw, job, scope.user_id):
+        return
     at = _instant(payload)
-    await night(gw, scope_of(gw, name), slot=_slot(payload, at), before=at, curate=curate)
+    await night(gw, scope, slot=_slot(payload, at), before=at, curate=curate)
 
 
 async def sleep_cycle(ctx: JobContext, payload: dict[str, Any]) -> None:

@@ -13,6 +13,8 @@ from gateway.config import LLMConfig
 from gateway.hookspecs import hookimpl
 from gateway.llm.base import NO_MODEL_HELP, DeltaCallback, LLMError, Provider
 from gateway.llm.echo import EchoProvider
+from gateway.llm.usage import over_budget
+from gateway.llm.usage import record as record_usage
 from gateway.types import LLMRequest, LLMResponse, StashKey, Turn
 
 if TYPE_CHECKING:
@@ -36,13 +38,14 @@ class NoModelProvider:
 NO_MODEL_WARNED: StashKey[set[str]] = StashKey()  # jobs already logged as skipped for want of a model
 
 
-def model_configured(gateway: Gateway, role: str, job: str, *, structured: bool = False) -> bool:
+def model_configured(gateway: Gateway, role: str, job: str, *, structured: bool = False, user_id: str = "") -> bool:
     """For background jobs: False (logged once per job) when no model can do the job for ``role``.
 
     A missing API key is not an outage: retrying and dead-lettering a nightly job for every user would
     only bury real failures. Jobs skip cleanly instead, and their watermarks stay where they are, so
     the work is done once a model is configured. ``structured``: the job parses a structured answer,
     which the ``echo`` dry-run provider cannot give (it would fail, retry and dead-letter every time).
+    ``user_id``: the person the job works for; False (logged) once their daily budget is spent.
     """
     provider = gateway.llm(role)
     if isinstance(provider, NoModelProvider):
@@ -50,7 +53,7 @@ def model_configured(gateway: Gateway, role: str, job: str, *, structured: bool 
     elif structured and isinstance(provider, EchoProvider):
         reason = "the echo provider cannot write structured memory"
     else:
-        return True
+        return not over_budget(gateway, user_id, job)
     warned = gateway.stash.setdefault(NO_MODEL_WARNED, set())
     if job not in warned:
         warned.add(job)
@@ -93,4 +96,6 @@ def make_providers(config: LLMConfig) -> dict[str, Provider]:
 async def gateway_llm_call(
     gateway: Gateway, turn: Turn | None, request: LLMRequest, on_delta: DeltaCallback | None
 ) -> LLMResponse:
-    return await gateway.llm(request.role).complete(request, on_delta)
+    response = await gateway.llm(request.role).complete(request, on_delta)
+    record_usage(gateway, turn, request, response)
+    return response
