@@ -24,6 +24,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gateway.cli.context",
     "gateway.cli.persona",
     "gateway.cli.users",
+    "gateway.cli.usage",
 )
 
 
