@@ -9,6 +9,7 @@
 
 ``[ ]`` pending, ``[x]`` sent (a recurring reminder stays ``[ ]`` and records ``last=``), ``[-]`` cancelled.
 The visible time wins over the comment when both parse and differ: that is what a person edits.
+A one-shot time is in the zone written on its line; a recurring reminder follows the person's zone.
 
 ``CRONS.json``: ``{"crons": [{"id", "when", "prompt", "rule"?, "enabled"?, "last_run"?}]}``; ``when`` is
 a phrase or rule, ``rule`` what it was understood as. ``TASKS.json``: the tasks tool's file; an open task
@@ -228,11 +229,13 @@ def _reminder(mark: str, rest: str, tz_name: str, now: datetime) -> tuple[Item |
                          "'every Monday at 9: water the plants'")
     if since_date and rec.since is None and rec.kind == "rrule":
         rec = replace(rec, since=since_date)
-    item = Item("reminder", rid, what, status, rule=rec, last=last, since=since or now,
-                zone=zone_name if zone_name and zone_name != tz_name else "", when=rec.describe(), origin=origin)
-    if cm and fields.get("rule") == rec.text and "since" in fields:
+    # A recurring reminder follows the person's zone (after /tz it runs in the new one); the zone on
+    # the line is re-written to say so.
+    item = Item("reminder", rid, what, status, rule=rec, last=last, since=since or now, when=rec.describe(),
+                origin=origin)
+    if cm and fields.get("rule") == rec.text and "since" in fields and zone_name == tz_name:
         return item, None
-    return item, reminder_line(item, zone_name or tz_name)
+    return item, reminder_line(item, tz_name)
 
 
 def _changed(fields: dict[str, str], item: Item) -> bool:
