@@ -151,27 +151,43 @@ class McpServer:
             self._publish(listing)
             self.listed.set()
             log.info("MCP server %s is up: %d tools (%s)", self.name, len(self.tools), ", ".join(sorted(self.tools)))
-            while True:
-                with anyio.move_on_after(self.mcp_cfg.ping_interval_s):
-                    await self._wake.wait()
-                self._wake.clear()
-                if self._broken:
-                    raise _Down(self._broken)
-                if self._relist:
-                    self._relist = False
-                    with anyio.fail_after(self.cfg.connect_timeout_s):
-                        self._publish(await self._list(client))
-                    log.info("MCP server %s changed its tools: %s", self.name, ", ".join(sorted(self.tools)))
-                    continue
-                try:
-                    with anyio.fail_after(min(self.cfg.timeout_s, self.cfg.connect_timeout_s)):
-                        await client.send_ping()
-                except MCPError as exc:
-                    if exc.code in _GONE:
-                        raise _Down(f"ping: {exc.error.message}") from exc
-                    # Any other JSON-RPC answer (even "method not found") means the server is alive.
-                except TimeoutError as exc:
-                    raise _Down("ping: no answer") from exc
+            async with anyio.create_task_group() as tg:
+                tg.start_soon(self._listen, client)
+                await self._watch(client)  # returns only by raising: the connection is unusable
+
+    async def _listen(self, client: Client) -> None:
+        """Re-list on a change: 2026-era servers announce it on a ``subscriptions/listen`` stream
+        (older ones send ``notifications/tools/list_changed``, seen by ``_on_message``)."""
+        try:
+            async with client.listen(tools_list_changed=True) as changes:
+                async for _event in changes:
+                    self._relist = True
+                    self._wake.set()
+        except Exception as exc:  # an older server, or a lost stream (the pings notice a dead server)
+            log.debug("MCP server %s: no change stream (%s)", self.name, describe(exc))
+
+    async def _watch(self, client: Client) -> None:
+        while True:
+            with anyio.move_on_after(self.mcp_cfg.ping_interval_s):
+                await self._wake.wait()
+            self._wake.clear()
+            if self._broken:
+                raise _Down(self._broken)
+            if self._relist:
+                self._relist = False
+                with anyio.fail_after(self.cfg.connect_timeout_s):
+                    self._publish(await self._list(client))
+                log.info("MCP server %s changed its tools: %s", self.name, ", ".join(sorted(self.tools)))
+                continue
+            try:
+                with anyio.fail_after(min(self.cfg.timeout_s, self.cfg.connect_timeout_s)):
+                    await client.send_ping()
+            except MCPError as exc:
+                if exc.code in _GONE:
+                    raise _Down(f"ping: {exc.error.message}") from exc
+                # Any other JSON-RPC answer (even "method not found") means the server is alive.
+            except TimeoutError as exc:
+                raise _Down("ping: no answer") from exc
 
     async def _list(self, client: Client) -> list[mcp_types.Tool]:
         tools: list[mcp_types.Tool] = []

@@ -13,7 +13,7 @@ import socket
 import sys
 from typing import Any
 
-from mcp.server.mcpserver import MCPServer
+from mcp.server.mcpserver import Context, MCPServer
 from mcp_types import ToolAnnotations
 
 server = MCPServer("kith-test")
@@ -64,6 +64,19 @@ def big(size: int) -> str:
 def fail() -> str:
     """Always fails."""
     raise ValueError("the database is on fire")
+
+
+@server.tool()
+async def grow(ctx: Context) -> str:
+    """Adds the tool ``grown`` and tells the client its tool list changed."""
+
+    def grown() -> str:
+        """A tool that was not there at first."""
+        return "grown up"
+
+    server.add_tool(grown, name="grown")
+    await ctx.notify_tools_changed()
+    return "grew"
 
 
 def _auth(app: Any, token: str) -> Any:

@@ -20,7 +20,7 @@ from plugins.mcp_tools import MANAGER
 from tests.mcp.conftest import HTTP_TOKEN, ReadingModel, mcp_section, stdio_server
 from tests.mcp.mcp_server import INJECTION
 
-ALL = ["kith__big", "kith__fail", "kith__hang", "kith__inject", "kith__lookup", "kith__note", "kith__pid"]
+ALL = ["kith__big", "kith__fail", "kith__grow", "kith__hang", "kith__inject", "kith__lookup", "kith__note", "kith__pid"]
 
 
 def dm(text: str, *, tier: int | None = None) -> InboundMessage:
@@ -169,8 +169,8 @@ async def test_tier_otr_and_group_gates_apply(make_gateway: GatewayFactory, mode
 
     await gw.handle_inbound(dm("/otr on"))
     await gw.handle_inbound(dm("secret", tier=3))
-    # readOnlyHint tools stay; a tool without it (note, fail) or a server declared `writes` does not.
-    assert mcp_tools() == {n for n in ALL if n not in ("kith__note", "kith__fail")} | {"pub__lookup"}
+    # readOnlyHint tools stay; a tool without it (note, fail, grow) or a server declared `writes` does not.
+    assert mcp_tools() == {n for n in ALL if n not in ("kith__note", "kith__fail", "kith__grow")} | {"pub__lookup"}
     _, result = await use(gw, model, "pub__note", {"text": "x"}, tier=3)
     assert result.get("is_error") is True and "unknown tool 'pub__note'" in result["content"]
 
@@ -203,3 +203,22 @@ async def test_an_allowlist_limits_the_tools(make_gateway: GatewayFactory, model
     assert [n for n in model.tool_names() if "__" in n] == ["kith__lookup", "kith__pid"]
     await gw.close()
     assert "kith__lookup" not in gw.registrations.tools, "shutdown withdraws the tools"
+
+
+@pytest.mark.parametrize("transport", ["stdio", "http"])
+async def test_a_changed_tool_list_is_picked_up(make_gateway: GatewayFactory, model: ReadingModel,
+                                               llm: dict[str, Any], http_server: Callable[[], str],
+                                               transport: str) -> None:
+    server = stdio_server() if transport == "stdio" else {
+        "transport": "http", "url": http_server(), "headers": {"Authorization": HTTP_TOKEN}}
+    gw = await make_gateway(llm=llm, mcp=mcp_section({"kith": server}, ping_interval_s=60))
+    await up(gw)
+    assert "kith__grown" not in gw.stash[MANAGER].servers["kith"].tools
+    _, result = await use(gw, model, "kith__grow", {})
+    assert "> grew" in result["content"]
+    for _ in range(200):
+        if "kith__grown" in gw.stash[MANAGER].servers["kith"].tools:
+            break
+        await asyncio.sleep(0.05)
+    _, result = await use(gw, model, "kith__grown", {})
+    assert "> grown up" in result["content"]
