@@ -13,8 +13,9 @@ Every room is its own conversation (``conversation_id`` = room token), so shared
 CHANNEL memory. Rooms are groups unless listed in ``dm_rooms`` or, with ``api_user`` set, the room
 lookup says one-to-one.
 
-Shared files: Talk delivers a share as the message ``{file}`` with a ``file`` rich-object parameter
-(id, name, size, mimetype, the sender's path, a link); each becomes an ``Attachment`` whose
+Shared files: Talk delivers a share as an ``Activity`` whose note is named ``file_shared`` (older
+servers: inside a ``Create``), its content the message ``{file}`` (or the caption) with a ``file``
+rich-object parameter (id, name, size, mimetype, path, link); each becomes an ``Attachment`` whose
 ``platform_id`` is the Nextcloud file id. A bot has no files of its own, so ``fetch_attachment``
 needs ``api_user`` + ``api_password`` (an app password of a user who is in the room, and so sees the
 share): it finds the file in that user's tree with a WebDAV ``SEARCH`` by file id and downloads it
@@ -220,9 +221,14 @@ class NextcloudTalkAdapter(Adapter):
         if not isinstance(data, dict):
             raise BadPayload("top level is not an object")
         kind = data.get("type")
-        if kind != "Create":
-            if not isinstance(kind, str):
-                raise BadPayload("type missing")
+        if not isinstance(kind, str):
+            raise BadPayload("type missing")
+        raw_obj = data.get("object")
+        # A file shared into the room is a system message in Talk: bots get it as an "Activity"
+        # whose note is named after the raw system message. Every other Activity (joins, renames,
+        # calls) is not a conversation turn.
+        shared = kind == "Activity" and isinstance(raw_obj, dict) and raw_obj.get("name") == "file_shared"
+        if kind != "Create" and not shared:
             log.debug("nextcloud: ignoring %s event", kind)
             return None
         actor, obj, target = _obj(data, "actor"), _obj(data, "object"), _obj(data, "target")

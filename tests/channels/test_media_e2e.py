@@ -100,7 +100,8 @@ async def test_nextcloud_share_without_credentials_gets_a_clear_reply(tmp_path: 
     rig = await start_rig(tmp_path, llm=llm)
     try:
         params = rig.nc.share_file(jpeg(), name="whiteboard.jpg", mimetype="image/jpeg")
-        assert await rig.nc_say("{file}", room=ADA_ROOM, parameters=params) == 200
+        assert await rig.nc_say("{file}", room=ADA_ROOM, parameters=params, event="Activity",
+                                note_name="file_shared") == 200
         (post,) = await rig.nc.wait_posts(1)
         assert "api_user" in post.message and "whiteboard.jpg" in post.message
         assert fake.turn_requests() == [] and rig.nc.dav_requests == []
@@ -115,7 +116,9 @@ async def test_nextcloud_shared_image_reaches_the_model(tmp_path: Path) -> None:
     rig = await start_rig(tmp_path, llm=llm, nextcloud={"api_user": "kithbot", "api_password": "app-password"})
     try:
         params = rig.nc.share_file(jpeg(40, 30), name="whiteboard.jpg", mimetype="image/jpeg")
-        assert await rig.nc_say("{file} what is on it?", room=ADA_ROOM, parameters=params) == 200
+        # With a caption, Talk's message is the caption; the file is still a parameter.
+        assert await rig.nc_say("what is on it?", room=ADA_ROOM, parameters=params, event="Activity",
+                                note_name="file_shared") == 200
         await rig.nc.wait_posts(1)
         blocks = last_user_content(fake)
         assert [b["type"] for b in blocks].count("image") == 1

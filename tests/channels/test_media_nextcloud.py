@@ -34,10 +34,14 @@ class Rig:
     gw: StubGateway
     client: TestClient[web.Request, web.Application]
 
-    async def share(self, data: bytes, *, name: str, mimetype: str, text: str = "{file}", **kw: object) -> None:
+    async def share(self, data: bytes, *, name: str, mimetype: str, text: str = "{file}", event: str = "Activity",
+                    **kw: object) -> None:
+        """Share a file into the room as current Talk tells bots: an Activity named ``file_shared``
+        (``event="Create"``: the chat-message form older servers used)."""
         params = self.fake.share_file(data, name=name, mimetype=mimetype, **kw)  # type: ignore[arg-type]
-        assert await self.fake.say(self.client, room="dmroom", user="ada", text=text, url=HOOK,
-                                   parameters=params) == 200
+        note = "file_shared" if event == "Activity" else "message"
+        assert await self.fake.say(self.client, room="dmroom", user="ada", text=text, url=HOOK, parameters=params,
+                                   event=event, note_name=note) == 200
 
 
 @pytest.fixture
@@ -59,15 +63,15 @@ async def test_a_shared_photo_is_a_turn_and_is_fetched_over_webdav(rig: Rig) -> 
     assert msg.text == ""  # the message was only "{file}": no text, one attachment
     (att,) = msg.attachments
     assert (att.kind, att.name, att.mime_type, att.size) == ("photo", "IMG_0042.jpg", "image/jpeg", len(JPEG))
-    assert att.platform_id.isdigit() and att.url.endswith(f"/index.php/f/{att.platform_id}")
+    assert att.platform_id.isdigit() and "/index.php/s/" in att.url
     assert await rig.adapter.fetch_attachment(att, max_bytes=MB) == JPEG
     assert rig.fake.dav_requests == [("SEARCH", "/remote.php/dav/"),
                                      ("GET", "/remote.php/dav/files/kithbot/Talk/IMG_0042.jpg")]
 
 
 async def test_documents_and_audio_keep_their_type_and_text(rig: Rig) -> None:
-    await rig.share(PDF, name="Q3 report.pdf", mimetype="application/pdf", text="{file} for tomorrow")
-    await rig.share(OGG, name="Talk recording.ogg", mimetype="audio/ogg")
+    await rig.share(PDF, name="Q3 report.pdf", mimetype="application/pdf", text="for tomorrow")  # a caption
+    await rig.share(OGG, name="Talk recording.ogg", mimetype="audio/ogg", event="Create")
     first, second = await rig.gw.wait_inbound(2)
     assert first.text == "for tomorrow"
     assert [(a.kind, a.name) for a in first.attachments] == [("document", "Q3 report.pdf")]
@@ -130,3 +134,13 @@ async def test_a_search_answer_pointing_outside_the_users_tree_is_not_followed(r
     with pytest.raises(AttachmentUnavailable, match="not visible"):
         await rig.adapter.fetch_attachment(msg.attachments[0], max_bytes=MB)
     assert [m for m, _ in rig.fake.dav_requests] == ["SEARCH"]
+
+
+async def test_other_system_messages_are_not_turns(rig: Rig) -> None:
+    for name in ("conversation_renamed", "call_ended", "user_added"):
+        status = await rig.fake.say(rig.client, room="dmroom", user="ada", text="{actor} renamed the conversation",
+                                    url=HOOK, event="Activity", note_name=name)
+        assert status == 200
+    await rig.share(JPEG, name="after.jpg", mimetype="image/jpeg")
+    (msg,) = await rig.gw.wait_inbound(1)  # only the share became a turn
+    assert [a.name for a in msg.attachments] == ["after.jpg"]

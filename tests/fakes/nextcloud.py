@@ -6,9 +6,9 @@
   ``.../reaction/<id>``), verifies ``X-Nextcloud-Talk-Bot-Signature`` over random + message (or
   reaction) exactly as Talk does, and answers 401 on a mismatch and 201 otherwise.
 * ``GET /ocs/v2.php/apps/spreed/api/v4/room/<token>`` with basic auth returns the room type.
-* Files shared into a room (``share_file``): the webhook carries the ``{file}`` rich object Talk
-  builds for the sender, and every user the share reaches sees the file in their own tree (under
-  ``Talk/``). WebDAV as Nextcloud serves it: ``SEARCH /remote.php/dav/`` (basicsearch on
+* Files shared into a room (``share_file``): the webhook (an ``Activity`` named ``file_shared``)
+  carries the ``{file}`` rich object Talk builds for bots, and every user the share reaches sees the
+  file in their own tree (under ``Talk/``). WebDAV as Nextcloud serves it: ``SEARCH /remote.php/dav/`` (basicsearch on
   ``oc:fileid`` within ``/files/<user>``) answers a 207 multistatus, ``GET
   /remote.php/dav/files/<user>/<path>`` the bytes; both need the user's basic auth.
 """
@@ -191,10 +191,11 @@ class FakeNextcloud(FakeServer):
         for user in shared_with if shared_with is not None else (self.api_credentials[0],):
             self.trees.setdefault(user, {})[f"Talk/{name}"] = stored
         base = self.base_url or "http://nextcloud.invalid"
+        # Rendered for no participant (what bots get): the path is the bare name, the link the room
+        # share's link; only the file id says which file it is.
         file_param = {
-            "type": "file", "id": str(stored.file_id), "name": name, "size": str(size),
-            "path": f"Documents/{name}",  # the sender's own path, as Talk renders it for the sender
-            "link": f"{base}/index.php/f/{stored.file_id}", "etag": hashlib.md5(data).hexdigest(),
+            "type": "file", "id": str(stored.file_id), "name": name, "size": str(size), "path": name,
+            "link": f"{base}/index.php/s/{secrets.token_hex(8)}", "etag": hashlib.md5(data).hexdigest(),
             "permissions": "27", "mimetype": mimetype,
             "preview-available": "yes" if mimetype.startswith("image/") else "no", "hide-download": "no",
         }
@@ -216,15 +217,19 @@ class FakeNextcloud(FakeServer):
         parameters: dict[str, Any] | None = None,
         actor_type: str = "Person",
         room_name: str = "",
+        event: str = "Create",
+        note_name: str = "message",
     ) -> dict[str, Any]:
+        """A webhook body. A file share is ``event="Activity", note_name="file_shared"`` (a system
+        message, as current Talk sends it to bots); a chat message is the default ``Create``."""
         content = json.dumps({"message": text, "parameters": parameters or {}})
         return {
-            "type": "Create",
+            "type": event,
             "actor": {"type": actor_type, "id": f"users/{user}", "name": name or user},
             "object": {
                 "type": "Note",
                 "id": str(message_id if message_id is not None else next(self._ids)),
-                "name": "message",
+                "name": note_name,
                 "content": content,
                 "mediaType": "text/markdown",
             },
