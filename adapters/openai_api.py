@@ -201,24 +201,22 @@ class OpenAIAdapter(Adapter):
         response = web.StreamResponse(headers={"Content-Type": "text/event-stream", "Cache-Control": "no-cache",
                                                "X-Accel-Buffering": "no"})  # fmt: skip
         await response.prepare(request)
-        await response.write(sse(chunk(cid, req.model, created, {"role": "assistant", "content": ""},
-                                       usage=req.include_usage)))  # fmt: skip
+        out = _Events(response)
+        await out.send(chunk(cid, req.model, created, {"role": "assistant", "content": ""}, usage=req.include_usage))
         streamed: list[str] = []
 
         async def on_delta(piece: str) -> None:
             if piece:
                 streamed.append(piece)
-                await response.write(sse(chunk(cid, req.model, created, {"content": piece}, usage=req.include_usage)))
+                await out.send(chunk(cid, req.model, created, {"content": piece}, usage=req.include_usage))
 
         try:
             reply = await self.gateway.handle_inbound(message, on_delta=on_delta)
-        except (ConnectionError, asyncio.CancelledError):
-            raise  # the client left; the turn is the host's to finish or drop
         except Exception:
             log.exception("openai: turn failed")
-            await response.write(sse({"error": {"message": "the message could not be processed",
-                                                "type": "server_error", "param": None, "code": None}}))  # fmt: skip
-            await response.write(sse("[DONE]"))
+            await out.send({"error": {"message": "the message could not be processed", "type": "server_error",
+                                      "param": None, "code": None}})  # fmt: skip
+            await out.send("[DONE]")
             return response
         text = reply.text if reply is not None else ""
         sent = "".join(streamed)
@@ -226,12 +224,13 @@ class OpenAIAdapter(Adapter):
         # streamed yet follows as one more piece (a reply never streamed at all is that piece).
         rest = text[len(sent):] if text.startswith(sent) else ("" if sent else text)
         if rest:
-            await response.write(sse(chunk(cid, req.model, created, {"content": rest}, usage=req.include_usage)))
-        await response.write(sse(chunk(cid, req.model, created, {}, "stop", usage=req.include_usage)))
+            await out.send(chunk(cid, req.model, created, {"content": rest}, usage=req.include_usage))
+        await out.send(chunk(cid, req.model, created, {}, "stop", usage=req.include_usage))
         if req.include_usage:
-            await response.write(sse(usage_chunk(cid, req.model, created, self._usage(reply, message.text, text))))
-        await response.write(sse("[DONE]"))
-        await response.write_eof()
+            await out.send(usage_chunk(cid, req.model, created, self._usage(reply, message.text, text)))
+        await out.send("[DONE]")
+        if not out.gone:
+            await response.write_eof()
         return response
 
     def _usage(self, reply: Reply | None, prompt_text: str, text: str) -> dict[str, int]:
@@ -241,6 +240,23 @@ class OpenAIAdapter(Adapter):
         if counted is not None:
             return usage_of(*counted)
         return usage_of(estimate_tokens(prompt_text), estimate_tokens(text))
+
+
+class _Events:
+    """Server-sent events to a client that may leave mid-answer: the turn still finishes and is stored,
+    as when a web chat tab closes (its reply is in the history next time); writes stop at once."""
+
+    def __init__(self, response: web.StreamResponse) -> None:
+        self.response = response
+        self.gone = False
+
+    async def send(self, data: dict[str, Any] | str) -> None:
+        if self.gone:
+            return
+        try:
+            await self.response.write(sse(data))
+        except ConnectionError:
+            self.gone = True
 
 
 def _no_model(name: str) -> WireError:

@@ -3,6 +3,10 @@ requests, usage, and the session a request lands in (docs/openai-api.md)."""
 
 from __future__ import annotations
 
+import asyncio
+
+import aiohttp
+
 from gateway.testing import message
 from tests.fakes.anthropic import FakeAnthropic
 from tests.openai_compat.conftest import Start, client, person, turn_texts
@@ -24,6 +28,7 @@ async def test_the_openai_client_streams_a_reply_and_the_next_request_recalls_it
     assert text.startswith("Noted: your sister Ingrid lives in Bergen.")
     assert [c.choices[0].finish_reason for c in chunks if c.choices][-1] == "stop"
     assert chunks[0].choices[0].delta.role == "assistant"
+    assert sum(1 for c in chunks if c.choices and c.choices[0].delta.content) > 2  # pieces as the model streamed
     assert chunks[-1].choices == [] and chunks[-1].usage is not None and chunks[-1].usage.total_tokens > 0
     assert len({c.id for c in chunks}) == 1 and chunks[0].object == "chat.completion.chunk"
 
@@ -94,3 +99,27 @@ async def test_the_model_picks_the_persona_of_the_conversation(start: Start, fak
     assert gw.state.persona_choices.chosen("ada", f"openai:{keys[0].key_id}:work") == "developer"
     # The key's default conversation is another conversation: its persona is still the default one.
     assert gw.state.persona_choices.chosen("ada", f"openai:{keys[0].key_id}") is None
+
+
+async def test_a_client_that_leaves_mid_stream_still_gets_its_turn_stored(
+    start: Start, fake_anthropic: FakeAnthropic
+) -> None:
+    gw = await start()
+    key = person(gw, "ada", "Ada")
+    fake_anthropic.chunk_delay_s = 0.05
+    fake_anthropic.enqueue("The plumber comes on Tuesday at nine, bring the spare key along please.")
+    body = {"model": "kith", "stream": True, "messages": [{"role": "user", "content": "when is the plumber?"}]}
+    async with aiohttp.ClientSession() as http, http.post(
+        f"http://127.0.0.1:{gw.port}/v1/chat/completions", json=body, headers={"Authorization": f"Bearer {key}"}
+    ) as resp:
+        async for line in resp.content:
+            if b'"content":"The' in line:
+                break  # the first words arrived: the client goes away
+    for _ in range(400):  # the turn finishes without its client (bounded wait, not a timing assertion)
+        session = gw.state.sessions.open_in("user:ada")
+        rows = gw.state.turns.after(session.session_id) if session is not None else []
+        if any(r.role == "assistant" for r in rows):
+            break
+        await asyncio.sleep(0.025)
+    assert [r.role for r in rows] == ["user", "assistant"]
+    assert rows[1].content.startswith("The plumber comes on Tuesday at nine")
