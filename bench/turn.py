@@ -18,9 +18,12 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
+import statistics
 import tempfile
 import time
 import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,6 +43,10 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--core", action="store_true",
                         help="gateway core only: the memory stages switched off (plugins.deny), as issue 2 measured")
     parser.add_argument("--memories", default="", help="memory-stage mode: comma-separated scales, e.g. 0,10000,100000")
+    parser.add_argument("--provider", default="echo",
+                        help="echo (no model), or anthropic / openai against an in-process fake server that answers "
+                             "instantly; 'openai,anthropic' runs both alternately and reports the overhead ratio")
+    parser.add_argument("--rounds", type=int, default=2, help="with several providers: alternating runs of each")
     parser.set_defaults(func=main)
 
 
@@ -65,10 +72,70 @@ MEMORY_STAGES = [
 ]
 
 
-async def run(clients: int, turns: int, core: bool = False) -> dict[str, Any]:
+@asynccontextmanager
+async def _model_server(provider: str) -> AsyncIterator[tuple[dict[str, Any], list[Any]]]:
+    """The ``llm`` settings for ``provider``; anthropic and openai talk to the test suite's fakes of
+    their APIs (tests/fakes/), over loopback HTTP with streaming, through the real SDKs. The list
+    fills with the requests the model server received (empty for echo)."""
+    if provider == "echo":
+        yield {"provider": "echo"}, []
+        return
+    if provider == "anthropic":
+        from tests.fakes.anthropic import API_KEY, FakeAnthropic
+
+        fake = await FakeAnthropic().start()
+        try:
+            llm = {"provider": "anthropic", "api_key": API_KEY, "base_url": fake.base_url, "max_retries": 0}
+            yield llm, fake.requests
+        finally:
+            await fake.stop()
+        return
+    if provider == "openai":
+        from tests.fakes.openai_server import API_KEY as OPENAI_KEY
+        from tests.fakes.openai_server import FakeOpenAI
+
+        async with FakeOpenAI() as server:
+            yield {"provider": "openai", "api_key": OPENAI_KEY, "base_url": server.url, "model": "fake-gpt",
+                   "max_retries": 0}, server.requests
+        return
+    raise SystemExit(f"unknown provider {provider!r} (echo, anthropic, openai)")
+
+
+async def run(clients: int, turns: int, core: bool = False, provider: str = "echo") -> dict[str, Any]:
+    async with _model_server(provider) as (llm, requests):
+        result = await _run(clients, turns, core, llm)
+        return {**result, "provider": provider, "model_requests": len(requests)}
+
+
+async def run_compare(clients: int, turns: int, core: bool, providers: list[str], rounds: int) -> dict[str, Any]:
+    """Providers alternately, ``rounds`` times each (the machine is shared: alternation spreads drift
+    over all of them); per provider the median of its runs' p50 and p99 overhead, and each one's
+    p50 ratio to the last provider named."""
+    runs: dict[str, list[dict[str, Any]]] = {p: [] for p in providers}
+    for _ in range(rounds):
+        for p in providers:
+            runs[p].append(await run(clients, turns, core, p))
+    out: dict[str, Any] = {"bench": "turn-providers", "clients": clients, "turns_per_client": turns,
+                           "stages": "core" if core else "all", "rounds": rounds, "providers": {}}
+    for p, rs in runs.items():
+        out["providers"][p] = {
+            "overhead_p50_ms": round(statistics.median(r["overhead_p50_ms"] for r in rs), 3),
+            "overhead_p99_ms": round(statistics.median(r["overhead_p99_ms"] for r in rs), 3),
+            "turns_per_s": round(statistics.median(r["turns_per_s"] for r in rs), 1),
+            "runs_p50_ms": [r["overhead_p50_ms"] for r in rs],
+            "model_requests": sum(r["model_requests"] for r in rs),
+        }
+    base = out["providers"][providers[-1]]["overhead_p50_ms"] or 1.0
+    for p in providers:
+        out["providers"][p]["p50_ratio_to_" + providers[-1]] = round(out["providers"][p]["overhead_p50_ms"] / base, 3)
+    out["machine"] = machine()
+    return out
+
+
+async def _run(clients: int, turns: int, core: bool, llm: dict[str, Any]) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="kith-bench-") as tmp:
         cfg = parse_config({
-            "data_dir": str(Path(tmp) / "data"), "llm": {"provider": "echo"},
+            "data_dir": str(Path(tmp) / "data"), "llm": llm,
             # The bench is one address creating many users and sending as fast as it can: lift the limits.
             "server": {"port": 0, "rate_limit": {
                 "messages_per_minute": 1_000_000, "burst": 1_000_000, "global_messages_per_minute": 1_000_000,
@@ -221,7 +288,16 @@ def main(args: argparse.Namespace) -> int:
                       f"{r['overhead_p99_ms']} ms, prompt {r['prompt_tokens_mean']} tokens/turn")
         print(json.dumps(staged))
         return 0
-    result = asyncio.run(run(args.clients, args.turns, args.core))
+    providers = [p.strip() for p in args.provider.split(",") if p.strip()]
+    if len(providers) > 1:
+        compared = asyncio.run(run_compare(args.clients, args.turns, args.core, providers, args.rounds))
+        if not args.json:
+            for name, r in compared["providers"].items():
+                print(f"{name:>10}: overhead p50 {r['overhead_p50_ms']} ms, p99 {r['overhead_p99_ms']} ms, "
+                      f"{r['turns_per_s']} turns/s")
+        print(json.dumps(compared))
+        return 0
+    result = asyncio.run(run(args.clients, args.turns, args.core, providers[0] if providers else "echo"))
     if not args.json:
         print(f"{result['turns']} turns from {result['clients']} clients in {result['wall_s']} s")
     print(json.dumps(result))
