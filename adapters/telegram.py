@@ -14,7 +14,8 @@ Never run this file as a script (it would shadow the ``telegram`` package); impo
 * Replies: Markdown from the model rendered as Telegram HTML chunk by chunk (plain text if Telegram
   cannot parse it), split at 4096, paced per chat, ``RetryAfter`` honoured, typing while the turn runs.
 * Media: a photo (its largest size), document, voice note, audio, video, video note or sticker becomes
-  an ``Attachment`` (``platform_id`` = file_id); a caption-less one is a turn with empty text.
+  an ``Attachment`` (``platform_id`` = file_id); a caption-less one is a turn with empty text. The
+  parts of an album (one message per item, same ``media_group_id``) are merged into one turn.
   ``fetch_attachment`` asks ``getFile`` for the path and downloads ``/file/bot<token>/<path>`` with a
   cap; the Bot API hands bots files up to 20 MB only, so anything larger is refused up front.
 """
@@ -26,6 +27,7 @@ import contextlib
 import hmac
 import json
 import logging
+from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -56,6 +58,8 @@ SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 _MAX_UPDATE_BYTES = 256 * 1024  # real updates are a few KB; a 4096-char text is ~16 KB of JSON
 _TYPING_DELAY_S = 0.8  # dropped messages (strangers) finish before this and never show typing
 _TYPING_EVERY_S = 4.5  # Telegram shows "typing" for ~5 s per sendChatAction
+_ALBUM_GAP_S = 0.8  # album parts come in one getUpdates batch or webhook burst, well within this
+_ALBUM_MAX_PARTS = 10  # Telegram albums hold 2-10 items
 BOT_API_DOWNLOAD_LIMIT = 20 * 1024 * 1024  # getFile refuses bigger files ("file is too big")
 # Telegram sends photos, voice notes and video notes without a file name; one is made from the kind
 # and file_unique_id (stable across bots and time) so a stored copy has a meaningful, unique name.
@@ -151,6 +155,8 @@ class TelegramAdapter(Adapter):
             per_key_rate=cfg.send_rate_per_s, per_key_burst=cfg.send_burst, global_rate=30, global_burst=30
         )
         self.stats = {"updates": 0, "webhook_rejected": 0, "webhook_bad_payload": 0, "sent": 0}
+        self._albums: dict[str, list[InboundMessage]] = {}
+        self._album_arrived: dict[str, asyncio.Event] = {}
 
     # ----------------------------------------------------------------------------------- lifecycle
     def _build(self) -> Application[Any, Any, Any, Any, Any, Any]:
@@ -300,12 +306,40 @@ class TelegramAdapter(Adapter):
         if message is None:
             return
         self.stats["updates"] += 1
+        group = update.message.media_group_id if update.message is not None else None
+        if group:
+            merged = await self._album(f"{message.conversation_id}:{group}", message)
+            if merged is None:
+                return  # a later part of an album: the first part's handler takes the turn
+            message = merged
         try:
             await self._turn(message, update.message)  # type: ignore[arg-type]
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("telegram: turn for %s failed", message.message_id)
+
+    async def _album(self, key: str, message: InboundMessage) -> InboundMessage | None:
+        """Collect the parts of an album (one message per photo, the caption on one of them) into one
+        turn: the first part waits until no part came for ``_ALBUM_GAP_S``; later parts join it."""
+        album = self._albums.get(key)
+        if album is not None:
+            album.append(message)
+            self._album_arrived[key].set()
+            return None
+        self._albums[key] = parts = [message]
+        arrived = self._album_arrived[key] = asyncio.Event()
+        try:
+            while len(parts) < _ALBUM_MAX_PARTS:
+                arrived.clear()
+                try:
+                    await asyncio.wait_for(arrived.wait(), _ALBUM_GAP_S)
+                except TimeoutError:
+                    break
+        finally:
+            self._albums.pop(key, None)
+            self._album_arrived.pop(key, None)
+        return merge_album(parts)
 
     def normalize(self, update: Update) -> InboundMessage | None:
         msg = update.message
@@ -471,6 +505,20 @@ def _attachment(kind: str, item: Any) -> Attachment:
         size=int(getattr(item, "file_size", 0) or 0),
         platform_id=str(item.file_id),
     )
+
+
+def merge_album(parts: list[InboundMessage]) -> InboundMessage:
+    """One message for an album: its parts' attachments in order, the caption(s) as text, the first
+    part's id (the dedupe key: a redelivered album is the same turn)."""
+    parts = sorted(parts, key=lambda m: int(m.message_id.rsplit(":", 1)[-1]))
+    first = parts[0]
+    if len(parts) == 1:
+        return first
+    text = "\n\n".join(p.text for p in parts if p.text)
+    unique_ids = tuple(u for p in parts for u in p.raw.get("file_unique_ids", ()))
+    raw = {**first.raw, "file_unique_ids": unique_ids, "album_message_ids": tuple(p.message_id for p in parts)}
+    return replace(first, text=text, attachments=tuple(a for p in parts for a in p.attachments),
+                   mentioned=any(p.mentioned for p in parts), raw=raw)
 
 
 def _unique_ids(msg: Message) -> tuple[str, ...]:

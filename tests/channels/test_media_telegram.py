@@ -103,3 +103,18 @@ async def test_an_unknown_file_id_is_unavailable(telegram) -> None:  # type: ign
     _fake, _gw, adapter = telegram
     with pytest.raises(AttachmentUnavailable, match=r"(?i)invalid file_id"):
         await adapter.fetch_attachment(Attachment(kind="photo", platform_id="AgACnope"), max_bytes=MB)
+
+
+async def test_an_album_is_one_turn_with_every_item(telegram) -> None:  # type: ignore[no-untyped-def]
+    fake, gw, adapter = telegram
+    shots = [PHOTO + bytes([i]) for i in range(3)]
+    parts = [fake.make_update(user_id=42, media_group_id="13579", photo=fake.photo(shot)) for shot in shots]
+    parts[0]["message"]["caption"] = "our trip"  # Telegram puts an album's caption on one part
+    await fake.push(*parts)
+    (msg,) = await gw.wait_inbound(1)
+    assert msg.text == "our trip" and [a.kind for a in msg.attachments] == ["photo"] * 3
+    assert msg.message_id == f"42:{parts[0]['message']['message_id']}"
+    assert len(msg.raw["album_message_ids"]) == 3 and len(msg.raw["file_unique_ids"]) == 3
+    assert [await adapter.fetch_attachment(a, max_bytes=MB) for a in msg.attachments] == shots
+    (sent,) = await fake.wait_sent(1)  # one reply for the album
+    assert sent.text.startswith("echo: our trip")
