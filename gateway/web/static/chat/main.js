@@ -1,6 +1,7 @@
 // kith web chat: wires the socket (docs/protocol.md), the person's API (docs/api.md) and the panels.
 import { currentMe, refreshMe, setFallbackUser, signIn } from "./api.js";
 import { Composer } from "./composer.js";
+import { Attachments } from "./attach.js";
 import { MessageLog } from "./log.js";
 import { setupPanel } from "./panels.js";
 import { PersonPanel } from "./person.js";
@@ -57,19 +58,28 @@ const socket = new ChatSocket({
 
 function nextId() { return `${++seq}-${Date.now()}`; }
 
-function sendText(text) {
+function sendText(text, files = []) {
   const id = nextId();
-  if (!socket.send({ type: "message", id, text })) return null;
+  const frame = { type: "message", id, text };
+  if (files.length) frame.attachments = files.map((f) => f.id); // docs/protocol.md#attachments
+  if (!socket.send(frame)) return null;
   pending.set(id, { text, bubble: null, acc: "" });
   return id;
 }
 
+const attachments = new Attachments({
+  tray: $("attachments"), picker: $("attach-input"), pickButton: $("attach"), camera: $("camera-input"),
+  cameraButton: $("camera"), dropZone: document.body, input: $("input"),
+  onProblem: (why) => composer.showError(why),
+});
+
 const composer = new Composer({
-  form: $("composer"), input: $("input"), button: $("send"), error: $("composer-error"),
+  form: $("composer"), input: $("input"), button: $("send"), error: $("composer-error"), attachments,
   onSend: (text) => {
-    const id = sendText(text);
+    const files = attachments.ready();
+    const id = sendText(text, files);
     if (!id) return false;
-    log.bubble("user", text);
+    log.bubble("user", [text, ...files.map((f) => `📎 ${f.name}`)].filter(Boolean).join("\n"));
     return true;
   },
 });
@@ -216,7 +226,11 @@ function onReply(f) {
   if (f.dropped) { p?.bubble?.remove(); return; }
   const role = f.notice ? "notice" : "assistant";
   if (p?.bubble) log.finish(p.bubble, role, f.text);
-  else log.bubble(role, f.text);
+  else {
+    const el = log.bubble(role, f.text, { at: f.created_at });
+    // Sent while no tab was open, shown on this connection (docs/protocol.md#missed-messages).
+    if (f.missed) el.classList.add("missed");
+  }
   // Answers to the person panel's /link commands, and the other account's link news, show there too.
   const linkNews = f.proactive && /\/link confirm|^Linked\.|cancelled the link/.test(f.text || "");
   if (personPanel.answer(f.id, f.text) || linkNews) {
