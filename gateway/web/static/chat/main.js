@@ -1,7 +1,6 @@
 // kith web chat: wires the socket (docs/protocol.md), the person's API (docs/api.md) and the panels.
 import { currentMe, refreshMe, setFallbackUser, signIn } from "./api.js";
 import { Composer } from "./composer.js";
-import { Attachments } from "./attach.js";
 import { MessageLog } from "./log.js";
 import { setupPanel } from "./panels.js";
 import { PersonPanel } from "./person.js";
@@ -58,28 +57,19 @@ const socket = new ChatSocket({
 
 function nextId() { return `${++seq}-${Date.now()}`; }
 
-function sendText(text, files = []) {
+function sendText(text) {
   const id = nextId();
-  const frame = { type: "message", id, text };
-  if (files.length) frame.attachments = files.map((f) => f.id); // docs/protocol.md#attachments
-  if (!socket.send(frame)) return null;
+  if (!socket.send({ type: "message", id, text })) return null;
   pending.set(id, { text, bubble: null, acc: "" });
   return id;
 }
 
-const attachments = new Attachments({
-  tray: $("attachments"), picker: $("attach-input"), pickButton: $("attach"), camera: $("camera-input"),
-  cameraButton: $("camera"), dropZone: document.body, input: $("input"),
-  onProblem: (why) => composer.showError(why),
-});
-
 const composer = new Composer({
-  form: $("composer"), input: $("input"), button: $("send"), error: $("composer-error"), attachments,
+  form: $("composer"), input: $("input"), button: $("send"), error: $("composer-error"),
   onSend: (text) => {
-    const files = attachments.ready();
-    const id = sendText(text, files);
+    const id = sendText(text);
     if (!id) return false;
-    log.bubble("user", [text, ...files.map((f) => `📎 ${f.name}`)].filter(Boolean).join("\n"));
+    log.bubble("user", text);
     return true;
   },
 });
