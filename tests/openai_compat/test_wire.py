@@ -140,3 +140,12 @@ async def test_a_cross_site_page_is_refused_by_the_guard(start: Start) -> None:
     ) as resp:
         assert resp.status == 403
     assert gw.state.turns.last_seq() == 0
+
+
+async def test_a_body_over_the_servers_limit_is_413_in_openais_shape(start: Start) -> None:
+    gw = await start()
+    history = [{"role": "user", "content": "x" * 30_000}, {"role": "assistant", "content": "y" * 30_000}] * 20
+    status, answer = await _post(gw.port or 0, person(gw, "ada", "Ada"),
+                                 {"model": "kith", "messages": [*history, {"role": "user", "content": "hi"}]})
+    assert status == 413 and "too large" in answer["error"]["message"]
+    assert gw.state.turns.last_seq() == 0
