@@ -118,6 +118,10 @@ def to_local_minute(instant: datetime, tz: ZoneInfo) -> datetime:
     return instant.astimezone(tz).replace(tzinfo=None, second=0, microsecond=0)
 
 
+def stable_id(prefix: str, text: str) -> str:
+    return prefix + hashlib.sha256(text.encode()).hexdigest()[:8]
+
+
 def new_id(prefix: str) -> str:
     return prefix + secrets.token_hex(4)
 
@@ -180,7 +184,7 @@ def _reminder(mark: str, rest: str, tz_name: str, now: datetime) -> tuple[Item |
     fields = {k: v.strip('"') for k, v in _FIELD.findall(cm["fields"])} if cm else {}
     if not cm and status != "pending":
         return None, None  # a done line written by hand: nothing to schedule, nothing wrong
-    rid = fields.get("id") or new_id("r")
+    rid = fields.get("id") or stable_id("r", visible)  # the same hand line has the same id until it is written
     if not re.fullmatch(r"r[0-9a-zA-Z_-]{1,40}", rid):
         raise ValueError(f"bad reminder id {rid!r}")
     last = _instant(fields["last"]) if "last" in fields else (_instant(fields["sent"]) if "sent" in fields else None)
@@ -304,7 +308,7 @@ def parse_crons(raw: str, tz_name: str, now: datetime) -> Parsed:
             out.problems.append(Problem(CRONS, n, str(exc), shown))
             continue
         if not entry.get("id"):
-            entry["id"], changed = new_id("c"), True
+            entry["id"], changed = stable_id("c", shown), True
         if entry.get("rule") != rec.text:
             entry["rule"], changed = rec.text, True
         if since is None:
@@ -335,8 +339,8 @@ def parse_tasks(raw: str, tz_name: str, now: datetime) -> Parsed:
         return out
     tz = zone(tz_name)
     for n, task in enumerate(tasks, 1):
-        if not isinstance(task, dict) or not task.get("due"):
-            continue
+        if not isinstance(task, dict) or not task.get("due") or task.get("alert") is False:
+            continue  # no due date, or its alert cancelled (``kith schedule cancel``)
         shown = json.dumps(task, ensure_ascii=False)[:200]
         try:
             due = task_due(str(task["due"]), tz)
