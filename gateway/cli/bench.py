@@ -14,6 +14,7 @@ BENCHMARKS: dict[str, str] = {
     "recall-scale": "bench.recall_scale",
     "bus": "bench.bus",
     "sleep": "bench.sleep",
+    "schedule": "bench.schedule",
 }
 
 
