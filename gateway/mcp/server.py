@@ -54,6 +54,8 @@ def describe(exc: BaseException) -> str:
     """One line for a failure, the first leaf of an exception group (anyio wraps task failures)."""
     while isinstance(exc, BaseExceptionGroup) and exc.exceptions:
         exc = exc.exceptions[0]
+    if isinstance(exc, _Down):
+        return str(exc)
     text = str(exc).splitlines()[0][:200] if str(exc) else ""
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
@@ -167,27 +169,29 @@ class McpServer:
             log.debug("MCP server %s: no change stream (%s)", self.name, describe(exc))
 
     async def _watch(self, client: Client) -> None:
+        """Every ``ping_interval_s`` (or at once on a change notice) list the tools again: the probe that
+        a server is alive and answering (``ping`` is gone from the 2026 protocol), and the refresh for
+        servers that change their tools without saying so."""
         while True:
             with anyio.move_on_after(self.mcp_cfg.ping_interval_s):
                 await self._wake.wait()
             self._wake.clear()
+            self._relist = False
             if self._broken:
                 raise _Down(self._broken)
-            if self._relist:
-                self._relist = False
-                with anyio.fail_after(self.cfg.connect_timeout_s):
-                    self._publish(await self._list(client))
-                log.info("MCP server %s changed its tools: %s", self.name, ", ".join(sorted(self.tools)))
-                continue
             try:
                 with anyio.fail_after(min(self.cfg.timeout_s, self.cfg.connect_timeout_s)):
-                    await client.send_ping()
+                    listing = await self._list(client)
             except MCPError as exc:
                 if exc.code in _GONE:
-                    raise _Down(f"ping: {exc.error.message}") from exc
-                # Any other JSON-RPC answer (even "method not found") means the server is alive.
+                    raise _Down(f"tools/list: {exc.error.message}") from exc
+                log.warning("MCP server %s: tools/list failed (%s); keeping its last list", self.name,
+                            exc.error.message[:200])
+                continue
             except TimeoutError as exc:
-                raise _Down("ping: no answer") from exc
+                raise _Down("tools/list: no answer") from exc
+            if self._publish(listing):
+                log.info("MCP server %s changed its tools: %s", self.name, ", ".join(sorted(self.tools)))
 
     async def _list(self, client: Client) -> list[mcp_types.Tool]:
         tools: list[mcp_types.Tool] = []
@@ -200,16 +204,21 @@ class McpServer:
                 break
         return tools
 
-    def _publish(self, listing: list[mcp_types.Tool]) -> None:
+    def _publish(self, listing: list[mcp_types.Tool]) -> bool:
+        """Take a listing; True when it changed what is offered."""
         kept, skipped = convert(self.name, listing, allow=self.cfg.tools, max_schema_bytes=self.cfg.max_schema_bytes)
+        tools = {t.name: t for t in kept}
+        if tools == self.tools:
+            return False
         for line in skipped:
             log.warning("MCP %s", line)
         if self.cfg.tools is not None:
             missing = set(self.cfg.tools) - {t.name for t in listing}
             if missing:
                 log.warning("MCP server %s does not list the allowed tools %s", self.name, ", ".join(sorted(missing)))
-        self.tools = {t.name: t for t in kept}
+        self.tools = tools
         self._on_tools(self)
+        return True
 
     async def _on_message(self, message: Any) -> None:
         root = getattr(message, "root", message)
