@@ -25,6 +25,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gateway.cli.persona",
     "gateway.cli.users",
     "gateway.cli.usage",
+    "gateway.cli.schedule",
 )
 
 
