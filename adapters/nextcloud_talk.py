@@ -310,9 +310,8 @@ class NextcloudTalkAdapter(Adapter):
         return replace(message, kind=kind)
 
     async def _lookup_room_kind(self, room: str) -> ConversationKind:
-        assert self.cfg.api_user and self.cfg.api_password is not None
-        creds = f"{self.cfg.api_user}:{self.cfg.api_password.get_secret_value()}".encode()
-        auth = "Basic " + base64.b64encode(creds).decode()
+        auth = self._basic_auth()
+        assert auth is not None
         try:
             async with self._client().get(
                 f"{self._base}{OCS_ROOM}/{room}",
