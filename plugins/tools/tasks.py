@@ -1,7 +1,9 @@
 """The ``tasks`` tool (tier 4, writes): the person's task list in ``TASKS.json``.
 
-Format: ``{"tasks": [{"id", "text", "status": "open"|"done", "created", "done_at", "due"?}]}``, plain
-JSON a person can edit by hand; a file that does not parse is reported, never overwritten.
+Format: ``{"tasks": [{"id", "text", "status": "open"|"done", "created", "done_at", "due"?, "alerted"?}]}``,
+plain JSON a person can edit by hand; a file that does not parse is reported, never overwritten. An open
+task with ``due`` (``2026-05-12``: 09:00 local that day; ``2026-05-12T17:00``: local) alerts the person
+once when due (``gateway.schedule``: the alert time is recorded as ``alerted``).
 """
 
 from __future__ import annotations
@@ -12,6 +14,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 from gateway.memory.files.errors import MemoryFileNotFoundError
+from gateway.schedule import engine
+from gateway.schedule.items import task_due
+from gateway.schedule.zones import zone
 from gateway.tools import Tool, ToolContext, ToolError
 from plugins.tools.common import str_arg, write_kwargs
 
@@ -50,7 +55,7 @@ def render_tasks(tasks: list[dict[str, Any]], *, limit: int = 50) -> str:
     return "\n".join([head, *lines])
 
 
-def tasks_tool(ctx: ToolContext, args: Mapping[str, Any]) -> str:
+async def tasks_tool(ctx: ToolContext, args: Mapping[str, Any]) -> str:
     action = str_arg(args, "action", required=True)
     store = ctx.store
     tasks = load_tasks(store)
@@ -65,11 +70,21 @@ def tasks_tool(ctx: ToolContext, args: Mapping[str, Any]) -> str:
         while f"t{n}" in ids:
             n += 1
         task = {"id": f"t{n}", "text": text, "status": "open", "created": now}
+        when = ""
         if due:
+            user = ctx.turn.user
+            tz = zone(user.timezone if user else "UTC")
+            try:
+                when = f"; I will remind them {task_due(due, tz).astimezone(tz):%A %Y-%m-%d %H:%M} ({tz.key})"
+            except ValueError:
+                raise ToolError(f"'due' must be a date (2026-05-12) or local date and time (2026-05-12T17:00), "
+                                f"got {due!r}") from None
             task["due"] = due
         tasks.append(task)
         _save_tasks(ctx, tasks)
-        return f"Added task t{n}."
+        if due and ctx.gateway.bus is not None:
+            await engine.sync_user(ctx.gateway, ctx.user_id, (TASKS,))
+        return f"Added task t{n}{when}."
     if action in ("complete", "reopen"):
         tid = str_arg(args, "id", required=True, max_len=40)
         for t in tasks:
@@ -92,11 +107,13 @@ def _save_tasks(ctx: ToolContext, tasks: list[dict[str, Any]]) -> None:
 
 TOOL = Tool(
     name="tasks",
-    description="The person's task list (TASKS.json): list, add (text, optional due), complete or reopen by id.",
+    description=("The person's task list (TASKS.json): list, add (text, optional due: alerts them once when due), "
+                 "complete or reopen by id."),
     input_schema={"type": "object", "properties": {
         "action": {"type": "string", "enum": ["list", "add", "complete", "reopen"]},
         "text": {"type": "string"},
-        "due": {"type": "string", "description": "optional due date, e.g. 2026-05-12"},
+        "due": {"type": "string", "description": "optional due date (2026-05-12, alerts at 09:00) or local date and "
+                "time (2026-05-12T17:00); the person is alerted once when it is due"},
         "id": {"type": "string", "description": "task id, e.g. t3 (complete, reopen)"},
     }, "required": ["action"]},
     handler=tasks_tool, writes=True,
