@@ -20,7 +20,7 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 from gateway.delivery.quiet import quiet_until
-from gateway.delivery.routing import routes, web_reachable
+from gateway.delivery.routing import WEB_CHANNEL, routes, web_reachable
 from gateway.state.delivery import OutboxEntry
 from gateway.text import split_text
 from gateway.types import ConversationAddress, Reply
@@ -78,7 +78,10 @@ async def attempt(gateway: Gateway, delivery_id: str, *, now: datetime | None = 
     if entry is None:
         return ""
     failures: list[str] = []
-    for address in routes(gateway, entry):
+    web_origin = entry.origin and json.loads(entry.origin).get("channel") == WEB_CHANNEL
+    for stage, address in routes(gateway, entry):
+        if stage == "linked" and web_origin:
+            break  # set in the web chat, no channel preferred: it waits for the tab (docs/proactive.md)
         chunks = tuple(split_text(entry.text, gateway.message_limit(address.channel)))
         try:
             await gateway.send(address, Reply(text=entry.text, chunks=chunks, notice=entry.notice))

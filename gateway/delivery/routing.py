@@ -6,7 +6,10 @@
 4. every other one-to-one conversation of theirs on a running channel, most recently seen first.
 
 A channel whose adapter is not running is skipped. The web chat and WebSocket clients are routes
-like any other: they take the message only while a client of the person is connected.
+like any other: they take the message only while a client of the person is connected. A message that
+belongs to a web chat conversation whose tab is closed stops before step 4: it waits for the tab
+(``missed``) unless the person prefers another channel; choosing one is how a person says "reach
+me there when I am away".
 """
 
 from __future__ import annotations
@@ -36,7 +39,8 @@ def decode_origin(origin: str, user_id: str) -> ConversationAddress | None:
         return None
 
 
-def routes(gateway: Gateway, entry: OutboxEntry) -> Iterator[ConversationAddress]:
+def routes(gateway: Gateway, entry: OutboxEntry) -> Iterator[tuple[str, ConversationAddress]]:
+    """(stage, address) in the order they are tried; stage is origin, notify, preferred or linked."""
     seen: set[tuple[str, str]] = set()
     default_persona = gateway.config.personas.default
 
@@ -53,7 +57,7 @@ def routes(gateway: Gateway, entry: OutboxEntry) -> Iterator[ConversationAddress
     origin = decode_origin(entry.origin, entry.user_id)
     if fresh(origin):
         assert origin is not None
-        yield origin
+        yield "origin", origin
     prefs = outbox.prefs(entry.user_id)
     if origin is None and prefs.notify_conversation:
         conv = gateway.state.conversations.get(prefs.notify_conversation)
@@ -62,7 +66,7 @@ def routes(gateway: Gateway, entry: OutboxEntry) -> Iterator[ConversationAddress
                                           kind=ConversationKind(conv.kind), user_id=entry.user_id,
                                           persona=conv.persona or default_persona)  # fmt: skip
             if fresh(address):
-                yield address
+                yield "notify", address
     direct = outbox.direct_conversations(entry.user_id)
     preferred = [c for c in direct if c.channel == prefs.preferred_channel]
     others = [c for c in direct if c.channel != prefs.preferred_channel]
@@ -71,14 +75,14 @@ def routes(gateway: Gateway, entry: OutboxEntry) -> Iterator[ConversationAddress
                                       kind=ConversationKind.DM, user_id=entry.user_id,
                                       persona=conv.persona or default_persona)  # fmt: skip
         if fresh(address):
-            yield address
+            yield ("preferred" if conv.channel == prefs.preferred_channel else "linked"), address
     # Linked accounts never seen in a conversation yet (linked from the console): their DM is the account.
     accounts = gateway.state.identities.accounts(entry.user_id)
     for channel, account_id in sorted(accounts, key=lambda a: a[0] != prefs.preferred_channel):
         address = ConversationAddress(channel=channel, conversation_id=account_id, user_id=entry.user_id,
                                       persona=default_persona)  # fmt: skip
         if fresh(address):
-            yield address
+            yield ("preferred" if channel == prefs.preferred_channel else "linked"), address
 
 
 def web_reachable(gateway: Gateway, user_id: str) -> bool:
