@@ -593,7 +593,8 @@ class NextcloudChannel(ChannelAccess):
     bot_name: str = "kith"  # "@kith" in a message counts as a mention
     # Rooms to treat as one-to-one (DM policy, per-user memory); every other room is a group.
     dm_rooms: list[str] = Field(default_factory=list)
-    # Optional app password of a user in the rooms, used only to look up room types (one-to-one).
+    # Optional app password of a user in the rooms: looks up room types (one-to-one) and downloads
+    # files shared into the rooms over WebDAV (docs/channels.md#media-in).
     api_user: str | None = None
     api_password: SecretStr | None = None
     ack_reaction: str | None = None  # e.g. "\U0001f440": react to a message when a turn starts
