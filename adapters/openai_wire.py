@@ -8,6 +8,7 @@ official clients turn into their typed exceptions by status.
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
 import time
@@ -85,20 +86,29 @@ def parse_chat(body: Any) -> ChatRequest:
     options = body.get("stream_options") or {}
     if not isinstance(options, dict):
         raise WireError(400, "'stream_options' must be an object", param="stream_options")
-    user = body.get("user") or ""
-    if not isinstance(user, str):
-        raise WireError(400, "'user' must be a string", param="user")
+    # OpenAI documents ``user`` as a string; some clients send an object (Open WebUI, for pipelines): ignored.
+    user = body.get("user")
+    user = user if isinstance(user, str) else ""
     return ChatRequest(model=model, text=text, stream=bool(stream), include_usage=options.get("include_usage") is True,
                        user=user)  # fmt: skip
 
 
 def conversation_name(header: str | None, user_field: str) -> str:
-    """The conversation a request names (header first, then ``user``); ``""`` for the key's default one."""
-    name = (header or "").strip() or user_field.strip()
-    if name and not _CONVERSATION.match(name):
-        raise WireError(400, "a conversation name (X-Kith-Conversation, or 'user') is 1-128 characters of "
-                        "[A-Za-z0-9._:@-]", param="user")  # fmt: skip
-    return name
+    """The conversation a request names (a header first, then ``user``); ``""`` for the key's default one.
+
+    A header is kith's own (or Open WebUI's chat id): a bad one is refused. ``user`` is free text by
+    OpenAI's definition (an email, a name with spaces): one that is not a valid name stands for the
+    conversation named by its hash, so the same ``user`` always lands in the same conversation."""
+    name = (header or "").strip()
+    if name:
+        if not _CONVERSATION.match(name):
+            raise WireError(400, "a conversation name (X-Kith-Conversation) is 1-128 characters of "
+                            "[A-Za-z0-9._:@-]", param=None)  # fmt: skip
+        return name
+    user = user_field.strip()
+    if not user or _CONVERSATION.match(user):
+        return user
+    return "user-" + hashlib.sha256(user.encode("utf-8", "surrogateescape")).hexdigest()[:24]
 
 
 def completion(cid: str, model: str, text: str, usage: dict[str, int]) -> dict[str, Any]:

@@ -10,6 +10,7 @@ import aiohttp
 import openai
 import pytest
 
+from gateway.app import Gateway
 from tests.fakes.anthropic import FakeAnthropic
 from tests.openai_compat.conftest import Start, client, person, turn_texts
 
@@ -21,14 +22,15 @@ OPEN_WEBUI_BODY: dict[str, Any] = {
         {"role": "system", "content": "You are a helpful assistant. Current date: 2026-11-24"},
         {"role": "user", "content": "What should I call the cat?"},
         {"role": "assistant", "content": "How about Miso?"},
-        {"role": "user", "content": [{"type": "text", "text": "Miso it is. Remember the cat is called Miso."}]},
+        {"role": "user", "content": [{"type": "text", "text": "Miso it is. Remember the cat is called Miso.",
+                                      "cache_control": {"type": "ephemeral"}}]},
     ],
     "stream": True,
     "stream_options": {"include_usage": True},
     "temperature": 0.7,
     "top_p": 0.9,
     "max_tokens": 1024,
-    "user": "open-webui-user",
+    "user": {"name": "Ada", "id": "3f1c", "email": "ada@example.org", "role": "user"},  # as for pipelines
 }
 OPEN_WEBUI_HEADERS = {"X-OpenWebUI-User-Name": "Ada", "X-OpenWebUI-User-Id": "3f1c", "X-OpenWebUI-User-Role": "user",
                       "X-OpenWebUI-Chat-Id": "6c1a0f1e-9b7d-4f3e-a1d2-0c8b7e5f4a31"}  # fmt: skip
@@ -75,8 +77,9 @@ async def test_an_open_webui_request_works_unchanged(start: Start, fake_anthropi
     assert conversation is not None and conversation.user_id == "ada"
 
 
-async def _post(port: int, key: str, body: Any, *, raw: bytes | None = None) -> tuple[int, dict[str, Any]]:
-    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json"}
+async def _post(port: int, key: str, body: Any, *, raw: bytes | None = None,
+                headers: dict[str, str] | None = None) -> tuple[int, dict[str, Any]]:  # fmt: skip
+    headers = {"Authorization": f"Bearer {key}", "Content-Type": "application/json", **(headers or {})}
     data = raw if raw is not None else json.dumps(body)
     async with aiohttp.ClientSession() as http, http.post(
         f"http://127.0.0.1:{port}/v1/chat/completions", data=data, headers=headers
@@ -93,7 +96,6 @@ async def _post(port: int, key: str, body: Any, *, raw: bytes | None = None) -> 
     ({"model": "kith", "messages": [{"role": "user", "content": "   "}]}, "messages"),
     ({"model": "kith", "messages": [{"role": "user", "content": {"text": "hi"}}]}, "messages"),
     ({"model": "kith", "messages": [{"role": "user", "content": "hi"}], "n": 2}, "n"),
-    ({"model": "kith", "messages": [{"role": "user", "content": "hi"}], "user": "bad name/../x"}, "user"),
     ({"model": "kith", "messages": [{"role": "user", "content": "x" * 32_001}]}, "messages"),
 ])  # fmt: skip
 async def test_a_bad_body_is_400_in_openais_shape(start: Start, body: dict[str, Any], param: str) -> None:
@@ -149,3 +151,24 @@ async def test_a_body_over_the_servers_limit_is_413_in_openais_shape(start: Star
                                  {"model": "kith", "messages": [*history, {"role": "user", "content": "hi"}]})
     assert status == 413 and "too large" in answer["error"]["message"]
     assert gw.state.turns.last_seq() == 0
+
+
+async def test_the_user_field_names_a_conversation_whatever_its_text(start: Start) -> None:
+    gw = await start()
+    api = client(gw, person(gw, "ada", "Ada"))
+    key_id = gw.state.api_keys.of_user("ada")[0].key_id
+    hi = [{"role": "user", "content": "hi"}]
+    for user in ("ada@example.org", "Ada Lovelace / laptop", "Ada Lovelace / laptop"):
+        await api.chat.completions.create(model="kith", messages=hi, user=user)  # type: ignore[arg-type]
+    keys = _conversation_keys(gw, "ada")
+    assert f"openai:{key_id}:ada@example.org" in keys
+    hashed = [k for k in keys if k.startswith(f"openai:{key_id}:user-")]
+    assert len(hashed) == 1 and "Lovelace" not in hashed[0]  # the same text, the same conversation
+    # kith's own header is checked strictly.
+    status, answer = await _post(gw.port or 0, person(gw, "ada", "Ada"), {"model": "kith", "messages": hi},
+                                 headers={"X-Kith-Conversation": "bad name/../x"})
+    assert status == 400 and "X-Kith-Conversation" in answer["error"]["message"]
+
+
+def _conversation_keys(gw: Gateway, user_id: str) -> set[str]:
+    return {row["conversation_key"] for row in gw.state.people.rows(user_id).get("conversations", [])}
