@@ -17,6 +17,8 @@ from gateway.app import Gateway
 from gateway.testing import GatewayFactory
 from gateway.types import ConversationKind, InboundMessage
 from plugins.mcp_tools import MANAGER
+from tests.fakes.openai_server import API_KEY as OPENAI_KEY
+from tests.fakes.openai_server import FakeOpenAI
 from tests.mcp.conftest import HTTP_TOKEN, ReadingModel, mcp_section, stdio_server
 from tests.mcp.mcp_server import INJECTION
 
@@ -222,3 +224,21 @@ async def test_a_changed_tool_list_is_picked_up(make_gateway: GatewayFactory, mo
         await asyncio.sleep(0.05)
     _, result = await use(gw, model, "kith__grown", {})
     assert "> grown up" in result["content"]
+
+
+async def test_the_openai_provider_calls_an_mcp_tool(make_gateway: GatewayFactory) -> None:
+    """The tools are provider-neutral: through the openai SDK against the fake OpenAI-compatible server."""
+    async with FakeOpenAI() as fake:
+        llm = {"provider": "openai", "api_key": OPENAI_KEY, "base_url": fake.url, "model": "fake-gpt",
+               "max_retries": 0, "timeout_s": 20}
+        gw = await make_gateway(llm=llm, mcp=mcp_section({"kith": stdio_server()}))
+        await up(gw)
+        (call_id,) = fake.enqueue_tool_calls(("kith__lookup", {"key": "atlantis"}))
+        fake.enqueue("Poseidonia, says the tool.")
+        reply = await gw.handle_inbound(dm("capital of Atlantis?"))
+        assert reply is not None and "Poseidonia" in reply.text
+        first, second = fake.requests[-2:]
+        assert "kith__lookup" in [t["function"]["name"] for t in first["tools"]]
+        (answer,) = [m for m in second["messages"] if m.get("role") == "tool"]
+        assert answer["tool_call_id"] == call_id
+        assert "> The capital of Atlantis is Poseidonia." in answer["content"]
