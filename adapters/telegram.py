@@ -27,13 +27,14 @@ import contextlib
 import hmac
 import json
 import logging
+from collections.abc import Sequence
 from dataclasses import replace
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import aiohttp
 from aiohttp import web
-from telegram import BotCommand, Message, ReplyParameters, Update
+from telegram import BotCommand, Message, PhotoSize, ReplyParameters, Update
 from telegram.constants import ChatAction, ParseMode
 from telegram.error import BadRequest, InvalidToken, RetryAfter, TelegramError
 from telegram.ext import Application, ContextTypes, TypeHandler
@@ -58,6 +59,7 @@ SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
 _MAX_UPDATE_BYTES = 256 * 1024  # real updates are a few KB; a 4096-char text is ~16 KB of JSON
 _TYPING_DELAY_S = 0.8  # dropped messages (strangers) finish before this and never show typing
 _TYPING_EVERY_S = 4.5  # Telegram shows "typing" for ~5 s per sendChatAction
+_FILE_FIELDS = ("voice", "audio", "video", "video_note", "document", "sticker")  # besides ``photo``
 _ALBUM_GAP_S = 0.8  # album parts come in one getUpdates batch or webhook burst, well within this
 _ALBUM_MAX_PARTS = 10  # Telegram albums hold 2-10 items
 BOT_API_DOWNLOAD_LIMIT = 20 * 1024 * 1024  # getFile refuses bigger files ("file is too big")
@@ -393,8 +395,8 @@ class TelegramAdapter(Adapter):
         items: list[tuple[str, Any]] = []
         if msg.photo:
             # Telegram sends every size it made; the largest is the original (within its 2560px cap).
-            items.append(("photo", max(msg.photo, key=lambda p: ((p.width or 0) * (p.height or 0), p.file_size or 0))))
-        for kind in ("voice", "audio", "video", "video_note", "document", "sticker"):
+            items.append(("photo", _largest(msg.photo)))
+        for kind in _FILE_FIELDS:
             item = getattr(msg, kind, None)
             if item is not None:  # a GIF comes as ``animation`` and ``document``: one file, taken once
                 items.append((kind, item))
@@ -521,9 +523,12 @@ def merge_album(parts: list[InboundMessage]) -> InboundMessage:
                    mentioned=any(p.mentioned for p in parts), raw=raw)
 
 
+def _largest(sizes: Sequence[PhotoSize]) -> PhotoSize:
+    return max(sizes, key=lambda p: ((p.width or 0) * (p.height or 0), p.file_size or 0))
+
+
 def _unique_ids(msg: Message) -> tuple[str, ...]:
-    best = max(msg.photo, key=lambda p: ((p.width or 0) * (p.height or 0), p.file_size or 0)) if msg.photo else None
-    items = [best] + [getattr(msg, k, None) for k in ("voice", "audio", "video", "video_note", "document", "sticker")]
+    items = [_largest(msg.photo) if msg.photo else None] + [getattr(msg, k, None) for k in _FILE_FIELDS]
     return tuple(str(i.file_unique_id) for i in items if i is not None)
 
 
