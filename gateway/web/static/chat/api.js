@@ -66,3 +66,17 @@ export async function refreshMe() {
   }
   return me;
 }
+
+// A file for the next message (docs/protocol.md#attachments): the raw body with its own type.
+export async function upload(file) {
+  const headers = { Accept: "application/json", "Content-Type": file.type || "application/octet-stream",
+    "X-Filename": encodeURIComponent(file.name || "pasted") };
+  if (csrf) headers["X-CSRF-Token"] = csrf;
+  const t = token();
+  if (t && !me) headers.Authorization = "Bearer " + t;
+  const response = await fetch("/api/uploads", { method: "POST", headers, credentials: "same-origin", body: file });
+  let data = null;
+  try { data = await response.json(); } catch { data = null; }
+  if (!response.ok) throw new ApiError(response.status, data?.error, data?.message || response.statusText);
+  return data;
+}

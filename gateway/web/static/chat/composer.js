@@ -6,7 +6,8 @@ export const MAX_FRAME_BYTES = 65536; // server.max_frame_bytes default; the who
 const DRAFT_KEY = "kith.draft";
 
 export class Composer {
-  constructor({ form, input, button, error, onSend }) {
+  constructor({ form, input, button, error, onSend, attachments = null }) {
+    this.attachments = attachments; // files for the next message (attach.js); text may then be empty
     this.form = form;
     this.input = input;
     this.button = button;
@@ -57,7 +58,13 @@ export class Composer {
 
   submit() {
     const text = this.input.value.trim();
-    if (!text) return;
+    const files = this.attachments?.count || 0;
+    if (!text && !files) return;
+    if (files && (this.attachments.busy || this.attachments.failed)) {
+      this.showError(this.attachments.busy ? "Still uploading; send again in a moment."
+        : "A file could not be uploaded: remove it (✕) or pick it again.");
+      return;
+    }
     const problem = this.check(text);
     if (problem) { this.showError(problem); this.input.focus(); return; }
     if (!this.onSend(text)) {
@@ -65,6 +72,7 @@ export class Composer {
       return;
     }
     this.showError("");
+    this.attachments?.clear();
     this.input.value = "";
     this.save();
     this.resize();

@@ -1,6 +1,7 @@
 // kith web chat: wires the socket (docs/protocol.md), the person's API (docs/api.md) and the panels.
 import { currentMe, refreshMe, setFallbackUser, signIn } from "./api.js";
 import { Composer } from "./composer.js";
+import { Attachments } from "./attach.js";
 import { MessageLog } from "./log.js";
 import { setupPanel } from "./panels.js";
 import { PersonPanel } from "./person.js";
@@ -57,19 +58,28 @@ const socket = new ChatSocket({
 
 function nextId() { return `${++seq}-${Date.now()}`; }
 
-function sendText(text) {
+function sendText(text, files = []) {
   const id = nextId();
-  if (!socket.send({ type: "message", id, text })) return null;
+  const frame = { type: "message", id, text };
+  if (files.length) frame.attachments = files.map((f) => f.id); // docs/protocol.md#attachments
+  if (!socket.send(frame)) return null;
   pending.set(id, { text, bubble: null, acc: "" });
   return id;
 }
 
+const attachments = new Attachments({
+  tray: $("attachments"), picker: $("attach-input"), pickButton: $("attach"), camera: $("camera-input"),
+  cameraButton: $("camera"), dropZone: document.body, input: $("input"),
+  onProblem: (why) => composer.showError(why),
+});
+
 const composer = new Composer({
-  form: $("composer"), input: $("input"), button: $("send"), error: $("composer-error"),
+  form: $("composer"), input: $("input"), button: $("send"), error: $("composer-error"), attachments,
   onSend: (text) => {
-    const id = sendText(text);
+    const files = attachments.ready();
+    const id = sendText(text, files);
     if (!id) return false;
-    log.bubble("user", text);
+    log.bubble("user", [text, ...files.map((f) => `Attached: ${f.name || "pasted image"}`)].filter(Boolean).join("\n"));
     return true;
   },
 });
