@@ -461,7 +461,7 @@ class SleepConfig(Section):
     char_budget: int = Field(50_000, ge=2000)  # characters of the day's turns sent to the model
     interactive_share: float = Field(0.8, gt=0, le=1)  # of the budget, for direct conversations
     head_share: float = Field(0.4, ge=0, le=1)  # of a cut conversation, kept from its start
-    automated_channels: list[str] = Field(default_factory=lambda: ["cron", "system", "briefing"])
+    automated_channels: list[str] = Field(default_factory=lambda: ["cron", "system", "briefing", "scheduled"])
     max_tokens: int = Field(4000, ge=100, le=64000)
     curate: bool = True  # end the night with USER.md curation by operations
     curation_backend: Backend = "cheap"
