@@ -1,0 +1,106 @@
+"""The readers on their own: type sniffing from bytes, documents to text (HTML, Markdown, .docx,
+.odt), caps on characters, and hostile office XML."""
+
+from __future__ import annotations
+
+import io
+import zipfile
+
+import pytest
+
+from gateway.media.documents import extract_text
+from gateway.media.errors import Unsupported
+from gateway.media.limits import MediaLimits
+from gateway.media.sniff import DOCX, ODT, sniff
+from gateway.media.store import safe_name
+from tests.media.rig import pdf, png
+
+LIMITS = MediaLimits()
+
+
+def docx(paragraphs: list[str], *, extra: bytes = b"") -> bytes:
+    ns = "http://schemas.openxmlformats.org/wordprocessingml/2006/main"
+    body = "".join(f"<w:p><w:r><w:t>{p}</w:t></w:r></w:p>" for p in paragraphs)
+    xml = extra + f'<w:document xmlns:w="{ns}"><w:body>{body}</w:body></w:document>'.encode()
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as zf:
+        zf.writestr("[Content_Types].xml", "<Types/>")
+        zf.writestr("word/document.xml", xml)
+    return out.getvalue()
+
+
+def odt(paragraphs: list[str]) -> bytes:
+    ns = "urn:oasis:names:tc:opendocument:xmlns:text:1.0"
+    body = "".join(f"<text:p>{p}</text:p>" for p in paragraphs)
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w") as zf:
+        zf.writestr("mimetype", ODT)
+        zf.writestr("content.xml", f'<office:document-content xmlns:office="urn:x" xmlns:text="{ns}">'
+                                   f"<office:body><office:text>{body}</office:text></office:body>"
+                                   "</office:document-content>")  # fmt: skip
+    return out.getvalue()
+
+
+@pytest.mark.parametrize("data,name,expected", [
+    (png(), "x.bin", "image/png"),
+    (b"\xff\xd8\xff\xe0" + bytes(20), "", "image/jpeg"),
+    (b"GIF89a" + bytes(20), "", "image/gif"),
+    (b"RIFF\x00\x00\x00\x00WEBPVP8 ", "", "image/webp"),
+    (pdf(["hi"]), "notes.txt", "application/pdf"),
+    (b"OggS\x00\x02" + bytes(20), "", "audio/ogg"),
+    (b"ID3\x04" + bytes(20), "", "audio/mpeg"),
+    (b"RIFF\x00\x00\x00\x00WAVEfmt ", "", "audio/wav"),
+    (b"# Title\n\ntext", "readme.md", "text/markdown"),
+    (b"plain words", "a.txt", "text/plain"),
+    (b"<!DOCTYPE html><html><body>x</body></html>", "page", "text/html"),
+    (docx(["a"]), "a.docx", DOCX),
+    (odt(["a"]), "a.odt", ODT),
+    (b"MZ\x90\x00\x03\x00\x00\x00\x04\x00", "cat.png", "application/octet-stream"),
+    (b"\x00\x01\x02binary", "a.txt", "application/octet-stream"),
+])  # fmt: skip
+def test_the_type_comes_from_the_bytes(data: bytes, name: str, expected: str) -> None:
+    assert sniff(data, name) == expected
+
+
+def test_html_loses_its_tags_scripts_and_styles() -> None:
+    page = (b"<html><head><title>T</title><style>p{color:red}</style></head><body><h1>Trip</h1>"
+            b"<p>Leave on <b>Friday</b>.</p><script>alert('x')</script>"
+            b"<ul><li>tent</li><li>stove</li></ul></body></html>")
+    text = extract_text(page, "text/html", name="p.html", limits=LIMITS).text
+    assert text == "Trip\nLeave on Friday.\ntent\nstove"
+
+
+def test_office_documents_are_read_paragraph_by_paragraph() -> None:
+    assert extract_text(docx(["First line.", "Second line."]), DOCX, name="a.docx", limits=LIMITS).text == \
+        "First line.\n\nSecond line."
+    assert extract_text(odt(["Eins.", "Zwei."]), ODT, name="a.odt", limits=LIMITS).text == "Eins.\n\nZwei."
+
+
+def test_entity_declarations_in_office_xml_are_refused() -> None:
+    bomb = b'<?xml version="1.0"?><!DOCTYPE d [<!ENTITY a "aaaaaaaaaa"><!ENTITY b "&a;&a;&a;&a;">]>'
+    with pytest.raises(Unsupported, match="damaged"):
+        extract_text(docx(["&b;"], extra=bomb), DOCX, name="bomb.docx", limits=LIMITS)
+
+
+def test_text_is_cut_at_the_character_cap_and_says_so() -> None:
+    out = extract_text(b"word " * 1000, "text/plain", name="long.txt", limits=MediaLimits(max_chars=100))
+    assert out.truncated and len(out.text) == 100
+
+
+def test_pdf_text_and_pages() -> None:
+    out = extract_text(pdf(["alpha page", "beta page"]), "application/pdf", name="a.pdf", limits=LIMITS)
+    assert out.pages == 2 and "alpha page" in out.text and "beta page" in out.text
+
+
+@pytest.mark.parametrize("name,expected", [
+    ("holiday photo.png", "holiday-photo.png"),
+    ("../../etc/passwd", "passwd"),
+    ("C:\\Users\\me\\report.pdf", "report.pdf"),
+    ("Grüße.txt", "Grue.txt"),
+    ("...", "file"),
+    ("", "file"),
+])  # fmt: skip
+def test_stored_names_are_one_safe_segment(name: str, expected: str) -> None:
+    got = safe_name(name)
+    assert "/" not in got and "\\" not in got and not got.startswith(".")
+    assert got == expected
