@@ -8,9 +8,10 @@ A delivery no channel could take while the person had a web client is kept ``mis
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
+from gateway.delivery.outbox import LEASE_S
 from gateway.delivery.routing import WEB_CHANNEL
 
 if TYPE_CHECKING:
@@ -28,8 +29,11 @@ async def replay_missed(gateway: Gateway, user_id: str, send: Callable[[dict[str
     outbox = gateway.state.outbox
     sent = 0
     for entry in outbox.missed_for(user_id):
+        if not outbox.take_missed(entry.delivery_id, lease_until=datetime.now(UTC) + timedelta(seconds=LEASE_S)):
+            continue  # another tab of theirs is showing it
         if not await send(missed_frame(entry)):
-            break  # the client left again: the rest wait for the next connection
+            outbox.mark_missed(entry.delivery_id, detail="the client left during the replay")
+            break  # the rest wait for the next connection
         outbox.mark_sent(entry.delivery_id, channel=WEB_CHANNEL, at=datetime.now(UTC))
         sent += 1
     return sent

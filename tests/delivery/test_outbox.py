@@ -112,3 +112,36 @@ async def test_notices_go_to_the_persons_own_notification_conversation(kith_gate
     assert await notify_person(gw, ann, "Memory distilled: MEMORY_MID.md updated") is True
     assert Recorder.sent == [("ann", "Memory distilled: MEMORY_MID.md updated")]
     assert [e.kind for e in gw.state.outbox.list_for(ann)] == ["notice"] and gw.state.outbox.list_for(bo) == []
+
+
+async def test_outbox_and_settings_follow_a_merge_and_one_replay_per_missed_message(
+        kith_gateway: GatewayFactory) -> None:  # fmt: skip
+    from gateway.delivery.missed import replay_missed
+
+    _reset()
+    gw = await kith_gateway()
+    for uid in ("into", "src"):
+        gw.state.users.ensure(uid, display_name=uid, timezone="UTC")
+    with gw.state.tx():
+        gw.state.identities.add("websocket", "src-tab", "src", source="test")
+    from datetime import UTC, datetime, timedelta
+
+    later = datetime.now(UTC) + timedelta(hours=2)  # a quiet window that is not now
+    start, end = later.strftime("%H:%M"), (later + timedelta(hours=1)).strftime("%H:%M")
+    gw.state.outbox.set_prefs("src", DeliveryPrefs(quiet_start=start, quiet_end=end))
+    await deliver(gw, user_id="src", text="waiting", kind="reminder", origin=None, delivery_id="m1")
+    assert gw.state.outbox.get("m1").status == "missed"  # type: ignore[union-attr]
+    await gw.merge_users(into="into", source="src")
+    entry = gw.state.outbox.get("m1")
+    assert entry is not None and entry.user_id == "into"
+    assert gw.state.outbox.prefs("into").quiet_start == start and gw.state.outbox.prefs("src").quiet_start == ""
+    # Two tabs connecting at once: one shows it.
+    shown: list[str] = []
+
+    async def tab(frame: dict[str, Any]) -> bool:
+        shown.append(frame["delivery_id"])
+        return True
+
+    counts = await asyncio.gather(replay_missed(gw, "into", tab), replay_missed(gw, "into", tab))
+    assert sorted(counts) == [0, 1] and shown == ["m1"]
+    assert gw.state.outbox.get("m1").status == "sent"  # type: ignore[union-attr]

@@ -50,6 +50,13 @@ class SqliteOutbox:
         )
         return _entry(rows[0]) if rows else None
 
+    def take_missed(self, delivery_id: str, *, lease_until: datetime) -> bool:
+        """Claim a missed row for one replay (of two tabs connecting at once, one shows it); a crash
+        leaves it ``sending`` and the sweep routes it again once the lease ran out."""
+        cur = self._db.run("UPDATE outbox SET status='sending', due_at=?, attempts=attempts+1 WHERE delivery_id=?"
+                           " AND status='missed'", (ts(lease_until), delivery_id))  # fmt: skip
+        return cur.rowcount > 0
+
     def mark_sent(self, delivery_id: str, *, channel: str, at: datetime) -> bool:
         cur = self._db.run("UPDATE outbox SET status='sent', sent_at=?, channel=?, detail='' WHERE delivery_id=?"
                            " AND status!='sent'", (ts(at), channel, delivery_id))  # fmt: skip
