@@ -37,6 +37,7 @@ from adapters.openai_wire import (
     chunk,
     completion,
     conversation_name,
+    inline_bytes,
     model_entry,
     parse_chat,
     sse,
@@ -50,9 +51,19 @@ from gateway.context import estimate_tokens
 from gateway.hookspecs import hookimpl
 from gateway.http.api_keys import CHANNEL, authenticate, ensure_account
 from gateway.http.auth import bearer
+from gateway.media.errors import AttachmentUnavailable, TooLarge
 from gateway.personas import PersonaError
 from gateway.personas.choice import available, choose, on_disk, persona_for
-from gateway.types import ConversationAddress, ConversationKind, InboundMessage, LLMResponse, Reply, StashKey, Turn
+from gateway.types import (
+    Attachment,
+    ConversationAddress,
+    ConversationKind,
+    InboundMessage,
+    LLMResponse,
+    Reply,
+    StashKey,
+    Turn,
+)
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -94,6 +105,15 @@ class OpenAIAdapter(Adapter):
 
     def health(self) -> dict[str, Any]:
         return self.limits.health()
+
+    async def fetch_attachment(self, attachment: Attachment, *, max_bytes: int) -> bytes:
+        # The request carried the file inline (a data: URL); nothing is downloaded.
+        data = inline_bytes(attachment.url, max_bytes)
+        if data is None:
+            raise AttachmentUnavailable(f"{attachment.name or 'a file'} is not valid base64 data")
+        if len(data) > max_bytes:
+            raise TooLarge(f"{attachment.name or 'a file'} is over the limit of {max_bytes:,} bytes")
+        return data
 
     # ---------------------------------------------------------------------------------- auth
     def _key(self, request: web.Request) -> ApiKey:
@@ -173,8 +193,8 @@ class OpenAIAdapter(Adapter):
         # Conversations are named per key: two keys (two apps) never share one by accident.
         conversation = f"{key.key_id}:{name}" if name else key.key_id
         return InboundMessage(channel=CHANNEL, account_id=key.user_id, conversation_id=conversation, text=req.text,
-                              kind=ConversationKind.DM, display_name=user.display_name, timestamp=datetime.now(UTC),
-                              trusted=True)  # fmt: skip
+                              attachments=req.attachments, kind=ConversationKind.DM, display_name=user.display_name,
+                              message_id=uuid.uuid4().hex, timestamp=datetime.now(UTC), trusted=True)  # fmt: skip
 
     def _choose_persona(self, user_id: str, conversation_key: str, model: str) -> bool:
         """Make ``model`` the persona of the conversation; True when that changed it."""

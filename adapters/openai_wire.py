@@ -8,6 +8,8 @@ official clients turn into their typed exceptions by status.
 
 from __future__ import annotations
 
+import base64
+import binascii
 import hashlib
 import json
 import re
@@ -17,8 +19,12 @@ from typing import Any
 
 from aiohttp import web
 
+from gateway.types import Attachment
+
 MAX_TEXT_CHARS = 32_000  # as a WebSocket message (adapters/websocket.py)
 _CONVERSATION = re.compile(r"^[A-Za-z0-9._:@-]{1,128}$")
+_DATA_URL = re.compile(r"^data:([\w.+-]+/[\w.+-]+)?((?:;[\w.+-]+=[^;,]*)*);base64,", re.IGNORECASE)
+MAX_PARTS = 10  # files in one message, before the media limits (media.max_files) say their own
 
 
 class WireError(Exception):
@@ -43,19 +49,71 @@ def unauthorized(message: str) -> WireError:
 class ChatRequest:
     model: str
     text: str  # the last user message: the turn
+    attachments: tuple[Attachment, ...]  # its images, files and audio, as data: URLs (docs/openai-api.md)
     stream: bool
     include_usage: bool
     user: str  # OpenAI's ``user`` field: names a conversation when no header does
 
 
-def _text_of(content: Any) -> str:
-    """A message's text: a string, or the text parts of a content array (other parts are not read)."""
+def _content(content: Any) -> tuple[str, tuple[Attachment, ...]]:
+    """A message's text (a string, or the ``text`` parts of a content array) and its files: ``image_url``,
+    ``file`` and ``input_audio`` parts, carried inline (kith never fetches a URL a client names)."""
     if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        parts = [p.get("text") for p in content if isinstance(p, dict) and p.get("type") == "text"]
-        return "\n".join(p for p in parts if isinstance(p, str))
-    raise WireError(400, "'content' must be a string or an array of content parts", param="messages")
+        return content, ()
+    if not isinstance(content, list):
+        raise WireError(400, "'content' must be a string or an array of content parts", param="messages")
+    texts: list[str] = []
+    files: list[Attachment] = []
+    for part in content:
+        kind = part.get("type") if isinstance(part, dict) else None
+        if kind == "text" and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif kind in ("image_url", "file", "input_audio"):
+            files.append(_attachment(kind, part))
+    if len(files) > MAX_PARTS:
+        raise WireError(400, f"at most {MAX_PARTS} files in one message", param="messages")
+    return "\n".join(texts), tuple(files)
+
+
+def _attachment(kind: str, part: dict[str, Any]) -> Attachment:
+    if kind == "input_audio":
+        audio = part.get("input_audio") or {}
+        fmt = str(audio.get("format") or "wav") if isinstance(audio, dict) else "wav"
+        data = audio.get("data") if isinstance(audio, dict) else None
+        if not isinstance(data, str):
+            raise WireError(400, "'input_audio.data' must be base64 audio", param="messages")
+        return _inline(f"data:audio/{fmt};base64,{data}", kind="voice", name=f"audio.{fmt}")
+    if kind == "file":
+        file = part.get("file") or {}
+        url = file.get("file_data") if isinstance(file, dict) else None
+        name = file.get("filename") if isinstance(file, dict) and isinstance(file.get("filename"), str) else ""
+        return _inline(url, kind="document", name=name[:200])
+    image = part.get("image_url")
+    url = image.get("url") if isinstance(image, dict) else image
+    return _inline(url, kind="photo", name="")
+
+
+def _inline(url: Any, *, kind: str, name: str) -> Attachment:
+    match = _DATA_URL.match(url) if isinstance(url, str) else None
+    if match is None:
+        raise WireError(400, "files are sent inline, as data: URLs with base64 content; kith does not fetch "
+                        "URLs", param="messages")  # fmt: skip
+    size = (len(url) - match.end()) * 3 // 4
+    return Attachment(kind=kind, name=name, mime_type=(match.group(1) or "").lower(), size=size, url=url)
+
+
+def inline_bytes(url: str, max_bytes: int) -> bytes | None:
+    """The bytes of a data: URL (None when it is not valid base64); ``max_bytes + 1`` at most are decoded."""
+    match = _DATA_URL.match(url)
+    if match is None:
+        return None
+    payload = url[match.end():]
+    if len(payload) * 3 // 4 > max_bytes + 3:
+        payload = payload[: (max_bytes // 3 + 2) * 4]  # enough to prove it is over the limit, no more
+    try:
+        return base64.b64decode(payload, validate=True)
+    except (binascii.Error, ValueError):
+        return None
 
 
 def parse_chat(body: Any) -> ChatRequest:
@@ -71,8 +129,8 @@ def parse_chat(body: Any) -> ChatRequest:
     if last.get("role") != "user":
         raise WireError(400, "the last message must be the user's: kith answers the newest user message and "
                         "keeps the conversation's history itself", param="messages")  # fmt: skip
-    text = _text_of(last.get("content"))
-    if not text.strip():
+    text, attachments = _content(last.get("content"))
+    if not text.strip() and not attachments:
         raise WireError(400, "the last user message has no text", param="messages")
     if len(text) > MAX_TEXT_CHARS:
         raise WireError(400, f"the user message is limited to {MAX_TEXT_CHARS} characters", param="messages",
@@ -89,8 +147,8 @@ def parse_chat(body: Any) -> ChatRequest:
     # OpenAI documents ``user`` as a string; some clients send an object (Open WebUI, for pipelines): ignored.
     user = body.get("user")
     user = user if isinstance(user, str) else ""
-    return ChatRequest(model=model, text=text, stream=bool(stream), include_usage=options.get("include_usage") is True,
-                       user=user)  # fmt: skip
+    return ChatRequest(model=model, text=text, attachments=attachments, stream=bool(stream),
+                       include_usage=options.get("include_usage") is True, user=user)  # fmt: skip
 
 
 def conversation_name(header: str | None, user_field: str) -> str:

@@ -4,8 +4,11 @@ requests, usage, and the session a request lands in (docs/openai-api.md)."""
 from __future__ import annotations
 
 import asyncio
+import base64
 
 import aiohttp
+import openai
+import pytest
 
 from gateway.testing import message
 from tests.fakes.anthropic import FakeAnthropic
@@ -123,3 +126,32 @@ async def test_a_client_that_leaves_mid_stream_still_gets_its_turn_stored(
         await asyncio.sleep(0.025)
     assert [r.role for r in rows] == ["user", "assistant"]
     assert rows[1].content.startswith("The plumber comes on Tuesday at nine")
+
+
+def _png() -> str:
+    from io import BytesIO
+
+    from PIL import Image
+
+    out = BytesIO()
+    Image.new("RGB", (8, 8), (200, 30, 30)).save(out, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(out.getvalue()).decode()
+
+
+async def test_an_image_in_the_message_reaches_the_model_as_an_image(
+    start: Start, fake_anthropic: FakeAnthropic
+) -> None:
+    gw = await start()
+    api = client(gw, person(gw, "ada", "Ada"))
+    fake_anthropic.enqueue("A small red square.")
+    answer = await api.chat.completions.create(model="kith", messages=[{"role": "user", "content": [  # type: ignore[arg-type]
+        {"type": "text", "text": "what is this?"}, {"type": "image_url", "image_url": {"url": _png()}}]}])
+    assert (answer.choices[0].message.content or "").startswith("A small red square.")
+    last = fake_anthropic.last_turn()["messages"][-1]["content"]
+    assert [b["type"] for b in last if b["type"] == "image"] == ["image"]
+    assert any(b["type"] == "text" and "what is this?" in b["text"] for b in last)
+    # A URL is never fetched: the client is told to send the file inline.
+    with pytest.raises(openai.BadRequestError) as caught:
+        await api.chat.completions.create(model="kith", messages=[{"role": "user", "content": [  # type: ignore[arg-type]
+            {"type": "image_url", "image_url": {"url": "http://127.0.0.1:9/cat.png"}}]}])
+    assert "data: URLs" in str(caught.value)
