@@ -20,7 +20,9 @@ rich-object parameter (id, name, size, mimetype, path, link); each becomes an ``
 needs ``api_user`` + ``api_password`` (an app password of a user who is in the room, and so sees the
 share): it finds the file in that user's tree with a WebDAV ``SEARCH`` by file id and downloads it
 with a WebDAV ``GET``, on the configured server only. Without those credentials the file is
-reported as unavailable, with what to configure.
+reported as unavailable, with what to configure. Several files shared at once come as one webhook
+each; they, and whatever the person sends with them, are gathered into one turn until a one-second
+pause.
 """
 
 from __future__ import annotations
@@ -65,6 +67,8 @@ _ONE_TO_ONE_TYPES = {1, 5, 6}  # one-to-one, former one-to-one, note-to-self
 _MAX_RANDOM_LEN = 256
 _SEEN_TTL_S = 24 * 3600.0
 _SEEN_MAX = 50_000
+_SHARE_GAP_S = 1.0  # Talk posts one webhook per shared file, right after each other
+_SHARE_MAX_PARTS = 10
 _MAX_SEARCH_ANSWER = 256 * 1024  # a SEARCH for one file id answers a few hundred bytes
 _DAV = "{DAV:}"
 _OC = "{http://owncloud.org/ns}"
@@ -138,6 +142,8 @@ class NextcloudTalkAdapter(Adapter):
         self._room_kinds: dict[str, ConversationKind] = {}
         self._room_locks: dict[str, asyncio.Lock] = {}
         self._tasks: set[asyncio.Task[None]] = set()
+        self._batches: dict[str, list[InboundMessage]] = {}
+        self._batch_arrived: dict[str, asyncio.Event] = {}
         self._limiter = RateLimiter(
             per_key_rate=cfg.send_rate_per_s, per_key_burst=cfg.send_burst, global_rate=10, global_burst=20
         )
@@ -208,10 +214,39 @@ class NextcloudTalkAdapter(Adapter):
             log.warning("nextcloud: replayed message %s refused", message.message_id)
             return web.Response(status=409)
         self.stats["accepted"] += 1
-        task = asyncio.create_task(self._turn(message), name=f"nextcloud:turn:{message.message_id}")
+        key = f"{message.conversation_id}\n{message.account_id}"
+        batch = self._batches.get(key)
+        if batch is not None:
+            batch.append(message)  # joins the files this person is sharing right now
+            self._batch_arrived[key].set()
+        elif message.raw.get("file_share"):
+            self._spawn(self._gather(key, message), f"nextcloud:share:{message.message_id}")
+        else:
+            self._spawn(self._turn(message), f"nextcloud:turn:{message.message_id}")
+        return web.Response(status=200)
+
+    def _spawn(self, coro: Any, name: str) -> None:
+        task = asyncio.create_task(coro, name=name)
         self._tasks.add(task)
         task.add_done_callback(self._tasks.discard)
-        return web.Response(status=200)
+
+    async def _gather(self, key: str, first: InboundMessage) -> None:
+        """Several files shared at once arrive as one webhook each (the caption, if any, on the
+        last); whatever the same person sends in the room until a gap of ``_SHARE_GAP_S`` joins
+        the first share's turn, so the model sees the files and the words together."""
+        self._batches[key] = parts = [first]
+        arrived = self._batch_arrived[key] = asyncio.Event()
+        try:
+            while len(parts) < _SHARE_MAX_PARTS:
+                arrived.clear()
+                try:
+                    await asyncio.wait_for(arrived.wait(), _SHARE_GAP_S)
+                except TimeoutError:
+                    break
+        finally:
+            self._batches.pop(key, None)
+            self._batch_arrived.pop(key, None)
+        await self._turn(merge_parts(parts))
 
     def _parse(self, body: bytes) -> InboundMessage | None:
         try:
@@ -267,7 +302,8 @@ class NextcloudTalkAdapter(Adapter):
             timestamp=datetime.now(UTC),
             attachments=attachments,
             mentioned=mentioned,
-            raw={"room_name": target.get("name", ""), "object_id": message_id, "kind_known": kind_ is not None},
+            raw={"room_name": target.get("name", ""), "object_id": message_id, "kind_known": kind_ is not None,
+                 "file_share": bool(attachments)},
         )
 
     def _render(self, message: str, params: Mapping[str, Any]) -> tuple[str, tuple[Attachment, ...], bool]:
@@ -441,6 +477,21 @@ class NextcloudTalkAdapter(Adapter):
 
 def chunk_text(body: Mapping[str, Any]) -> str:
     return str(body["message"])
+
+
+def merge_parts(parts: list[InboundMessage]) -> InboundMessage:
+    """One turn for files shared together and the words sent with them: every attachment in order,
+    the texts joined, the first part's ids (its message id is the dedupe key)."""
+    first = parts[0]
+    if len(parts) == 1:
+        return first
+    return replace(
+        first,
+        text="\n\n".join(p.text for p in parts if p.text),
+        attachments=tuple(a for p in parts for a in p.attachments),
+        mentioned=any(p.mentioned for p in parts),
+        raw={**first.raw, "merged_message_ids": tuple(p.message_id for p in parts)},
+    )
 
 
 def _kind(mime: str) -> str:

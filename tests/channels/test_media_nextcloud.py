@@ -72,23 +72,25 @@ async def test_a_shared_photo_is_a_turn_and_is_fetched_over_webdav(rig: Rig) -> 
 async def test_documents_and_audio_keep_their_type_and_text(rig: Rig) -> None:
     await rig.share(PDF, name="Q3 report.pdf", mimetype="application/pdf", text="for tomorrow")  # a caption
     await rig.share(OGG, name="Talk recording.ogg", mimetype="audio/ogg", event="Create")
-    first, second = await rig.gw.wait_inbound(2)
-    assert first.text == "for tomorrow"
-    assert [(a.kind, a.name) for a in first.attachments] == [("document", "Q3 report.pdf")]
-    assert [(a.kind, a.mime_type) for a in second.attachments] == [("audio", "audio/ogg")]
-    assert await rig.adapter.fetch_attachment(first.attachments[0], max_bytes=MB) == PDF  # a space in the path
-    assert await rig.adapter.fetch_attachment(second.attachments[0], max_bytes=MB) == OGG
+    (msg,) = await rig.gw.wait_inbound(1)  # shared together: one turn
+    assert msg.text == "for tomorrow"
+    pdf, ogg = msg.attachments
+    assert (pdf.kind, pdf.name) == ("document", "Q3 report.pdf")
+    assert (ogg.kind, ogg.mime_type) == ("audio", "audio/ogg")
+    assert await rig.adapter.fetch_attachment(pdf, max_bytes=MB) == PDF  # a space in the path
+    assert await rig.adapter.fetch_attachment(ogg, max_bytes=MB) == OGG
 
 
 async def test_oversize_is_refused_declared_or_streamed(rig: Rig) -> None:
     await rig.share(PDF, name="big.pdf", mimetype="application/pdf")
     await rig.share(b"q" * 300_000, name="liar.txt", mimetype="text/plain", declared_size=10, chunked=True)
-    big, liar = await rig.gw.wait_inbound(2)
+    (msg,) = await rig.gw.wait_inbound(1)
+    big, liar = msg.attachments
     with pytest.raises(TooLarge, match=r"big\.pdf"):
-        await rig.adapter.fetch_attachment(big.attachments[0], max_bytes=1000)
+        await rig.adapter.fetch_attachment(big, max_bytes=1000)
     assert rig.fake.dav_requests == []
     with pytest.raises(TooLarge):
-        await rig.adapter.fetch_attachment(liar.attachments[0], max_bytes=100_000)
+        await rig.adapter.fetch_attachment(liar, max_bytes=100_000)
     assert [m for m, _ in rig.fake.dav_requests] == ["SEARCH", "GET"]
 
 
@@ -144,3 +146,15 @@ async def test_other_system_messages_are_not_turns(rig: Rig) -> None:
     await rig.share(JPEG, name="after.jpg", mimetype="image/jpeg")
     (msg,) = await rig.gw.wait_inbound(1)  # only the share became a turn
     assert [a.name for a in msg.attachments] == ["after.jpg"]
+
+
+async def test_files_shared_together_and_the_words_after_them_are_one_turn(rig: Rig) -> None:
+    await rig.share(JPEG, name="before.jpg", mimetype="image/jpeg")
+    await rig.share(JPEG + b"2", name="after.jpg", mimetype="image/jpeg", text="which looks better?")  # caption
+    assert await rig.fake.say(rig.client, room="dmroom", user="ada", text="be honest", url=HOOK) == 200
+    (msg,) = await rig.gw.wait_inbound(1)
+    assert [a.name for a in msg.attachments] == ["before.jpg", "after.jpg"]
+    assert msg.text == "which looks better?\n\nbe honest"
+    assert len(msg.raw["merged_message_ids"]) == 3
+    (post,) = await rig.fake.wait_posts(1)  # one answer for the lot
+    assert post.message == "echo: which looks better?\n\nbe honest"
