@@ -98,6 +98,18 @@ def gateway_render_reply(gateway: Gateway, turn: Turn, response: LLMResponse) ->
     return default_render(gateway, turn, f"{response.text}\n\n{OFFER.format(tz=tz)}")
 
 
+@hookimpl
+async def gateway_conversation_changed(gateway: Gateway, user_id: str) -> None:
+    """A settings change (the web settings page) may have moved the person's zone: re-arm their items
+    when it did (``/tz`` re-arms itself)."""
+    sched = engine.schedule_of(gateway)
+    if gateway.bus is None or gateway.memory is None or not user_id:
+        return
+    zone_now = engine.user_zone(gateway, user_id)
+    if sched.zones.get(user_id) != zone_now:
+        await engine.sync_user(gateway, user_id)
+
+
 @hookimpl(trylast=True)
 async def gateway_startup(gateway: Gateway) -> None:
     if not gateway.run_jobs or gateway.memory is None or gateway.memory.detached:

@@ -85,6 +85,7 @@ class Schedule:
     timer: Timer | None = None
     send: Sender = delivery.deliver
     own: dict[tuple[str, str], str] = field(default_factory=dict)  # (user, file) -> text this process wrote
+    zones: dict[str, str] = field(default_factory=dict)  # user -> the zone their items were last armed in
     fired: int = 0  # deliveries made (tests, bench)
 
 
@@ -140,6 +141,7 @@ async def sync_user(gateway: Gateway, user_id: str, files: tuple[str, ...] = FIL
     sched = schedule_of(gateway)
     now = sched.clock.now()
     tz = zone(user_zone(gateway, user_id))
+    sched.zones[user_id] = tz.key
     problems: list[Problem] = []
     for rel in files:
         raw = _read(gateway, user_id, rel)

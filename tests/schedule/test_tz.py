@@ -47,3 +47,13 @@ async def test_the_first_reply_offers_the_zone_once(harness) -> None:  # type: i
         "(I assumed the time zone UTC for you; say /tz Europe/Berlin or your own zone to change it.)")
     second = await h.gw.handle_inbound(message("hello again", account="bob"))
     assert second is not None and "/tz" not in second.text
+
+
+async def test_the_settings_api_zone_change_rearms_too(harness) -> None:  # type: ignore[no-untyped-def]
+    h = await harness(datetime(2026, 5, 31, 12, tzinfo=UTC))
+    uid = h.user(tz="UTC")
+    h.write(uid, REMINDERS, "- [ ] every day at 09:00: stretch\n")
+    await engine.sync_user(h.gw, uid)
+    h.gw.state.users.set_timezone(uid, "Asia/Tokyo")  # what PATCH /api/users/{uid}/settings does, then:
+    await h.gw.hooks.conversation_changed(h.gw, user_id=uid)
+    assert await h.walk(datetime(2026, 6, 1, 1, tzinfo=UTC)) == [datetime(2026, 6, 1, 0, 0, tzinfo=UTC)]
