@@ -33,6 +33,7 @@ from gateway.llm.base import NO_MODEL_HELP, Provider
 from gateway.llm.provider import NoModelProvider, make_providers
 from gateway.llm.routed import RoutedModel
 from gateway.logs import collect_secrets, install_redaction
+from gateway.mcp import MANAGER as MCP_MANAGER
 from gateway.memory.files.store import MemoryStore
 from gateway.memory.knowledge.graph import KnowledgeGraph
 from gateway.memory.search.service import MemoryService
@@ -207,6 +208,9 @@ class Gateway:
         persist = write_failures(self.stash).problem()
         if persist:
             problems.append(persist)
+        mcp = self.stash.get(MCP_MANAGER)  # MCP servers not up: their tools are withdrawn (docs/mcp.md)
+        if mcp is not None:
+            problems.extend(mcp.problems())
         return web.json_response({
             "status": "degraded" if problems else "ok",
             "degraded": problems,
@@ -214,6 +218,7 @@ class Gateway:
             "model": {"provider": self.llm().name, "ready": self.model_ready},
             "adapters": self.supervisor.health(),
             "plugin_failures": dict(self.hooks.failures),
+            "mcp": mcp.health() if mcp is not None else {},
         })
 
     # ---------------------------------------------------------------------------------- turns

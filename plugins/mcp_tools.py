@@ -13,14 +13,12 @@ from typing import TYPE_CHECKING
 
 from gateway.config import Config, ConfigError
 from gateway.hookspecs import hookimpl
-from gateway.mcp.manager import McpManager
-from gateway.types import StashKey
+from gateway.mcp import MANAGER
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
 
 PLUGIN = "plugins.mcp_tools"
-MANAGER = StashKey[McpManager]()
 
 
 def problems(config: Config) -> list[str]:
@@ -44,6 +42,8 @@ def gateway_configure(config: Config) -> None:
 async def gateway_startup(gateway: Gateway) -> None:
     if not gateway.config.mcp.servers or gateway.mode != "daemon" or not gateway.run_jobs:
         return
+    from gateway.mcp.manager import McpManager  # the SDK loads only when a server is configured
+
     manager = McpManager(gateway.config.mcp, gateway.registrations.tools, plugin=PLUGIN)
     gateway.stash[MANAGER] = manager
     await manager.start()

@@ -56,6 +56,11 @@ class McpManager:
     def health(self) -> dict[str, Any]:
         return {name: s.health() for name, s in self.servers.items()}
 
+    def problems(self) -> list[str]:
+        """One line per server that is not up (its tools are withdrawn meanwhile)."""
+        return [f"MCP server {name} is {s.state.value}: {s.last_error or 'connecting'}"
+                for name, s in self.servers.items() if not s.up]
+
     def _sync(self, server: McpServer) -> None:
         """Make the registry hold exactly ``server.tools`` (each entry bound to its listing)."""
         mine = self._mine[server.name]

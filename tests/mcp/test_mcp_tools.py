@@ -4,6 +4,7 @@ over streamable HTTP, the real gateway and tool loop, and the fake Anthropic API
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
@@ -11,12 +12,13 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+import aiohttp
 import pytest
 
 from gateway.app import Gateway
+from gateway.mcp import MANAGER
 from gateway.testing import GatewayFactory
 from gateway.types import ConversationKind, InboundMessage
-from plugins.mcp_tools import MANAGER
 from tests.fakes.openai_server import API_KEY as OPENAI_KEY
 from tests.fakes.openai_server import FakeOpenAI
 from tests.mcp.conftest import HTTP_TOKEN, ReadingModel, mcp_section, stdio_server
@@ -92,8 +94,15 @@ async def test_a_streamable_http_server_with_a_secret_header(make_gateway: Gatew
     locked = manager.servers["locked"]
     assert not locked.up and locked.last_error, "a server that refuses kith is down, the daemon serves on"
     assert not [n for n in model.tool_names() if n.startswith("locked__")]
+    async with aiohttp.ClientSession() as http, http.get(f"http://127.0.0.1:{gw.port}/healthz") as resp:
+        health = await resp.json()
+    assert health["status"] == "degraded" and health["mcp"]["web"]["state"] == "up"
+    assert health["mcp"]["locked"]["state"] in ("starting", "backoff")
+    assert any(line.startswith("MCP server locked is") for line in health["degraded"])
+    assert "web__lookup" in health["mcp"]["web"]["tools"]
     logged = "\n".join(r.getMessage() for r in caplog.records)
     assert "mcp-test-token" not in logged and "wrong-token-99" not in logged
+    assert "mcp-test-token" not in json.dumps(health) and "wrong-token-99" not in json.dumps(health)
 
 
 async def test_env_reaches_a_stdio_server_and_is_never_logged(make_gateway: GatewayFactory, model: ReadingModel,
