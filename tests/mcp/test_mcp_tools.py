@@ -251,3 +251,11 @@ async def test_the_openai_provider_calls_an_mcp_tool(make_gateway: GatewayFactor
         (answer,) = [m for m in second["messages"] if m.get("role") == "tool"]
         assert answer["tool_call_id"] == call_id
         assert "> The capital of Atlantis is Poseidonia." in answer["content"]
+
+
+async def test_read_only_cli_gateways_start_no_server(kith_config: Any, tmp_path: Any) -> None:
+    """A gateway without jobs (read-only CLI commands) or a worker never spawns MCP servers."""
+    cfg = kith_config(mcp=mcp_section({"kith": stdio_server()}))
+    async with Gateway(cfg, serve_http=False, supervise=False, run_jobs=False) as gw:
+        assert gw.stash.get(MANAGER) is None
+        assert not [n for n in gw.registrations.tools if n.startswith("kith__")]
