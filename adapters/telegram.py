@@ -447,7 +447,7 @@ class TelegramAdapter(Adapter):
         # PTB made file_path the full URL under the bot's base_file_url; anything else (a local
         # Bot API server's disk path) is not ours to read.
         url = file.file_path or ""
-        if not url.startswith(app.bot.base_file_url + "/"):
+        if not url.startswith(app.bot.base_file_url + "/") or ".." in url.split("/"):
             raise AttachmentUnavailable(f"Telegram gave no download path for {what}")
         async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=None, sock_connect=15)) as session:
             return await download(session, url, max_bytes=min(max_bytes, BOT_API_DOWNLOAD_LIMIT), what=what)
