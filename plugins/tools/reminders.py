@@ -42,18 +42,22 @@ class Reminder:
     rule: str = ""
 
 
-def parse_reminders(text: str, tz_name: str = "UTC", now: datetime | None = None) -> list[Reminder]:
+def parse_reminders(text: str, tz_name: str | None = None, now: datetime | None = None) -> list[Reminder]:
+    """The reminders of ``text``; ``tz_name`` is the person's zone (None: unknown, shown only where a
+    line names its own)."""
     now = now or datetime.now(UTC)
-    tz = zone(tz_name)
+    tz = zone(tz_name or "UTC")
     out = []
-    for item in parse_items(text, tz_name, now).items:
+    for item in parse_items(text, tz_name or "UTC", now).items:
         due = item.due if item.rule is None else item.next_due(tz, now)
-        out.append(Reminder(id=item.id, due=due, text=f"{item.when} ({item.zone or tz_name}) {item.text}",
-                            status=item.status, what=item.text, rule=item.rule.text if item.rule else ""))
+        shown = item.zone or tz_name
+        out.append(Reminder(id=item.id, due=due, text=f"{item.when} ({shown}) {item.text}" if shown else
+                            f"{item.when} {item.text}", status=item.status, what=item.text,
+                            rule=item.rule.text if item.rule else ""))
     return out
 
 
-def render_reminders(text: str, now: datetime | None = None, tz_name: str = "UTC") -> str:
+def render_reminders(text: str, now: datetime | None = None, tz_name: str | None = None) -> str:
     """The pending reminders for the prompt, soonest first, with ids the model can cancel by."""
     now = now or datetime.now(UTC)
     far = datetime.max.replace(tzinfo=UTC)
