@@ -19,6 +19,7 @@ import logging
 from dataclasses import dataclass, field
 from typing import Any
 
+import httpx
 import openai
 
 from gateway.config import LLMConfig
@@ -91,7 +92,7 @@ class _Round:
     calls: dict[int, _PendingCall] = field(default_factory=dict)
     finish_reason: str = ""
     model: str = ""
-    usage: Any = None
+    usage: tuple[int, int, int] | None = None  # prompt, completion, cached prompt tokens
 
 
 async def _emit(on_delta: DeltaCallback, piece: str) -> None:
@@ -142,10 +143,9 @@ class OpenAIProvider:
                     relay = _paragraph(relay)
                 answer = await (self._stream(kwargs, relay) if relay is not None else self._whole(kwargs))
                 if answer.usage is not None:
-                    usage["in"] += answer.usage.prompt_tokens or 0
-                    usage["out"] += answer.usage.completion_tokens or 0
-                    details = getattr(answer.usage, "prompt_tokens_details", None)
-                    usage["cache_read"] += (getattr(details, "cached_tokens", 0) or 0) if details else 0
+                    usage["in"] += answer.usage[0]
+                    usage["out"] += answer.usage[1]
+                    usage["cache_read"] += answer.usage[2]
                 if answer.text:
                     texts.append(answer.text)
                 if not tools or not answer.calls or last_round:
@@ -172,8 +172,10 @@ class OpenAIProvider:
             raise LLMError("openai request timed out", retryable=True) from exc
         except openai.APIStatusError as exc:
             raise LLMError(f"openai error {exc.status_code}: {exc}", retryable=exc.status_code >= 500) from exc
-        except openai.APIConnectionError as exc:
+        except (openai.APIConnectionError, httpx.TransportError) as exc:
             raise LLMError(f"cannot reach the model server: {exc}", retryable=True) from exc
+        except (ValueError, KeyError, TypeError) as exc:  # not the OpenAI wire format
+            raise LLMError(f"the model server sent an answer kith cannot read: {exc!r}") from exc
         return LLMResponse(
             text="\n\n".join(texts),
             model=answer.model or base["model"],
@@ -187,42 +189,62 @@ class OpenAIProvider:
             rounds=rounds,
         )
 
+    # Requests go through the SDK's client (auth, headers, retries with Retry-After, typed errors), but
+    # its typed request transform and response models are skipped: walking them cost more CPU than the
+    # rest of a turn (docs/benchmarks.md). The body is the documented wire format, read as plain JSON.
+    async def _post(self, body: dict[str, Any], *, stream: bool) -> httpx.Response:
+        options: Any = {"headers": {"X-Stainless-Raw-Response": "stream"}} if stream else {}
+        return await self.client.post("/chat/completions", cast_to=httpx.Response, body=body, options=options)
+
     async def _whole(self, kwargs: dict[str, Any]) -> _Round:
-        response = await self.client.chat.completions.create(**kwargs)
-        out = _Round(model=response.model or "", usage=response.usage)
-        if response.choices:
-            choice = response.choices[0]
-            out.text = choice.message.content or ""
-            out.finish_reason = choice.finish_reason or ""
-            for i, tc in enumerate(choice.message.tool_calls or ()):
-                fn = getattr(tc, "function", None)
-                if fn is not None:
-                    out.calls[i] = _PendingCall(id=tc.id, name=fn.name, arguments=fn.arguments or "")
+        data = (await self._post(kwargs, stream=False)).json()
+        out = _Round(model=str(data.get("model") or ""), usage=_usage(data["usage"]) if data.get("usage") else None)
+        if data.get("choices"):
+            choice = data["choices"][0]
+            message = choice.get("message") or {}
+            out.text = message.get("content") or ""
+            out.finish_reason = choice.get("finish_reason") or ""
+            for i, tc in enumerate(message.get("tool_calls") or ()):
+                fn = tc.get("function")
+                if fn:
+                    out.calls[i] = _PendingCall(id=tc.get("id", ""), name=fn.get("name", ""),
+                                                arguments=fn.get("arguments") or "")
         return out
 
     async def _stream(self, kwargs: dict[str, Any], on_delta: DeltaCallback) -> _Round:
         out = _Round()
         pieces: list[str] = []
-        stream = await self.client.chat.completions.create(
-            **kwargs, stream=True, stream_options={"include_usage": True})
-        async with stream:
-            async for chunk in stream:
-                out.model = chunk.model or out.model
-                if chunk.usage is not None:
-                    out.usage = chunk.usage
-                for choice in chunk.choices:
-                    delta = choice.delta
-                    if delta.content:
-                        pieces.append(delta.content)
-                        await _emit(on_delta, delta.content)
-                    for tc in delta.tool_calls or ():
-                        pending = out.calls.setdefault(tc.index, _PendingCall())
-                        pending.id = tc.id or pending.id
-                        if tc.function is not None:
-                            pending.name += tc.function.name or ""
-                            pending.arguments += tc.function.arguments or ""
-                    if choice.finish_reason:
-                        out.finish_reason = choice.finish_reason
+        response = await self._post({**kwargs, "stream": True, "stream_options": {"include_usage": True}},
+                                    stream=True)
+        try:
+            async for line in response.aiter_lines():
+                # Read to the end even after [DONE]: a body left unread closes the connection.
+                if not line.startswith("data:") or (data := line[5:].strip()) == "[DONE]":
+                    continue
+                chunk = json.loads(data)
+                if not isinstance(chunk, dict):
+                    continue
+                if "error" in chunk:  # a server failing mid-stream
+                    raise LLMError(f"model server error in stream: {chunk['error']}", retryable=True)
+                out.model = chunk.get("model") or out.model
+                if chunk.get("usage"):
+                    out.usage = _usage(chunk["usage"])
+                for choice in chunk.get("choices") or ():
+                    delta = choice.get("delta") or {}
+                    content = delta.get("content")
+                    if content:
+                        pieces.append(content)
+                        await _emit(on_delta, content)
+                    for tc in delta.get("tool_calls") or ():
+                        pending = out.calls.setdefault(int(tc.get("index", 0)), _PendingCall())
+                        pending.id = tc.get("id") or pending.id
+                        fn = tc.get("function") or {}
+                        pending.name += fn.get("name") or ""
+                        pending.arguments += fn.get("arguments") or ""
+                    if choice.get("finish_reason"):
+                        out.finish_reason = choice["finish_reason"]
+        finally:
+            await response.aclose()
         out.text = "".join(pieces)
         return out
 
@@ -240,6 +262,12 @@ class OpenAIProvider:
 
     async def close(self) -> None:
         await self.client.close()
+
+
+def _usage(raw: dict[str, Any]) -> tuple[int, int, int]:
+    details = raw.get("prompt_tokens_details") or {}
+    return (int(raw.get("prompt_tokens") or 0), int(raw.get("completion_tokens") or 0),
+            int(details.get("cached_tokens") or 0) if isinstance(details, dict) else 0)
 
 
 def _stop_reason(finish_reason: str) -> str:
