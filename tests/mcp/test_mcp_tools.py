@@ -4,6 +4,7 @@ over streamable HTTP, the real gateway and tool loop, and the fake Anthropic API
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import os
@@ -259,3 +260,22 @@ async def test_read_only_cli_gateways_start_no_server(kith_config: Any, tmp_path
     async with Gateway(cfg, serve_http=False, supervise=False, run_jobs=False) as gw:
         assert gw.stash.get(MANAGER) is None
         assert not [n for n in gw.registrations.tools if n.startswith("kith__")]
+
+
+async def test_a_frozen_server_is_cut_off_and_restarted(make_gateway: GatewayFactory, model: ReadingModel,
+                                                        llm: dict[str, Any]) -> None:
+    """A whole server that stops answering (SIGSTOP): its call times out, the liveness probe fails,
+    and kith starts a fresh one."""
+    gw = await start(make_gateway, llm, timeout_s=1, connect_timeout_s=5)
+    _, result = await use(gw, model, "kith__pid", {})
+    pid = int(result["content"].splitlines()[-1].removeprefix("> "))
+    os.kill(pid, signal.SIGSTOP)
+    try:
+        _, result = await use(gw, model, "kith__lookup", {"key": "atlantis"})
+        assert result.get("is_error") is True and "timed out" in result["content"]
+        await up(gw, restarts=1)
+        _, result = await use(gw, model, "kith__pid", {})
+        assert int(result["content"].splitlines()[-1].removeprefix("> ")) != pid
+    finally:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(pid, signal.SIGKILL)
