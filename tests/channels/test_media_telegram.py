@@ -118,3 +118,11 @@ async def test_an_album_is_one_turn_with_every_item(telegram) -> None:  # type: 
     assert [await adapter.fetch_attachment(a, max_bytes=MB) for a in msg.attachments] == shots
     (sent,) = await fake.wait_sent(1)  # one reply for the album
     assert sent.text.startswith("echo: our trip")
+
+
+async def test_a_file_path_climbing_out_of_the_file_root_is_not_fetched(telegram) -> None:  # type: ignore[no-untyped-def]
+    fake, _gw, adapter = telegram
+    planted = fake.add_file(PDF, folder="../../bot123/getMe?x=")  # a Bot API answer we must not follow
+    with pytest.raises(AttachmentUnavailable, match="no download path"):
+        await adapter.fetch_attachment(Attachment(kind="document", platform_id=planted["file_id"]), max_bytes=MB)
+    assert fake.downloads == [] and "getFile" in fake.calls
