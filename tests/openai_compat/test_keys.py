@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 
@@ -135,3 +136,19 @@ def test_kith_users_api_key_makes_lists_and_revokes(tmp_path: Path, capsys: pyte
         assert authenticate(state, key) is None
     finally:
         state.close()
+
+
+async def test_a_key_made_by_the_cli_works_on_the_running_daemon_at_once(
+    start: Start, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    gw = await start()
+    gw.state.users.ensure("ada", display_name="Ada", timezone="UTC")
+    config = tmp_path / "kith.yaml"
+    config.write_text(yaml.safe_dump({"data_dir": str(gw.config.data_dir), "llm": {"provider": "echo"},
+                                      "plugins": {"entry_points": False}, "server": {"port": 0}}))  # fmt: skip
+    assert await asyncio.to_thread(main, ["-c", str(config), "users", "api-key", "ada"]) == 0
+    key = capsys.readouterr().out.strip()
+    assert [m.id for m in (await client(gw, key).models.list()).data] == ["kith"]
+    assert await asyncio.to_thread(main, ["-c", str(config), "users", "api-key", "ada", "--revoke"]) == 0
+    with pytest.raises(openai.AuthenticationError):
+        await client(gw, key).models.list()
