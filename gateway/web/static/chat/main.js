@@ -189,8 +189,10 @@ function handle(f) {
       historyAsked.delete(f.id);
       // A turn streaming right now stays below the replayed conversation.
       const streaming = [...pending.values()].map((p) => p.bubble).filter(Boolean);
+      // Missed messages (sent with ready, before this answer) are not in the history: they stay too.
+      const missed = mode === "replace" ? [...$("log").querySelectorAll(".msg.missed")] : [];
       log.page(f.messages || [], f.more, { replace: mode === "replace" });
-      for (const b of streaming) $("log").appendChild(b);
+      for (const b of [...missed, ...streaming]) $("log").appendChild(b);
       if (f.session_id) update({ session_id: f.session_id });
       break;
     }
