@@ -172,3 +172,18 @@ async def test_the_user_field_names_a_conversation_whatever_its_text(start: Star
 
 def _conversation_keys(gw: Gateway, user_id: str) -> set[str]:
     return {row["conversation_key"] for row in gw.state.people.rows(user_id).get("conversations", [])}
+
+
+async def test_beyond_loopback_a_public_name_works_with_a_key(start: Start, fake_anthropic: FakeAnthropic) -> None:
+    gw = await start(server={"port": 0, "public_names": ["kith.example.org"]})
+    key = person(gw, "ada", "Ada")
+    body = {"model": "kith", "messages": [{"role": "user", "content": "hello from afar"}]}
+    url = f"http://127.0.0.1:{gw.port}/v1/chat/completions"
+    async with aiohttp.ClientSession() as http:
+        for host, auth, expected in (("kith.example.org", key, 200), ("kith.example.org", "", 401),
+                                     ("other.example.org", key, 421)):  # fmt: skip
+            headers = {"Host": host, **({"Authorization": f"Bearer {auth}"} if auth else {})}
+            async with http.post(url, json=body, headers=headers) as resp:
+                assert resp.status == expected, (host, bool(auth), resp.status)
+                if expected == 200:
+                    assert (await resp.json())["choices"][0]["message"]["content"]
