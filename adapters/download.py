@@ -49,8 +49,9 @@ async def download(
         async with asyncio.timeout(timeout_s):
             # The session's own total timeout (made for small API calls) gives way to timeout_s here.
             per_request = aiohttp.ClientTimeout(total=None, sock_connect=15, sock_read=60)
-            async with session.get(url, headers=dict(headers or {}), allow_redirects=False,
-                                   timeout=per_request) as resp:
+            # identity: a compressed body would be inflated before the cap could count it.
+            wanted = {"Accept-Encoding": "identity", **(headers or {})}
+            async with session.get(url, headers=wanted, allow_redirects=False, timeout=per_request) as resp:
                 if resp.status != 200:
                     raise AttachmentUnavailable(f"{what} could not be downloaded (the server answered {resp.status})")
                 if resp.content_length is not None:
