@@ -9,6 +9,7 @@ existed: it hands them to the schedule's ``fire`` (a job still queued from then 
 
 from __future__ import annotations
 
+import json
 import logging
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -16,8 +17,19 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from gateway.schedule import engine
-from gateway.schedule.items import REMINDERS, REMINDERS_HEADER, Item, new_id, reminder_line, set_reminder
+from gateway.schedule.items import (
+    CRONS,
+    REMINDERS,
+    REMINDERS_HEADER,
+    Item,
+    new_id,
+    parse_crons,
+    reminder_line,
+    set_reminder,
+    stamp,
+)
 from gateway.schedule.items import parse_reminders as parse_items
+from gateway.schedule.listing import cancel as cancel_item
 from gateway.schedule.rules import Recurrence, RuleError, next_occurrence, parse_phrase
 from gateway.schedule.zones import to_instant, zone
 from gateway.tools import Tool, ToolContext, ToolError
@@ -119,10 +131,18 @@ async def reminders_tool(ctx: ToolContext, args: Mapping[str, Any]) -> str:
     tz_name = zone(user.timezone if user else "UTC").key
     now = engine.schedule_of(ctx.gateway).clock.now()
     current = store.read(REMINDERS) if store.exists(REMINDERS) else ""
+    crons = store.read(CRONS) if store.exists(CRONS) else ""
     if action == "list":
-        return render_reminders(current, now, tz_name) or "No pending reminders."
+        prompts = "\n".join(f"- {i.id}: {i.when} ({tz_name}) run the prompt: {i.text}"
+                            for i in parse_crons(crons, tz_name, now).items if i.active)
+        return "\n".join(x for x in (render_reminders(current, now, tz_name), prompts) if x) or "No pending reminders."
     if action == "cancel":
         rid = str_arg(args, "id", required=True, max_len=40)
+        if rid.startswith("c"):
+            done = cancel_item(store, rid, tz_name, now, source="tool:reminders")
+            if done is None:
+                raise ToolError(f"no active scheduled prompt {rid!r}")
+            return f"Scheduled prompt {rid} cancelled."
         pending = {r.id for r in parse_reminders(current, tz_name, now) if r.status == "pending"}
         new, changed = set_reminder(current, rid, status="cancelled") if rid in pending else (current, False)
         if not changed:
@@ -133,8 +153,15 @@ async def reminders_tool(ctx: ToolContext, args: Mapping[str, Any]) -> str:
     if action not in ("add", "preview"):
         raise ToolError("'action' must be one of preview, add, list, cancel")
     rule, first = _understood(args, tz_name, now)
+    prompt = str_arg(args, "prompt", max_len=2000)
+    if prompt and rule is None:
+        raise ToolError("a scheduled prompt repeats: give 'repeat' (e.g. 'every weekday at 8')")
     if action == "preview":
-        return f"Understood as: {_said_back(rule, first, tz_name)}. Confirm with the person, then 'add'."
+        what = f" I will run the prompt {prompt!r} then and send them the answer." if prompt else ""
+        return f"Understood as: {_said_back(rule, first, tz_name)}.{what} Confirm with the person, then 'add'."
+    if prompt:
+        return await _add_prompt(ctx, crons, prompt, str_arg(args, "repeat", max_len=200), rule, first, tz_name,
+                                 now)
     what = str_arg(args, "text", required=True, max_len=500).replace("\n", " ").replace("-->", "->")
     if ctx.gateway.bus is None:
         raise ToolError("reminders are not available right now")
@@ -154,6 +181,25 @@ async def reminders_tool(ctx: ToolContext, args: Mapping[str, Any]) -> str:
     return f"Reminder {rid} set for {_said_back(rule, first, tz_name)}."
 
 
+async def _add_prompt(ctx: ToolContext, raw: str, prompt: str, repeat: str, rule: Recurrence | None,
+                      first: datetime, tz_name: str, now: datetime) -> str:
+    """A scheduled prompt in CRONS.json (the file may hold entries by hand: they are kept as they are)."""
+    assert rule is not None
+    try:
+        data = json.loads(raw) if raw.strip() else {"crons": []}
+    except ValueError:
+        raise ToolError(f"{CRONS} is not valid JSON; fix it by hand first") from None
+    entries = data.get("crons") if isinstance(data, dict) else data
+    if not isinstance(entries, list):
+        raise ToolError(f'{CRONS} has no "crons" list; fix it by hand first')
+    cid = new_id("c")
+    entries.append({"id": cid, "when": repeat, "prompt": prompt.replace("\n", " "), "rule": rule.text,
+                    "created": stamp(now)})
+    ctx.store.write(CRONS, json.dumps(data, ensure_ascii=False, indent=2) + "\n", **write_kwargs(ctx, "reminders"))
+    await engine.sync_user(ctx.gateway, ctx.user_id, (CRONS,))
+    return f"Scheduled prompt {cid} set for {_said_back(rule, first, tz_name)}."
+
+
 async def reminder_due(ctx: JobContext, payload: dict[str, Any]) -> None:
     """A ``reminder_due`` job queued before the schedule: the schedule fires it (once, by id)."""
     await engine.fire(ctx.gateway, {"user_id": payload["user_id"], "kind": "reminder",
@@ -169,13 +215,16 @@ TOOL = Tool(
     description=("Reminders for the person, in their time zone. 'preview' first: it says how 'at'/'in_minutes' "
                  "or 'repeat' was understood; tell the person and 'add' once they agree. 'repeat' is a phrase "
                  "('every weekday at 8', 'on Sunday evenings', 'every 2 weeks on Tuesday at 10:30', 'every month "
-                 "on the 1st') or an RRULE/cron expression. 'list' pending ones, 'cancel' by id."),
+                 "on the 1st') or an RRULE/cron expression. With 'prompt' instead of a reminder text it is a "
+                 "scheduled prompt: when due, the prompt is run as a message from them and the answer sent "
+                 "('every weekday at 8' + 'give me a briefing'). 'list' pending ones, 'cancel' by id."),
     input_schema={"type": "object", "properties": {
         "action": {"type": "string", "enum": ["preview", "add", "list", "cancel"]},
         "text": {"type": "string", "description": "what to remind them of (add)"},
         "at": {"type": "string", "description": "local date and time, e.g. 2026-05-10T09:00 (one-shot)"},
         "in_minutes": {"type": "number", "description": "alternative to 'at': minutes from now (one-shot)"},
         "repeat": {"type": "string", "description": "a repetition, e.g. 'every weekday at 8' (recurring)"},
+        "prompt": {"type": "string", "description": "a scheduled prompt to run when due (with 'repeat')"},
         "id": {"type": "string", "description": "reminder id (cancel)"},
     }, "required": ["action"]},
     handler=reminders_tool, writes=True, available=_has_bus,

@@ -51,3 +51,26 @@ async def test_a_task_with_a_due_date_is_armed(make_gateway: GatewayFactory, fak
     uid = gw.identities.lookup("websocket", "alice")
     assert uid is not None
     assert [t["text"] for t in json.loads(gw.memory_store(uid).read(TASKS))["tasks"]] == ["file taxes"]
+
+
+async def test_a_scheduled_prompt_through_the_reminders_tool(make_gateway: GatewayFactory,
+                                                             fake_anthropic: FakeAnthropic,
+                                                             anthropic_llm: dict[str, Any]) -> None:
+    gw = await make_gateway(llm=anthropic_llm, memory={"recall_k": 0})
+    await gw.settle()
+    args = {"action": "preview", "repeat": "on Sunday evenings", "prompt": "ask me about my week"}
+    result = await call(gw, fake_anthropic, "reminders", args)
+    assert "every Sunday at 18:00 (UTC)" in result["content"] and "ask me about my week" in result["content"]
+    result = await call(gw, fake_anthropic, "reminders", {**args, "action": "add"})
+    cid = result["content"].split()[2]
+    assert result["content"].startswith("Scheduled prompt c") and cid.startswith("c")
+    uid = gw.identities.lookup("websocket", "alice")
+    assert uid is not None
+    (entry,) = json.loads(gw.memory_store(uid).read("CRONS.json"))["crons"]
+    assert entry["prompt"] == "ask me about my week" and "BYDAY=SU;BYHOUR=18" in entry["rule"]
+    assert await delayed(gw) == 1
+    listed = (await call(gw, fake_anthropic, "reminders", {"action": "list"}))["content"]
+    assert f"- {cid}: every Sunday at 18:00 (UTC) run the prompt: ask me about my week" in listed
+    assert (await call(gw, fake_anthropic, "reminders", {"action": "cancel", "id": cid}))["content"] == \
+        f"Scheduled prompt {cid} cancelled."
+    assert json.loads(gw.memory_store(uid).read("CRONS.json"))["crons"][0]["enabled"] is False
