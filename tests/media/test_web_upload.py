@@ -12,6 +12,7 @@ from PIL import Image
 from gateway.testing import GatewayFactory
 from tests.fakes.anthropic import FakeAnthropic
 from tests.media.rig import media_files, pdf, png, signed_in_browser
+from tests.signin.rig import url
 
 
 def _user_content(body: dict[str, Any]) -> list[dict[str, Any]]:
@@ -42,7 +43,14 @@ async def test_an_uploaded_image_reaches_the_model_as_an_image(
         assert len(stored) == 1 and stored[0].endswith("-holiday-photo.png"), stored
         assert (gw.data_dir / "users" / b.user_id / stored[0]).read_bytes() == big, "the original is kept"
         assert f"[holiday photo.png]({stored[0]})" in text, "the transcript links the stored file"
-        # The upload is used once: a second message naming it is refused.
+        # The console lists it as media, and it cannot be edited there as text.
+        async with b.http.get(url(gw, "/api/users/me/memory/files")) as resp:
+            listed = {f["path"]: f["kind"] for f in (await resp.json())["files"]}
+        assert listed[stored[0]] == "media"
+        async with b.http.put(url(gw, f"/api/users/me/memory/files/{stored[0]}"), json={"text": "x", "etag": ""},
+                              headers={"X-CSRF-Token": b.csrf}) as resp:  # fmt: skip
+            assert resp.status == 403
+                # The upload is used once: a second message naming it is refused.
         again = await b.send("and again", [up["upload_id"]])
         assert again["type"] == "error" and again["code"] == "bad_attachment"
     finally:

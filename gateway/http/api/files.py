@@ -34,8 +34,9 @@ from gateway.memory.files.store import MemoryStore
 PROFILE = frozenset({"USER.md", "PATTERNS.md"})
 DISTILLED = frozenset({"MEMORY_SHORT.md", "MEMORY_MID.md", "MEMORY_LONG.md"})
 FOLDERS = {"people/": "people", "topics/": "topics", "memories/": "dated", "sessions/": "session_log",
-           f"{HISTORY_DIR}/": "backup"}  # fmt: skip
-READ_ONLY = frozenset({"backup", "audit", "quarantine"})
+           f"{HISTORY_DIR}/": "backup", "media/": "media"}  # fmt: skip
+# media/: files people sent (docs/media.md), kept byte for byte; a text edit would corrupt an image.
+READ_ONLY = frozenset({"backup", "audit", "quarantine", "media"})
 T = TypeVar("T")
 
 
