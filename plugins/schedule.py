@@ -99,6 +99,15 @@ def gateway_render_reply(gateway: Gateway, turn: Turn, response: LLMResponse) ->
 
 
 @hookimpl
+async def gateway_memory_edited(gateway: Gateway, user_id: str, paths: list[str]) -> None:
+    """/forget (or an undo) rewrote a schedule file: what it removed is no longer armed to fire, what
+    it put back is armed again (a job that finds its item gone delivers nothing anyway)."""
+    touched = tuple(r for r in FILES if r in paths)
+    if touched and gateway.bus is not None and gateway.memory is not None:
+        await engine.sync_user(gateway, user_id, touched)
+
+
+@hookimpl
 async def gateway_conversation_changed(gateway: Gateway, user_id: str) -> None:
     """A settings change (the web settings page) may have moved the person's zone: re-arm their items
     when it did (``/tz`` re-arms itself)."""

@@ -96,3 +96,20 @@ async def test_a_hand_edit_is_picked_up_by_the_watcher(harness) -> None:  # type
             break
         await asyncio.sleep(0.05)
     assert any(due == datetime(2026, 6, 1, 12, tzinfo=UTC) for due, _ in h.timer.armed.values())
+
+
+async def test_forget_undo_puts_a_reminder_back_and_it_is_armed(harness) -> None:  # type: ignore[no-untyped-def]
+    from gateway.testing import message
+
+    h = await harness(datetime(2026, 6, 1, 0, tzinfo=UTC))
+    uid = h.user(tz="UTC")
+    h.write(uid, REMINDERS, "# Reminders\n\n- [ ] 2026-06-02 10:00 ring the plumber\n")
+    reply = await h.gw.handle_inbound(message("/forget plumber"))
+    assert reply is not None
+    if "confirm" in reply.text.lower():
+        await h.gw.handle_inbound(message("/forget confirm"))
+    assert "plumber" not in h.path(uid, REMINDERS).read_text()
+    h.timer.armed.clear()
+    await h.gw.handle_inbound(message("/forget undo"))
+    assert "plumber" in h.path(uid, REMINDERS).read_text()
+    assert [d for d, _ in h.timer.armed.values()] == [datetime(2026, 6, 2, 10, tzinfo=UTC)]
