@@ -57,3 +57,9 @@ async def test_the_settings_api_zone_change_rearms_too(harness) -> None:  # type
     h.gw.state.users.set_timezone(uid, "Asia/Tokyo")  # what PATCH /api/users/{uid}/settings does, then:
     await h.gw.hooks.conversation_changed(h.gw, user_id=uid)
     assert await h.walk(datetime(2026, 6, 1, 1, tzinfo=UTC)) == [datetime(2026, 6, 1, 0, 0, tzinfo=UTC)]
+
+
+async def test_help_lists_tz(harness) -> None:  # type: ignore[no-untyped-def]
+    h = await harness(datetime(2026, 6, 1, 0, tzinfo=UTC))
+    reply = await h.gw.handle_inbound(message("/help"))
+    assert reply is not None and "/tz ZONE: set it (an IANA name such as Europe/Berlin)" in reply.text
