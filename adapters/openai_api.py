@@ -162,8 +162,9 @@ class OpenAIAdapter(Adapter):
             req = parse_chat(await _json(request))
             name = conversation_name(request.headers.get(CONVERSATION_HEADER)
                                      or request.headers.get(OPEN_WEBUI_CHAT_HEADER), req.user)  # fmt: skip
+            if req.model not in self._personas(key.user_id):
+                raise _no_model(req.model)
             message = self._message(key, req, name)
-            switched = self._choose_persona(key.user_id, message.conversation_key, req.model)
             refusal = self.limits.message(key.user_id)
             if refusal is not None:
                 raise WireError(429, refusal, code="rate_limit_exceeded", headers={"Retry-After": "10"})
@@ -174,6 +175,11 @@ class OpenAIAdapter(Adapter):
                 return WireError(429, f"the server is answering {self.limits.max_turns} messages already; try "
                                  "again in a moment", code="rate_limit_exceeded",
                                  headers={"Retry-After": "2"}).response()  # fmt: skip
+            # Only a request that runs a turn changes the conversation's persona (never a refused one).
+            try:
+                switched = self._choose_persona(key.user_id, message.conversation_key, req.model)
+            except WireError as exc:
+                return exc.response()
             if req.stream:
                 response = await self._stream(request, message, req)
             else:

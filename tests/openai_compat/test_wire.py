@@ -120,16 +120,19 @@ async def test_bad_json_is_400_and_an_unknown_model_404(start: Start) -> None:
 
 
 async def test_over_the_limit_is_429(start: Start, fake_anthropic: FakeAnthropic) -> None:
-    gw = await start(server={"port": 0, "rate_limit": {"messages_per_minute": 1, "burst": 2}})
+    gw = await start(server={"port": 0, "rate_limit": {"messages_per_minute": 1, "burst": 2}},
+                     personas={"channels": {"nextcloud": "developer"}})  # fmt: skip
     api = client(gw, person(gw, "ada", "Ada"))
     other = client(gw, person(gw, "bob", "Bob"))
     hi = [{"role": "user", "content": "hi"}]
     for _ in range(2):
         await api.chat.completions.create(model="kith", messages=hi)  # type: ignore[arg-type]
     with pytest.raises(openai.RateLimitError) as caught:
-        await api.chat.completions.create(model="kith", messages=hi)  # type: ignore[arg-type]
+        await api.chat.completions.create(model="developer", messages=hi)  # type: ignore[arg-type]
     assert caught.value.status_code == 429
     assert isinstance(caught.value.body, dict) and caught.value.body["code"] == "rate_limit_exceeded"
+    key_id = gw.state.api_keys.of_user("ada")[0].key_id
+    assert gw.state.persona_choices.chosen("ada", f"openai:{key_id}") is None  # a refused request changes nothing
     await other.chat.completions.create(model="kith", messages=hi)  # type: ignore[arg-type]  # per person
 
 
