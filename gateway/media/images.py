@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import warnings
 
-from PIL import Image, UnidentifiedImageError
+from PIL import Image, ImageOps, UnidentifiedImageError
 
 from gateway.media.errors import TooLarge, Unsupported
 from gateway.media.limits import MediaLimits
@@ -39,7 +39,9 @@ def prepare_image(data: bytes, *, name: str, limits: MediaLimits) -> ImagePart:
 def _downscaled(img: Image.Image, *, name: str, limits: MediaLimits) -> ImagePart:
     if getattr(img, "is_animated", False):
         img.seek(0)  # the first frame: models take still images
-    frame = img.convert("RGBA" if _has_alpha(img) else "RGB")
+    # Phone cameras store pixels sideways and an EXIF note to turn them; the model sees pixels only.
+    upright = ImageOps.exif_transpose(img) or img
+    frame = upright.convert("RGBA" if _has_alpha(upright) else "RGB")
     frame.thumbnail((limits.image_max_side, limits.image_max_side))
     out = io.BytesIO()
     if frame.mode == "RGBA":

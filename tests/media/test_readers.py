@@ -104,3 +104,20 @@ def test_stored_names_are_one_safe_segment(name: str, expected: str) -> None:
     got = safe_name(name)
     assert "/" not in got and "\\" not in got and not got.startswith(".")
     assert got == expected
+
+
+def test_images_are_turned_upright_and_downscaled() -> None:
+    import io
+
+    from PIL import Image
+
+    from gateway.media.images import prepare_image
+
+    img = Image.new("RGB", (400, 200), (10, 200, 10))
+    exif = Image.Exif()
+    exif[0x0112] = 6  # Orientation: rotate 90 degrees clockwise to view
+    out = io.BytesIO()
+    img.save(out, format="JPEG", exif=exif)
+    part = prepare_image(out.getvalue(), name="phone.jpg", limits=MediaLimits(image_max_side=100))
+    seen = Image.open(io.BytesIO(part.data))
+    assert part.mime_type == "image/jpeg" and seen.size == (50, 100), seen.size
