@@ -43,6 +43,9 @@ class UploadStore:
             raise TooLarge(f"{name or 'the file'} is {len(data):,} bytes; the limit is {self.limits.max_bytes:,}")
         with self._lock:
             self._expire()
+            mine = sum(1 for u in self._uploads.values() if u.user_id == user_id)
+            if mine >= 2 * self.limits.max_files:
+                raise TooLarge(f"{mine} of your uploads are waiting for a message already; send them first")
             held = sum(len(u.data) for u in self._uploads.values())
             if held + len(data) > self.limits.upload_total_bytes:
                 raise TooLarge("too many uploads are waiting to be sent; send or wait a moment and try again")

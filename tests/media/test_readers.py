@@ -121,3 +121,19 @@ def test_images_are_turned_upright_and_downscaled() -> None:
     part = prepare_image(out.getvalue(), name="phone.jpg", limits=MediaLimits(image_max_side=100))
     seen = Image.open(io.BytesIO(part.data))
     assert part.mime_type == "image/jpeg" and seen.size == (50, 100), seen.size
+
+
+def test_pending_uploads_are_capped_per_person_and_in_total() -> None:
+    from gateway.media.errors import TooLarge
+    from gateway.media.uploads import UploadStore
+
+    store = UploadStore(MediaLimits(max_files=2, max_bytes=100, upload_total_bytes=1000))
+    ids = [store.add(user_id="a", name=f"{i}.txt", mime_type="text/plain", data=b"x" * 10).upload_id for i in range(4)]
+    with pytest.raises(TooLarge, match="waiting for a message"):
+        store.add(user_id="a", name="5.txt", mime_type="text/plain", data=b"x")
+    assert store.get(ids[0], user_id="b") is None, "another person's upload is unknown"
+    assert store.take(ids[0]) is not None and store.take(ids[0]) is None, "handed over once"
+    for i in range(9):
+        store.add(user_id=f"u{i}", name="big", mime_type="", data=b"x" * 100)
+    with pytest.raises(TooLarge, match="too many uploads"):
+        store.add(user_id="z", name="big", mime_type="", data=b"x" * 100)
