@@ -70,12 +70,19 @@ async def take_in(gateway: Gateway, turn: Turn) -> PreparedMessage | Reply | Non
         log.exception("reading an attachment of turn %s failed", turn.turn_id)
         return _refusal("something went wrong while reading it; the error is logged")
     if not turn.otr:
-        saved = Saved(gateway.memory_store(turn.user.user_id))
+        try:
+            saved = Saved(gateway.memory_store(turn.user.user_id))
+        except RuntimeError:  # no memory service (a gateway started without one): nowhere to keep it
+            log.exception("no memory store for the attachments of turn %s", turn.turn_id)
+            return _refusal("files cannot be kept on this server right now; the error is logged")
         try:
             await asyncio.to_thread(_store, saved, items, turn, limits)
-        except (MemoryStoreError, OSError) as exc:
+        except Exception as exc:
             await asyncio.to_thread(saved.undo, msg.message_id)
-            log.warning("could not store the attachments of turn %s: %s", turn.turn_id, exc)
+            if isinstance(exc, MemoryStoreError | OSError):
+                log.warning("could not store the attachments of turn %s: %s", turn.turn_id, exc)
+            else:
+                log.exception("storing the attachments of turn %s failed", turn.turn_id)
             return _refusal("it could not be stored (the server's disk or memory store refused it); nothing was kept")
     return _prepared(msg.text, items, otr=turn.otr)
 

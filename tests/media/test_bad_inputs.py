@@ -130,3 +130,22 @@ async def test_uploads_need_a_signed_in_person_and_the_csrf_token(browser_gw: tu
         assert resp.status == 401
     async with b.http.post(url(gw, "/api/uploads"), data=png(), headers={"Content-Type": "image/png"}) as resp:
         assert resp.status == 403, "a cookie without the CSRF token changes nothing"
+
+
+async def test_a_store_that_fails_halfway_takes_back_what_the_message_wrote(make_gateway: GatewayFactory) -> None:
+    # The image is written first; the document's text is then over the memory store's per-file cap,
+    # so its write fails and the image already stored is removed again.
+    gw = await make_gateway(memory={"max_file_bytes": 4096})
+    b = await signed_in_browser(gw)
+    try:
+        status, photo = await b.upload(png(), "first.png", "image/png")
+        assert status == 201
+        status, notes = await b.upload(("long notes line\n" * 1000).encode(), "notes.txt", "text/plain")
+        assert status == 201
+        reply = await b.send("both", [photo["upload_id"], notes["upload_id"]])
+        assert reply["notice"] and "could not be stored" in reply["text"] and "nothing was kept" in reply["text"]
+        assert media_files(gw.data_dir, b.user_id) == []
+        audit = (gw.data_dir / "users" / b.user_id / ".audit.jsonl").read_text()
+        assert '"op": "delete"' in audit and "first.png" in audit, "the undo is audited like the write"
+    finally:
+        await b.close()
