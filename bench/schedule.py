@@ -8,6 +8,9 @@ the delivery outbox) on a temporary data directory. ``--users`` people (1,000) e
 start-up does. Each fires through the ``schedule_due`` job, ``gateway.delivery.outbox.deliver`` and
 a channel adapter that records when it was handed the message. Lateness = that instant - the due
 instant (due times have whole-second resolution, as in the file). Goal: p99 <= 1 s.
+``lateness_outbox_only``: the same items and due times as delayed bus jobs that call the outbox
+directly (no schedule files): what the bus and the delivery outbox cost without the engine's file
+bookkeeping.
 
 **At rest.** A second gateway with ``--idle-users`` people (100,000), 1% of them with a reminder
 armed for later, runs for ``--idle-seconds`` (60) with nothing due: the bus scheduler's ticks (cron
@@ -32,6 +35,7 @@ from bench.common import machine, percentile
 from gateway.adapter import Adapter, AdapterRegistry
 from gateway.app import Gateway
 from gateway.config import parse_config
+from gateway.delivery.outbox import deliver
 from gateway.hookspecs import hookimpl
 from gateway.types import ConversationAddress, Reply
 
@@ -52,10 +56,20 @@ class Sink(Adapter):
         Sink.received.setdefault(reply.text, time.time())
 
 
+async def bench_deliver(ctx: Any, payload: dict[str, Any]) -> None:
+    """The outbox alone: a delayed bus job per item hands it to ``deliver`` (no schedule files)."""
+    await deliver(ctx.gateway, user_id=payload["user_id"], text=payload["text"], kind="reminder", origin=None,
+                  delivery_id=payload["id"])  # fmt: skip
+
+
 class SinkPlugin:
     @hookimpl
     def gateway_register_adapters(self, register: AdapterRegistry) -> None:
         register(Sink)
+
+    @hookimpl
+    def gateway_register_jobs(self, register: Any) -> None:
+        register(bench_deliver, name="bench_deliver", timeout=60)
 
 
 def configure(parser: argparse.ArgumentParser) -> None:
@@ -137,6 +151,36 @@ async def lateness(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     }
 
 
+async def lateness_outbox(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    """The same items and due times, armed as delayed bus jobs that call the outbox directly."""
+    Sink.received = {}
+    rng = random.Random(16)
+    async with Gateway(_config(tmp / "outbox"), plugins=(SinkPlugin(),), entry_points=False, serve_http=False,
+                       supervise=False) as gw:  # fmt: skip
+        assert gw.bus is not None
+        uids = await _people(gw, args.users, sink=True)
+        start = datetime.now(UTC) + timedelta(seconds=args.lead)
+        due: dict[str, float] = {}
+        t0 = time.monotonic()
+        for n, uid in enumerate(uids):
+            _, d = _reminders(n, args.items, start, args.spread, rng)
+            for k, (text, when) in enumerate(d.items()):
+                due[text] = when
+                await gw.bus.enqueue("bench_deliver", {"user_id": uid, "text": text, "id": f"b{n}-{k}"},
+                                     job_id=f"b{n}-{k}", delay=max(0.0, when - time.time()))  # fmt: skip
+        armed_s = time.monotonic() - t0
+        for _ in range(int((args.lead + args.spread + 120) * 2)):
+            if len(Sink.received) >= len(due):
+                break
+            await asyncio.sleep(0.5)
+        late = [Sink.received[t] - d for t, d in due.items() if t in Sink.received]
+    return {
+        "items": len(due), "delivered": len(late), "missing": len(due) - len(late), "arm_s": round(armed_s, 2),
+        "lateness_p50_s": round(percentile(late, 0.5), 3), "lateness_p99_s": round(percentile(late, 0.99), 3),
+        "lateness_max_s": round(max(late, default=0.0), 3),
+    }
+
+
 async def at_rest(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
     from gateway.schedule.engine import sync_user
 
@@ -184,8 +228,12 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         late = await lateness(args, Path(tmp))
         if not args.json:
             print(json.dumps({"lateness": late}), flush=True)
+        outbox_only = await lateness_outbox(args, Path(tmp))
+        if not args.json:
+            print(json.dumps({"lateness_outbox_only": outbox_only}), flush=True)
         rest = await at_rest(args, Path(tmp))
-    return {"bench": "schedule", "machine": machine(), "lateness": late, "at_rest": rest,
+    return {"bench": "schedule", "machine": machine(), "lateness": late, "lateness_outbox_only": outbox_only,
+            "at_rest": rest,
             "goal_p99_s": 1.0, "goal_met": late["lateness_p99_s"] <= 1.0 and late["missing"] == 0}  # fmt: skip
 
 
