@@ -130,6 +130,11 @@ async def test_uploads_need_a_signed_in_person_and_the_csrf_token(browser_gw: tu
         assert resp.status == 401
     async with b.http.post(url(gw, "/api/uploads"), data=png(), headers={"Content-Type": "image/png"}) as resp:
         assert resp.status == 403, "a cookie without the CSRF token changes nothing"
+    from gateway.http.auth import OPERATOR_TOKEN
+
+    operator = {"Content-Type": "image/png", "Authorization": f"Bearer {gw.http_app[OPERATOR_TOKEN]}"}
+    async with browser() as script, script.post(url(gw, "/api/uploads"), data=png(), headers=operator) as resp:
+        assert resp.status == 403 and "person" in (await resp.json())["message"], "uploads belong to a person"
 
 
 async def test_a_store_that_fails_halfway_takes_back_what_the_message_wrote(make_gateway: GatewayFactory) -> None:
