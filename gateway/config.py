@@ -836,6 +836,10 @@ def parse_config(data: Any, *, env: Mapping[str, str] | None = None, source: str
         data.setdefault("llm", {})
         if isinstance(data["llm"], dict):
             data["llm"]["api_key"] = env["ANTHROPIC_API_KEY"]
+    llm = data.get("llm") if isinstance(data.get("llm"), dict) else None
+    if "OPENAI_API_KEY" in env and llm is not None and llm.get("provider") == "openai" and not llm.get("api_key") \
+            and not llm.get("base_url"):
+        llm["api_key"] = env["OPENAI_API_KEY"]  # only for OpenAI itself: a base_url names another server
     cfg: Config | None = None
     try:
         cfg = Config.model_validate(data)

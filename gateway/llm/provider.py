@@ -49,7 +49,7 @@ def model_configured(gateway: Gateway, role: str, job: str, *, structured: bool 
     """
     provider = gateway.llm(role)
     if isinstance(provider, NoModelProvider):
-        reason = "no language model is configured (set ANTHROPIC_API_KEY)"
+        reason = f"no language model is configured for the {role!r} role (set ANTHROPIC_API_KEY, docs/models.md)"
     elif structured and isinstance(provider, EchoProvider):
         reason = "the echo provider cannot write structured memory"
     else:
