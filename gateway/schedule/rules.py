@@ -229,6 +229,11 @@ def _time_of(text: str) -> tuple[int | None, int]:
     return None, 0
 
 
+def _ordinal(n: int) -> str:
+    suffix = "th" if 10 <= n % 100 <= 20 else {1: "st", 2: "nd", 3: "rd"}.get(n % 10, "th")
+    return f"{n}{suffix}"
+
+
 def describe(rec: Recurrence) -> str:
     """What a rule means, in words, for the person to confirm ("every weekday at 08:00")."""
     if rec.kind == "cron":
@@ -249,7 +254,7 @@ def describe(rec: Recurrence) -> str:
             on = names[0] if len(names) == 1 else ", ".join(names[:-1]) + " and " + names[-1]
             head = f"every {on}" if interval == 1 else f"{head} on {on}"
     if f.get("BYMONTHDAY"):
-        head += f" on day {f['BYMONTHDAY']}"
+        head += " on the " + ", ".join(_ordinal(int(d)) for d in f["BYMONTHDAY"].split(",") if d.lstrip("-").isdigit())
     if f.get("BYMONTH") and freq == "YEARLY":
         head += f" of month {f['BYMONTH']}"
     if "BYHOUR" in f:
