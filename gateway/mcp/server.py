@@ -127,7 +127,6 @@ class McpServer:
                 self.last_error = describe(exc)
             self._client = None
             self.state = ServerState.BACKOFF
-            self._on_tools(self)  # withdraws nothing from the registry; ``up`` is False now
             self.listed.set()
             if time.monotonic() - started > HEALTHY_AFTER_S:
                 backoff.reset()
@@ -139,7 +138,7 @@ class McpServer:
 
     async def _connected(self) -> None:
         async with contextlib.AsyncExitStack() as stack:
-            # The handshake, listings and pings are bounded by the client's read timeout (a call
+            # The handshake and listings are bounded by the client's read timeout (a call
             # passes its own). No cancel scope may wrap entering the client: its task group would
             # outlive the scope, which anyio refuses.
             client = Client(await self._target(stack), read_timeout_seconds=self.cfg.connect_timeout_s,
@@ -153,9 +152,14 @@ class McpServer:
             self._publish(listing)
             self.listed.set()
             log.info("MCP server %s is up: %d tools (%s)", self.name, len(self.tools), ", ".join(sorted(self.tools)))
-            async with anyio.create_task_group() as tg:
-                tg.start_soon(self._listen, client)
-                await self._watch(client)  # returns only by raising: the connection is unusable
+            try:
+                async with anyio.create_task_group() as tg:
+                    tg.start_soon(self._listen, client)
+                    await self._watch(client)  # returns only by raising: the connection is unusable
+            finally:
+                # Withdrawn before the transport unwinds: closing a stuck child takes seconds.
+                self._client = None
+                self.state = ServerState.BACKOFF
 
     async def _listen(self, client: Client) -> None:
         """Re-list on a change: 2026-era servers announce it on a ``subscriptions/listen`` stream
