@@ -213,10 +213,19 @@ def _reminder(mark: str, rest: str, tz_name: str, now: datetime) -> tuple[Item |
     hand = _RECURRING_HAND.match(visible)
     since_date = date.fromisoformat(fields["since_date"]) if "since_date" in fields else None
     if vis and valid_zone(vis["tz"]):
-        try:
-            rec = parse_phrase(vis["phrase"], today=since_date)
-        except RuleError:
-            rec = None
+        stored = None
+        if "rule" in fields:
+            try:
+                stored = parse_stored(fields["rule"], since_date)
+            except RuleError:
+                stored = None
+        if stored is not None and stored.describe() == vis["phrase"].strip():
+            rec = stored  # the words are the rule's own: the exact rule (a yearly date, a cron) stands
+        else:
+            try:
+                rec = parse_phrase(vis["phrase"], today=since_date)
+            except RuleError:
+                rec = None
         what, zone_name = vis["what"].strip(), vis["tz"]
     elif hand:
         rec = parse_phrase(hand["phrase"], today=now.date())
