@@ -73,3 +73,20 @@ def test_a_cron_rule_fires_once_on_fall_back() -> None:
     # after three days down, the latest missed occurrence only
     assert latest_due(rec, ny, datetime(2026, 10, 1, tzinfo=UTC), datetime(2026, 11, 3, 12, tzinfo=UTC)) == \
         datetime(2026, 11, 3, 6, 30, tzinfo=UTC)
+
+
+def test_a_line_whose_words_are_its_rule_keeps_the_exact_rule() -> None:
+    from gateway.schedule.items import parse_reminders
+
+    now = datetime(2026, 6, 1, tzinfo=UTC)
+    text = ('- [ ] every year on the 5th of month 6 at 09:00 (UTC) birthday <!-- reminder id=r1 '
+            'rule="rrule:FREQ=YEARLY;BYMONTH=6;BYMONTHDAY=5;BYHOUR=9;BYMINUTE=0" since=2026-06-01T00:00:00Z -->\n'
+            "- [ ] on the cron schedule '0 8 * * 1-5' (UTC) cron one <!-- reminder id=r2 rule=\"cron:0 8 * * 1-5\" "
+            "since=2026-06-01T00:00:00Z -->\n")
+    parsed = parse_reminders(text, "UTC", now)
+    assert not parsed.problems and parsed.text == text  # nothing rewritten
+    yearly, cron = parsed.items
+    assert yearly.next_due(zone("UTC"), now) == datetime(2026, 6, 5, 9, tzinfo=UTC)
+    assert cron.rule is not None and cron.rule.kind == "cron"
+    edited = parse_reminders(text.replace("every year on the 5th of month 6 at 09:00", "every day at 10"), "UTC", now)
+    assert edited.items[0].rule is not None and edited.items[0].rule.expr.startswith("FREQ=DAILY;BYHOUR=10")
