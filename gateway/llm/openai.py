@@ -114,6 +114,9 @@ class OpenAIProvider:
             max_retries=config.max_retries,
             timeout=config.timeout_s,
             default_headers={k: v.get_secret_value() for k, v in config.headers.items()} or None,
+            # aiohttp under httpx's interface (the SDK's own option): httpcore's pool re-scanned every
+            # connection per request and stalled with 50 concurrent streams (docs/benchmarks.md).
+            http_client=openai.DefaultAioHttpClient(timeout=config.timeout_s),
         )
 
     async def complete(self, request: LLMRequest, on_delta: DeltaCallback | None = None) -> LLMResponse:

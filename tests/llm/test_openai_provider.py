@@ -47,7 +47,7 @@ async def test_whole_response_without_streaming(fake_openai: FakeOpenAI) -> None
     await p.close()
     assert response.text == "fake-openai heard: ping" and response.input_tokens > 0
     assert "stream" not in fake_openai.requests[-1] or not fake_openai.requests[-1]["stream"]
-    assert fake_openai.headers[-1].get("X-Title") == "kith-test"
+    assert {k.lower(): v for k, v in fake_openai.headers[-1].items()}.get("x-title") == "kith-test"
 
 
 @pytest.mark.parametrize("stream", [True, False])
@@ -147,3 +147,14 @@ async def test_models_endpoint_through_the_sdk(fake_openai: FakeOpenAI) -> None:
     ids = [m.id async for m in p.client.models.list()]
     await p.close()
     assert "fake-gpt" in ids
+
+
+async def test_unreachable_server_is_a_retryable_error() -> None:
+    gone = FakeOpenAI()
+    await gone.start()
+    await gone.close()  # the port was ours and is closed now
+    p = provider(gone, timeout_s=3)
+    with pytest.raises(LLMError) as err:
+        await p.complete(request(), [].append)
+    await p.close()
+    assert err.value.retryable

@@ -38,7 +38,7 @@ async def test_background_jobs_run_on_the_cheap_server(make_gateway: Any, fake_o
     assert [r["model"] for r in fake_openai.requests] == ["fake-gpt", "fake-gpt"]  # the two turns only
     [writer] = fake_openai_cheap.requests
     assert writer["model"] == "fake-mini" and "Looking at flats near the Isar." in json.dumps(writer)
-    assert fake_openai_cheap.headers[-1]["Authorization"] == "Bearer sk-cheap-key"
+    assert {k.lower(): v for k, v in fake_openai_cheap.headers[-1].items()}["authorization"] == "Bearer sk-cheap-key"
     # Usage per person, role and day, priced by each role's prices.
     rows = {r.role: r for r in gw.state.usage.rows(since_day=today(), user_id=uid)}
     assert set(rows) == {"main", "cheap"}
