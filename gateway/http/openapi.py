@@ -76,8 +76,9 @@ def document(routes: list[Route]) -> dict[str, Any]:
             op["requestBody"] = {"required": True,
                                  "content": {"application/json": {"schema": refs[(r.body, "validation")]}}}
         elif r.raw_body:
-            op["requestBody"] = {"required": True,
-                                 "content": {"*/*": {"schema": {"type": "string", "format": "binary"}}}}
+            # Any type is taken (the file's own); the document names the generic one.
+            binary = {"schema": {"type": "string", "format": "binary"}}
+            op["requestBody"] = {"required": True, "content": {"application/octet-stream": binary}}
         for status in sorted({*r.errors, *((400,) if r.body or r.query else ())}):
             op["responses"][str(status)] = {"description": ERROR_CODES.get(status, "error"), **error_ref}
         if r.public:
