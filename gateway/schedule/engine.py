@@ -230,7 +230,8 @@ async def fire(gateway: Gateway, payload: dict[str, Any]) -> bool:
     delivery_id = f"{kind}:{uid}:{item_id}:{stamp(occurrence)}"
     await _deliver(gateway, sched, uid, item, delivery_id)
     sched.fired += 1
-    _record(gateway, uid, rel, item, occurrence, now)
+    # A guarded write syncs to disk: off the loop, so due items of other people are not held up by it.
+    await asyncio.to_thread(_record, gateway, uid, rel, item, occurrence, now)
     if item.rule is not None and sched.timer is not None:
         done = Item(item.kind, item.id, item.text, item.status, rule=item.rule, last=occurrence, since=item.since,
                     zone=item.zone, origin=item.origin)
