@@ -50,7 +50,10 @@ def _prices(gateway: Gateway, role: str) -> Prices:
 
 
 def record(gateway: Gateway, turn: Turn | None, request: LLMRequest, response: LLMResponse) -> None:
-    """Add one call to the person's (or nobody's: ``''``) row of the day."""
+    """Add one call to the person's (or nobody's: ``''``) row of the day. Off-The-Record turns leave
+    nothing behind, not even their token counts."""
+    if turn is not None and turn.otr:
+        return
     user_id = turn.user.user_id if turn is not None and turn.user is not None else str(
         request.metadata.get("user_id", ""))
     state = getattr(gateway, "state", None)
