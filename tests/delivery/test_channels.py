@@ -70,8 +70,10 @@ async def test_web_reminder_waits_for_the_tab_then_goes_to_preferred_telegram(ri
         await _remind(rig, ada, "r0a02", "call Sam", 2)  # set in the web chat again, tab closed
         sent = await rig.tg.wait_sent(before + 1, timeout=20)
         assert sent[-1].chat_id == ADA_TG and "call Sam" in sent[-1].text
+        # The row is marked sent (with its channel) just after Telegram has the message: wait for it.
+        await wait_for(lambda: any(e.text == "Reminder: call Sam" and e.channel == "telegram"
+                                   for e in outbox.list_for(ada)), 20, "the Telegram delivery recorded")
         entries = {e.text: e for e in outbox.list_for(ada)}
-        assert entries["Reminder: call Sam"].channel == "telegram"
         assert entries["Reminder: stretch"].channel == "websocket"
         ws, _ = await _hello(http, rig)  # nothing more is waiting for the tab
         with pytest.raises(TimeoutError):
