@@ -25,13 +25,13 @@ async def test_keyboard_only(
     for size in SIZES:  # one gateway, a desktop and a phone browser in turn
         chat = await open_chat(browser, gw, size, client_id=f"web-keyboard_only-{size}")
         page = chat.page
-        # Tab order: the person, History, Settings, then the message box.
+        # Tab order: the person, History, Settings, the memory console, then the message box.
         await page.evaluate("document.activeElement.blur()")
         order = []
-        for _ in range(5):
+        for _ in range(6):
             await page.keyboard.press("Tab")
             order.append(await focused(page))
-        assert order[:3] == ["person-btn", "sessions-btn", "settings-btn"]
+        assert order[:4] == ["person-btn", "sessions-btn", "settings-btn", "memory-link"]
         assert "input" in order
         # Shift+Enter is a newline, Enter sends.
         await page.focus("#input")
