@@ -137,12 +137,12 @@ def test_the_link_address_follows_the_configuration(tmp_path: Path) -> None:
     from gateway.http.signin import base_url
 
     def for_server(**server: object) -> str:
-        return base_url(test_config(tmp_path / "data", server={"port": 8765, **server}).server, None)
+        return base_url(test_config(tmp_path / "data", server={"port": 18765, **server}).server, None)
 
     token = {"token": "t" * 32}
-    assert for_server() == "http://127.0.0.1:8765"
-    assert for_server(host="192.168.1.5", **token) == "http://192.168.1.5:8765"
-    assert for_server(host="::", **token) == "http://127.0.0.1:8765"
-    assert for_server(host="fd00::5", **token) == "http://[fd00::5]:8765"
-    assert for_server(host="0.0.0.0", public_names=["kith.lan"], **token) == "http://kith.lan:8765"
+    assert for_server() == "http://127.0.0.1:18765"
+    assert for_server(host="192.168.1.5", **token) == "http://192.168.1.5:18765"
+    assert for_server(host="::", **token) == "http://127.0.0.1:18765"
+    assert for_server(host="fd00::5", **token) == "http://[fd00::5]:18765"
+    assert for_server(host="0.0.0.0", public_names=["kith.lan"], **token) == "http://kith.lan:18765"
     assert for_server(public_url="https://kith.example.org:8443/", **token) == "https://kith.example.org:8443"

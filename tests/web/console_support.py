@@ -9,47 +9,23 @@ Screenshots go to ``$KITH_SCREENSHOTS`` or a fresh temporary directory (never in
 from __future__ import annotations
 
 import os
-import shutil
 import tempfile
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
-
-import pytest
 
 from gateway.memory.background.distill import run_tier
 from gateway.memory.curation import curate
 from gateway.memory.files import quarantine
 from gateway.memory.files.poison import Provenance
 from gateway.testing import message
+from tests.web.chat_support import SIZES, browser  # noqa: F401  (browser: the shared fixture, re-exported)
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
-# The phone is shown in dark mode and the desktop in light mode, so the screenshots cover both themes.
-SIZES: dict[str, dict[str, Any]] = {
-    "phone": {"viewport": {"width": 390, "height": 844}, "color_scheme": "dark", "is_mobile": True,
-              "has_touch": True},
-    "desktop": {"viewport": {"width": 1280, "height": 860}, "color_scheme": "light"},
-}
+# One browser set-up for the chat and the console tests: the phone is dark, the desktop light, so the
+# screenshots cover both themes.
 CLIENT = "web-console-alice"
 CANARY = "ZEBRA-7731-QUOKKA"
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Any]:
-    if shutil.which(CHROMIUM) is None:
-        if os.environ.get("KITH_REQUIRE_BROWSER"):
-            pytest.fail("Debian chromium is required for the console tests (apt-get install chromium)")
-        pytest.skip("Debian chromium not installed")
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as pw:
-        b = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        yield b
-        await b.close()
 
 
 _SHOTS: list[Path] = []
@@ -71,7 +47,7 @@ async def shot(page: Any, name: str) -> Path:
     return path
 
 
-async def open_console(browser: Any, gw: Any, size: str, *, client_id: str = CLIENT, path: str = "/console") -> Any:
+async def open_console(browser: Any, gw: Any, size: str, *, client_id: str = CLIENT, path: str = "/console") -> Any:  # noqa: F811
     """A page of a fresh browser profile whose chat client id is ``client_id`` (the console signs in with it)."""
     context = await browser.new_context(**SIZES[size])
     await context.add_init_script(f"localStorage.setItem('kith.client_id', {client_id!r});")
