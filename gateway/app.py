@@ -32,11 +32,14 @@ from gateway.identity.users import Identities
 from gateway.llm.base import NO_MODEL_HELP, Provider
 from gateway.llm.provider import NoModelProvider, make_providers
 from gateway.llm.routed import RoutedModel
-from gateway.logs import collect_secrets, install_redaction
+from gateway.logs import TURN_ID, collect_secrets, install_redaction
 from gateway.mcp import MANAGER as MCP_MANAGER
 from gateway.memory.files.store import MemoryStore
 from gateway.memory.knowledge.graph import KnowledgeGraph
 from gateway.memory.search.service import MemoryService
+from gateway.ops.http import routes as metrics_routes
+from gateway.ops.metrics import OUTCOME as TURN_OUTCOME
+from gateway.ops.metrics import observe_turn
 from gateway.plugins import PluginHost, build_plugin_host
 from gateway.sessions import Sessions
 from gateway.state import State, open_state_async
@@ -80,6 +83,7 @@ class Gateway:
         install_signin(self.http_app, self)  # session cookie, sign-in routes, CSRF token (gateway/http/signin.py)
         self.http_app.router.add_get("/healthz", self._healthz)
         self.http_app.router.add_routes(operator_routes(self))
+        self.http_app.router.add_routes(metrics_routes(self))  # /metrics (Prometheus; gateway/ops/http.py)
         install_person_api(self.http_app, self)  # /api: the person-facing JSON API + OpenAPI (docs/api.md)
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
@@ -229,7 +233,18 @@ class Gateway:
         turn = Turn(turn_id=uuid.uuid4().hex, message=message, received_at=message.timestamp or datetime.now(UTC))
         if on_delta is not None:
             turn.stash[ON_DELTA] = on_delta
-        return await self.hooks.handle_turn(self, turn)
+        # Every log line of this turn carries its id (JSON logs, gateway/logs.py); counted for /metrics.
+        token = TURN_ID.set(turn.turn_id)
+        started = time.perf_counter()
+        outcome = "error"
+        try:
+            reply = await self.hooks.handle_turn(self, turn)
+            outcome = turn.stash.get(TURN_OUTCOME) or (
+                "dropped" if reply is None else "notice" if reply.notice else "replied")
+            return reply
+        finally:
+            observe_turn(message.channel, outcome, time.perf_counter() - started)
+            TURN_ID.reset(token)
 
     async def send(self, address: ConversationAddress, reply: Reply) -> None:
         """Deliver a message outside a turn (reminders, notices) through the owning adapter."""

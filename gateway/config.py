@@ -666,6 +666,25 @@ class McpConfig(Section):
         return v
 
 
+# --------------------------------------------------------------------------------------- operations
+
+
+class LoggingConfig(Section):
+    """How log lines look (docs/operations.md#logs); the level is ``log_level``."""
+
+    format: Literal["text", "json"] = "text"  # json: one object per line, with the turn id of a turn's lines
+
+
+class MetricsConfig(Section):
+    """``GET /metrics`` in the Prometheus text format (docs/operations.md#metrics)."""
+
+    enabled: bool = True
+    # A scrape credential of its own (Authorization: Bearer), so Prometheus never holds the operator
+    # token. Without server.token /metrics is open on loopback unless this is set; with server.token
+    # (reachable beyond loopback) it needs this token or the operator credential.
+    token: SecretStr | None = None
+
+
 # --------------------------------------------------------------------------------------------- root
 
 
@@ -686,6 +705,8 @@ class Config(Section):
     background: BackgroundConfig = Field(default_factory=BackgroundConfig)
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
+    logging: LoggingConfig = Field(default_factory=LoggingConfig)
+    metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     # Sections owned by third-party plugins, validated by them in gateway_configure.
     extensions: dict[str, Any] = Field(default_factory=dict)
 

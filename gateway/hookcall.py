@@ -13,10 +13,12 @@ from __future__ import annotations
 import asyncio
 import inspect
 import logging
+from time import perf_counter
 from typing import Any
 
 import pluggy
 
+from gateway.ops.metrics import observe_stage
 from gateway.registry import Registry
 
 log = logging.getLogger("kith.hooks")
@@ -40,6 +42,7 @@ class HookCaller:
     ) -> tuple[bool, Any]:
         """Returns (ok, result). Exceptions and timeouts are logged with the plugin's name."""
         args = [kwargs[name] for name in impl.argnames]
+        started = perf_counter()  # every stage's latency: kith_stage_seconds (gateway/ops/metrics.py)
         try:
             result = impl.function(*args)
             if inspect.isawaitable(result):
@@ -55,6 +58,8 @@ class HookCaller:
             self._record_failure(impl.plugin_name)
             log.exception("plugin %s failed in %s; skipped", impl.plugin_name, hook_name)
             return False, None
+        finally:
+            observe_stage(hook_name, impl.plugin_name, perf_counter() - started)
 
     def _record_failure(self, plugin_name: str) -> None:
         self.failures[plugin_name] = self.failures.get(plugin_name, 0) + 1
@@ -88,9 +93,13 @@ class HookCaller:
                     continue
             else:
                 args = [kwargs[name] for name in impl.argnames]
-                result = impl.function(*args)
-                if inspect.isawaitable(result):
-                    result = await asyncio.wait_for(result, t) if t else await result
+                started = perf_counter()
+                try:
+                    result = impl.function(*args)
+                    if inspect.isawaitable(result):
+                        result = await asyncio.wait_for(result, t) if t else await result
+                finally:
+                    observe_stage(hook_name, impl.plugin_name, perf_counter() - started)
             if result is not None:
                 return result
         return None

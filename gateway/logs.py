@@ -1,14 +1,21 @@
-"""Logging setup with secret redaction.
+"""Logging setup with secret redaction, as text or as JSON lines (``logging.format``).
 
 kith never logs secrets on purpose; redaction at record creation is the safety net for third-party
 libraries that echo URLs or headers (a Telegram bot token is part of every Bot API URL).
+
+JSON lines (docs/operations.md#logs) carry the turn id of the turn that wrote them: ``TURN_ID`` is set
+by ``Gateway.handle_inbound`` for the turn's duration, and asyncio copies it into tasks started
+meanwhile. The traceback of a JSON line is redacted too (an exception's text may quote a URL).
 """
 
 from __future__ import annotations
 
+import json
 import logging
 import time
 from collections.abc import Iterable
+from contextvars import ContextVar
+from datetime import UTC, datetime
 
 from pydantic import BaseModel, SecretStr
 
@@ -34,6 +41,16 @@ def collect_secrets(node: object) -> list[str]:
 _SECRETS: set[str] = set()
 _installed = False
 
+#: The turn being handled in this context ("" outside turns); set by ``Gateway.handle_inbound``.
+TURN_ID: ContextVar[str] = ContextVar("kith_turn_id", default="")
+
+
+def redact(text: str) -> str:
+    for secret in sorted(_SECRETS, key=len, reverse=True):
+        if secret in text:
+            text = text.replace(secret, "***")
+    return text
+
 
 def install_redaction(secrets: Iterable[str]) -> None:
     """Redact secrets from every log record at creation, whatever handler or test capture reads it.
@@ -55,10 +72,7 @@ def install_redaction(secrets: Iterable[str]) -> None:
                 message = record.getMessage()
             except Exception:
                 return record
-            redacted = message
-            for secret in sorted(_SECRETS, key=len, reverse=True):
-                if secret in redacted:
-                    redacted = redacted.replace(secret, "***")
+            redacted = redact(message)
             if redacted != message:
                 record.msg, record.args = redacted, ()
         return record
@@ -100,9 +114,49 @@ class RepeatFilter(logging.Filter):
         return True
 
 
-def setup_logging(config: Config) -> None:
+class TurnIdFilter(logging.Filter):
+    """Puts the current turn id on every record (``record.turn_id``; "" outside a turn)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        record.turn_id = TURN_ID.get()
+        return True
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per line: ``ts`` (UTC, ISO 8601), ``level``, ``logger``, ``msg``, ``turn`` (when
+    inside a turn), ``exc`` (the traceback, redacted) and ``thread`` when not the main thread."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        out: dict[str, object] = {
+            "ts": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "msg": record.getMessage(),  # redacted when the record was created (install_redaction)
+        }
+        turn = getattr(record, "turn_id", "") or TURN_ID.get()
+        if turn:
+            out["turn"] = turn
+        if record.exc_info:
+            out["exc"] = redact(self.formatException(record.exc_info))
+        elif record.exc_text:
+            out["exc"] = redact(record.exc_text)
+        if record.threadName not in (None, "MainThread"):
+            out["thread"] = record.threadName
+        return json.dumps(out, ensure_ascii=False, default=str)
+
+
+def make_handler(config: Config) -> logging.Handler:
     handler = logging.StreamHandler()
-    handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    if config.logging.format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)-7s %(name)s: %(message)s"))
+    handler.addFilter(TurnIdFilter())
+    return handler
+
+
+def setup_logging(config: Config) -> None:
+    handler = make_handler(config)
     install_redaction(collect_secrets(config))
     root = logging.getLogger()
     root.handlers[:] = [handler]

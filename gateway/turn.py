@@ -27,6 +27,7 @@ from gateway.commands import unknown as unknown_command
 from gateway.context import assemble
 from gateway.hookspecs import hookimpl
 from gateway.llm.base import LLMError
+from gateway.ops.metrics import OUTCOME
 from gateway.text import split_text
 from gateway.tools import toolset
 from gateway.types import (
@@ -172,11 +173,13 @@ async def gateway_handle_turn(gateway: Gateway, turn: Turn) -> Reply | None:
         if response is None:
             raise LLMError("no plugin answered gateway_llm_call")
     except LLMError as exc:
+        turn.stash[OUTCOME] = "model_error"
         gateway.sessions.discard_message(session, turn.turn_id)
         log.warning("model call failed for turn %s: %s", turn.turn_id, exc)
         await hooks.turn_error(gateway, turn, exc)
         return await _render_notice(gateway, turn, Reply(text=exc.user_message, notice=True))
     except Exception as exc:
+        turn.stash[OUTCOME] = "error"
         gateway.sessions.discard_message(session, turn.turn_id)
         log.exception("turn %s failed", turn.turn_id)
         await hooks.turn_error(gateway, turn, exc)

@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 
 from gateway.config import Prices
 from gateway.llm.base import LLMError
+from gateway.ops.metrics import observe_llm
 from gateway.types import LLMRequest, LLMResponse, StashKey, Turn
 
 if TYPE_CHECKING:
@@ -56,6 +57,10 @@ def record(gateway: Gateway, turn: Turn | None, request: LLMRequest, response: L
         return
     user_id = turn.user.user_id if turn is not None and turn.user is not None else str(
         request.metadata.get("user_id", ""))
+    cost = cost_usd(_prices(gateway, request.role), response)
+    observe_llm(request.role, input_tokens=response.input_tokens, output_tokens=response.output_tokens,
+                cache_read_tokens=response.cache_read_tokens, cache_write_tokens=response.cache_write_tokens,
+                cost_usd=cost)  # /metrics: tokens and cost by role (gateway/ops/metrics.py)
     state = getattr(gateway, "state", None)
     if state is None:
         return
@@ -63,8 +68,7 @@ def record(gateway: Gateway, turn: Turn | None, request: LLMRequest, response: L
         state.usage.add(user_id=user_id, day=today(), role=request.role, provider=response.provider or "",
                         model=response.model or "", input_tokens=response.input_tokens,
                         output_tokens=response.output_tokens, cache_read_tokens=response.cache_read_tokens,
-                        cache_write_tokens=response.cache_write_tokens,
-                        cost_usd=cost_usd(_prices(gateway, request.role), response))
+                        cache_write_tokens=response.cache_write_tokens, cost_usd=cost)
     except Exception:  # bookkeeping never costs a person their answer
         log.exception("recording model usage failed")
 
