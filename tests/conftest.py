@@ -83,3 +83,7 @@ async def ws_connect() -> AsyncIterator[Callable[..., Awaitable[WSClient]]]:
     for ws in sockets:
         await ws.close()
     await session.close()
+
+
+# The state backends (tests/pg.py): state_url / any_state run a test on SQLite and on PostgreSQL.
+from tests.pg import _pg_session, any_state, pg_url, state_url  # noqa: E402, F401

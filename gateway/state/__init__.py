@@ -5,8 +5,11 @@ identities, link requests, sessions, turns, compactions, conversations, dedupe k
 knowledge graph, job progress), each a Protocol whose methods take and return plain values and the
 frozen dataclasses of ``records.py``, plus one transaction helper, ``State.tx()``. The SQLite backend
 (``sqlite/``: one connection per database file, versioned migrations) is the only place in kith that
-holds SQL. ``open_state`` opens a database; on the event loop use ``open_state_async``, which opens it
-in a worker thread (opening may wait for another process: the WAL switch, a migration).
+holds SQL, with the PostgreSQL backend (``postgres/``: a connection pool, the same stores and
+migration model). ``open_state`` opens a SQLite file, ``open_state_url`` a PostgreSQL database, and
+``open_configured`` whichever the config's ``state.url`` names (unset: ``<data_dir>/state.sqlite``); on
+the event loop use the ``_async`` forms, which open in a worker thread (opening may wait for another
+process: the WAL switch, a migration, a server). ``transfer`` moves whole tables between them.
 
 Imports: the standard library and this package only; nothing else of kith (everything else imports
 this).
@@ -73,7 +76,8 @@ __all__ = [
     "PeopleStore", "ProgressStore", "QueueStats", "SchemaError", "SessionStore", "SessionSummary",
     "SigninGrant", "SleepRun", "State", "StorageError", "StoredSession", "TranscriptEntry", "TranscriptRow",
     "TurnContext", "TurnContextStore", "TurnStore", "User", "UserStore",
-    "WebSession", "WebSessionStore", "open_state", "open_state_async", "parse_ts", "ts",
+    "WebSession", "WebSessionStore", "is_postgres_url", "open_configured", "open_configured_async", "open_state",
+    "open_state_async", "open_state_url", "parse_ts", "ts",
 ]  # fmt: skip
 
 
@@ -89,3 +93,29 @@ async def open_state_async(path: Path, *, components: Iterable[str] = COMPONENTS
     """``open_state`` in a worker thread, so the event loop never waits on the file: a fresh database
     switched to WAL by two processes at once, or a migration, can take a while."""
     return await asyncio.to_thread(open_state, path, components=tuple(components))
+
+
+def is_postgres_url(url: str | None) -> bool:
+    return bool(url) and str(url).split(":", 1)[0] in ("postgresql", "postgres")
+
+
+def open_state_url(url: str, *, components: Iterable[str] = COMPONENTS) -> State:
+    """Open the PostgreSQL database at ``url`` (``postgresql://user@host:port/db``), applying missing
+    migrations. Blocking. psycopg is imported only here: a SQLite install never loads it."""
+    if not is_postgres_url(url):
+        raise ValueError(f"not a PostgreSQL URL: {url!r} (state.url takes postgresql://...)")
+    from gateway.state.postgres import open_postgres
+
+    return open_postgres(url, components)
+
+
+def open_configured(data_dir: Path, url: str | None = None) -> State:
+    """The state a config names: PostgreSQL at ``url`` (``state.url``), else ``<data_dir>/state.sqlite``."""
+    if url:
+        return open_state_url(url)
+    return open_state(Path(data_dir) / "state.sqlite")
+
+
+async def open_configured_async(data_dir: Path, url: str | None = None) -> State:
+    """``open_configured`` in a worker thread."""
+    return await asyncio.to_thread(open_configured, data_dir, url)

@@ -35,6 +35,7 @@ STATE_PACKAGE = "gateway/state/"
 # Tests that check the storage itself, and why they need SQL or sqlite3 to do it.
 STORAGE_TESTS = {
     "tests/storage.py": "the storage inspector itself",
+    "tests/pg.py": "creates, empties and drops the tests' PostgreSQL database",
     "tests/core/test_storage_seam.py": "this file (samples for the detector)",
     "tests/core/test_state_migrations.py": "restores a database made before migrations and reads it raw",
     "tests/core/test_state_open.py": "locks a fresh database from another connection",

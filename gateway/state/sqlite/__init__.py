@@ -21,6 +21,7 @@ from gateway.state.sqlite.people import SqlitePeople
 from gateway.state.sqlite.personas import SqlitePersonaChoices
 from gateway.state.sqlite.progress import SqliteProgress
 from gateway.state.sqlite.sessions import SqliteConversations, SqliteDedupe, SqliteSessions
+from gateway.state.sqlite.tables import SqliteTables
 from gateway.state.sqlite.transcript import SqliteCompactions, SqliteTurnContexts, SqliteTurns
 from gateway.state.sqlite.usage import SqliteUsage
 from gateway.state.sqlite.users import SqliteIdentities, SqliteUsers
@@ -53,6 +54,7 @@ class SqliteState:
         self.outbox = SqliteOutbox(self.database)
         self.api_keys = SqliteApiKeys(self.database)
         self.usage = SqliteUsage(self.database)
+        self.tables = SqliteTables(self.database, path)  # whole tables: gateway.state.transfer
 
     @property
     def db(self) -> sqlite3.Connection:

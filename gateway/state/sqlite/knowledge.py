@@ -65,7 +65,7 @@ class SqliteKnowledge:
 
     def all(self, user_id: str | None = None) -> list[Fact]:
         if user_id is None:
-            return self._select("1", ())
+            return self._select("TRUE", ())  # TRUE, not 1: PostgreSQL runs this statement too
         return self._select("user_id = ?", (user_id,))
 
     def timeline(self, entity_key: str, *, user_id: str | None = None) -> list[Fact]:

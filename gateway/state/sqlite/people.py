@@ -242,7 +242,7 @@ class SqlitePeople:
             last = self._db.one("SELECT max(seq) FROM turns WHERE user_id=?", (user_id,))
             if last and last[0] is not None:
                 self._db.run("INSERT INTO bg_sleep(scope, last_seq, last_slot, updated_at) VALUES (?, ?, '', ?)"
-                             " ON CONFLICT(scope) DO UPDATE SET last_seq=max(last_seq, excluded.last_seq)",
+                             " ON CONFLICT(scope) DO UPDATE SET last_seq=max(bg_sleep.last_seq, excluded.last_seq)",
                              (f"user:{user_id}", last[0], ts()))  # fmt: skip
         return counts
 

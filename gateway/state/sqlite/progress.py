@@ -50,7 +50,7 @@ class SqliteProgress:
         """Move the watermark forward only (a late retry of an older batch never moves it back)."""
         self._db.run(
             "INSERT INTO bg_writer(session_id, last_seq, updated_at) VALUES (?,?,?) ON CONFLICT(session_id) DO "
-            "UPDATE SET last_seq=max(last_seq, excluded.last_seq), updated_at=excluded.updated_at",
+            "UPDATE SET last_seq=max(bg_writer.last_seq, excluded.last_seq), updated_at=excluded.updated_at",
             (session_id, seq, ts()),
         )
 
@@ -89,7 +89,7 @@ class SqliteProgress:
         with self._db.tx():
             self._db.run(
                 "INSERT INTO bg_sleep(scope, last_seq, last_slot, updated_at) VALUES (?,?,?,?) ON CONFLICT(scope) "
-                "DO UPDATE SET last_seq=max(last_seq, excluded.last_seq), last_slot=excluded.last_slot, "
+                "DO UPDATE SET last_seq=max(bg_sleep.last_seq, excluded.last_seq), last_slot=excluded.last_slot, "
                 "updated_at=excluded.updated_at",
                 (scope, upto_seq, slot, now),
             )

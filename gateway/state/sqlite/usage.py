@@ -19,11 +19,12 @@ class SqliteUsage:
             output_tokens: int, cache_read_tokens: int, cache_write_tokens: int, cost_usd: float) -> None:
         self._db.run(
             f"INSERT INTO llm_usage({_COLUMNS}) VALUES (?,?,?,?,?,1,?,?,?,?,?)"
-            " ON CONFLICT(user_id, day, role, provider, model) DO UPDATE SET calls=calls+1,"
-            " input_tokens=input_tokens+excluded.input_tokens, output_tokens=output_tokens+excluded.output_tokens,"
-            " cache_read_tokens=cache_read_tokens+excluded.cache_read_tokens,"
-            " cache_write_tokens=cache_write_tokens+excluded.cache_write_tokens,"
-            " cost_usd=cost_usd+excluded.cost_usd",
+            " ON CONFLICT(user_id, day, role, provider, model) DO UPDATE SET calls=llm_usage.calls+1,"
+            " input_tokens=llm_usage.input_tokens+excluded.input_tokens,"
+            " output_tokens=llm_usage.output_tokens+excluded.output_tokens,"
+            " cache_read_tokens=llm_usage.cache_read_tokens+excluded.cache_read_tokens,"
+            " cache_write_tokens=llm_usage.cache_write_tokens+excluded.cache_write_tokens,"
+            " cost_usd=llm_usage.cost_usd+excluded.cost_usd",
             (user_id, day, role, provider, model, input_tokens, output_tokens, cache_read_tokens,
              cache_write_tokens, cost_usd),
         )

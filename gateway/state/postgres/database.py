@@ -1,0 +1,178 @@
+"""The PostgreSQL connection pool and the one transaction helper, with the SQLite ``Database``'s calls.
+
+Synchronous, like the ``State`` Protocol (docs/architecture.md, "Storage"): a statement runs on the
+caller's thread on a pooled connection in autocommit mode; ``tx()`` pins one connection to the calling
+thread until the block ends, and every call made inside on that thread (a nested ``tx()`` too) runs on
+it. A call on another thread meanwhile takes another connection and sees only committed rows.
+
+A ``tx()`` takes a transaction-level advisory lock first, so write transactions run one at a time, as
+SQLite's ``BEGIN IMMEDIATE`` makes them: the stores' read-then-write sequences (a counter, a queue
+quota, a fact merge) keep their meaning on a server that several kith processes share. Single
+statements outside ``tx()`` and reads do not take it (MVCC readers never wait).
+
+Statements are the SQLite stores' own (``dialect.translate``), sent through psycopg's client-side
+binding (``ClientCursor``): values become literals, so SQLite's untyped ``? IS NULL`` reads as it does
+there, with no server-side parameter types to infer.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from typing import Any
+
+import psycopg
+import psycopg_pool
+from psycopg import ClientCursor
+from psycopg.adapt import Loader
+from psycopg.pq import TransactionStatus
+
+from gateway.state.errors import StorageError
+from gateway.state.postgres.dialect import translate
+
+Row = tuple[Any, ...]
+
+# pg_advisory_xact_lock key every write transaction takes ("kith" "tx").
+TX_LOCK = 0x6B697468_7478
+POOL_MIN = 1
+POOL_MAX = 16  # the event loop, the to_thread workers, the knowledge graph's writers
+CONNECT_TIMEOUT_S = 10.0
+
+
+class _IntOrFloat(Loader):
+    """``numeric`` results (only ``sum()`` over ``BIGINT`` makes them: the schema has no numeric column)
+    as ``int``, or ``float`` with a fraction, as SQLite returns them; never ``Decimal``."""
+
+    def load(self, data: Any) -> int | float:
+        text = bytes(data).decode()
+        return float(text) if any(c in text for c in ".eEN") else int(text)
+
+
+def _configure(conn: psycopg.Connection) -> None:
+    conn.adapters.register_loader("numeric", _IntOrFloat)
+
+
+class Result:
+    """A finished statement: its rows fetched (the connection is back in the pool), rowcount, columns."""
+
+    __slots__ = ("_rows", "description", "lastrowid", "rowcount")
+
+    def __init__(self, cur: psycopg.Cursor[Row]) -> None:
+        self.rowcount = cur.rowcount
+        self.description = cur.description
+        self._rows: list[Row] = cur.fetchall() if cur.description is not None else []
+        self.lastrowid = None  # PostgreSQL has none: statements that need an id use RETURNING
+
+    def fetchone(self) -> Row | None:
+        return self._rows[0] if self._rows else None
+
+    def fetchall(self) -> list[Row]:
+        return self._rows
+
+    def __iter__(self) -> Iterator[Row]:
+        return iter(self._rows)
+
+
+class PgDatabase:
+    """A pool, the per-thread transaction, and the statement helpers every store uses."""
+
+    def __init__(self, url: str, *, max_size: int = POOL_MAX) -> None:
+        self.url = url
+        self.pool = psycopg_pool.ConnectionPool(
+            url, min_size=POOL_MIN, max_size=max_size, open=False, configure=_configure,
+            kwargs={"autocommit": True, "cursor_factory": ClientCursor}, name="kith-state",
+        )  # fmt: skip
+        try:
+            self.pool.open(wait=True, timeout=CONNECT_TIMEOUT_S)
+        except (psycopg.Error, psycopg_pool.PoolTimeout) as exc:
+            self.pool.close()
+            raise StorageError(f"cannot connect to PostgreSQL: {exc}") from exc
+        self._local = threading.local()
+
+    def close(self) -> None:
+        self.pool.close()
+
+    @property
+    def lock(self) -> Any:
+        """What the SQLite stores hold to make a read-then-write whole: here, a transaction."""
+        return self.tx()
+
+    @contextmanager
+    def connection(self) -> Iterator[psycopg.Connection]:
+        """The calling thread's transaction connection, or a pooled one for this call."""
+        conn = getattr(self._local, "conn", None)
+        if conn is not None:
+            yield conn
+            return
+        try:
+            with self.pool.connection() as pooled:
+                yield pooled
+        except psycopg_pool.PoolTimeout as exc:
+            raise StorageError(f"no PostgreSQL connection free: {exc}") from exc
+
+    @contextmanager
+    def tx(self) -> Iterator[None]:
+        """One transaction, serialised with every other ``tx()``; a nested ``tx()`` joins the outer one."""
+        local = self._local
+        if getattr(local, "conn", None) is not None:
+            local.depth += 1
+            try:
+                yield
+            finally:
+                local.depth -= 1
+            return
+        with self.connection() as conn:
+            try:
+                conn.execute(f"BEGIN; SELECT pg_advisory_xact_lock({TX_LOCK})")
+            except psycopg.Error as exc:
+                _rollback(conn)
+                raise StorageError(str(exc)) from exc
+            local.conn, local.depth = conn, 1
+            try:
+                yield
+                conn.execute("COMMIT")
+            except BaseException as exc:
+                _rollback(conn)
+                if isinstance(exc, psycopg.Error):
+                    raise StorageError(str(exc)) from exc
+                raise
+            finally:
+                local.conn, local.depth = None, 0
+
+    def run(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> Result:
+        with self.connection() as conn:
+            try:
+                return Result(conn.execute(translate(sql), args))  # type: ignore[arg-type]
+            except psycopg.Error as exc:
+                raise StorageError(str(exc)) from exc
+
+    def many(self, sql: str, rows: Iterable[Sequence[Any]]) -> None:
+        with self.connection() as conn:
+            try:
+                with conn.cursor() as cur:
+                    cur.executemany(translate(sql), rows)  # type: ignore[arg-type]
+            except psycopg.Error as exc:
+                raise StorageError(str(exc)) from exc
+
+    def one(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> Row | None:
+        return self.run(sql, args).fetchone()
+
+    def all(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> list[Row]:
+        return self.run(sql, args).fetchall()
+
+    def native(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> Result:
+        """A statement already in PostgreSQL's dialect (``%s`` placeholders): the backend's own SQL."""
+        with self.connection() as conn:
+            try:
+                return Result(conn.execute(sql, args))  # type: ignore[arg-type]
+            except psycopg.Error as exc:
+                raise StorageError(str(exc)) from exc
+
+
+def _rollback(conn: psycopg.Connection) -> None:
+    if conn.info.transaction_status != TransactionStatus.IDLE:
+        try:
+            conn.execute("ROLLBACK")
+        except psycopg.Error:
+            pass  # the connection is broken: the pool discards it

@@ -1,0 +1,146 @@
+"""The stores whose SQLite statements have no portable form: the rest run as they are (``dialect``).
+
+Full text: SQLite's FTS5 table ``turns_fts`` is, here, a GIN index over ``to_tsvector('simple', content)``
+(words lower-cased, not stemmed, like FTS5's ``unicode61``; diacritics are not folded). The schema is
+read from the catalogue instead of ``sqlite_master``; erasing a person deletes their rows and then
+vacuums the tables it touched (PostgreSQL keeps deleted rows until a vacuum reclaims them).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from gateway.state.postgres.database import PgDatabase
+from gateway.state.records import Fact, NewFact
+from gateway.state.sqlite.knowledge import SqliteKnowledge
+from gateway.state.sqlite.people import SqlitePeople
+from gateway.state.sqlite.transcript import SqliteTurns
+from gateway.state.timestamps import ts
+
+Rows = dict[str, list[dict[str, Any]]]
+
+# How rows() orders a table: insertion order, which the identity columns keep; ctid elsewhere.
+_ORDER = {"turns": "seq", "kg_facts": "id"}
+
+
+def table_columns(db: PgDatabase) -> dict[str, list[str]]:
+    """Every table of the current schema and its columns, in column order."""
+    rows = db.native(
+        "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()"
+        " ORDER BY table_name, ordinal_position"
+    ).fetchall()
+    out: dict[str, list[str]] = {}
+    for table, column in rows:
+        out.setdefault(str(table), []).append(str(column))
+    return out
+
+
+class PgKnowledge(SqliteKnowledge):
+    def __init__(self, db: PgDatabase) -> None:
+        super().__init__(db)  # type: ignore[arg-type]
+        self._pg = db
+
+    def insert(self, fact: NewFact) -> Fact:
+        row = self._pg.one(
+            "INSERT INTO kg_facts (user_id, subject, subject_key, predicate, object, object_key, valid_from, "
+            "valid_until, confidence, source_type, source_ref, replay_key, created_at) "
+            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
+            (fact.user_id, fact.subject, fact.subject_key, fact.predicate, fact.object, fact.object_key,
+             ts(fact.valid_from), ts(fact.valid_until) if fact.valid_until is not None else None,
+             fact.confidence, fact.source_type, fact.source_ref, fact.replay_key, ts(fact.created_at)),
+        )  # fmt: skip
+        assert row is not None
+        inserted = self.get(int(row[0]))
+        assert inserted is not None
+        return inserted
+
+
+class PgTurns(SqliteTurns):
+    def __init__(self, db: PgDatabase) -> None:
+        super().__init__(db)  # type: ignore[arg-type]
+        self._pg = db
+
+    def search_sessions(self, user_id: str, text: str, *, limit: int = 20) -> list[str]:
+        """Ids of the person's direct sessions whose messages hold every word of ``text``, best first."""
+        words = " ".join(text.split()[:16])
+        if not words:
+            return []
+        rows = self._pg.native(
+            "SELECT t.session_id, max(ts_rank(to_tsvector('simple', t.content), q)) AS best"
+            " FROM turns t JOIN sessions s ON s.session_id=t.session_id, plainto_tsquery('simple', %s) q"
+            " WHERE to_tsvector('simple', t.content) @@ q AND t.user_id=%s AND s.scope_key=%s"
+            " GROUP BY t.session_id ORDER BY best DESC, t.session_id LIMIT %s",
+            (words, user_id, f"user:{user_id}", limit),
+        ).fetchall()
+        return [r[0] for r in rows]
+
+    def rows_with_words(self, user_id: str, text: str, *, limit: int = 2000) -> list[tuple[int, str]]:
+        """(seq, content) of the person's direct-conversation rows holding every word of ``text``."""
+        words = " ".join(text.split()[:16])
+        if not words:
+            return []
+        rows = self._pg.native(
+            "SELECT t.seq, t.content FROM turns t JOIN sessions s ON s.session_id=t.session_id"
+            " WHERE to_tsvector('simple', t.content) @@ plainto_tsquery('simple', %s) AND t.user_id=%s"
+            " AND s.scope_key=%s ORDER BY t.seq LIMIT %s",
+            (words, user_id, f"user:{user_id}", limit),
+        ).fetchall()
+        return [(r[0], r[1]) for r in rows]
+
+
+class PgPeople(SqlitePeople):
+    def __init__(self, db: PgDatabase) -> None:
+        super().__init__(db)  # type: ignore[arg-type]
+        self._pg = db
+
+    def tables(self) -> dict[str, list[str]]:
+        return table_columns(self._pg)
+
+    def fts_tables(self) -> frozenset[str]:
+        return frozenset()  # full text is an index of turns, not a table
+
+    def rows(self, user_id: str) -> Rows:
+        """Every row of the person, by table (column name -> value), in insertion order."""
+
+        def read(where: dict[str, str], params: dict[str, str]) -> Rows:
+            out: Rows = {}
+            for table, clause in where.items():
+                order = _ORDER.get(table, "ctid")
+                cur = self._pg.run(f'SELECT * FROM "{table}" WHERE {clause} ORDER BY {order}', params)
+                assert cur.description is not None
+                cols = [d.name for d in cur.description]
+                found = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
+                if found:
+                    out[table] = found
+            return out
+
+        return dict(self._scoped(user_id, read))
+
+    def erase_user(self, user_id: str) -> dict[str, int]:
+        """Delete every row of the person; rows deleted per table. Then vacuum the tables touched, so the
+        dead rows' space is marked free for reuse (their bytes go when it is reused: see
+        docs/architecture.md "Storage" on what a server keeps)."""
+
+        def erase(where: dict[str, str], params: dict[str, str]) -> dict[str, int]:
+            counts: dict[str, int] = {}
+            kept = self._pg.run("UPDATE sessions SET user_id='' WHERE user_id=:uid AND scope_key != :scope",
+                                params).rowcount  # fmt: skip
+            if kept:
+                counts["sessions (group, kept without the person)"] = kept
+            for table, clause in where.items():
+                n = self._pg.run(f'DELETE FROM "{table}" WHERE {clause}', params).rowcount
+                if n:
+                    counts[table] = n
+            return counts
+
+        counts: dict[str, int] = self._scoped(user_id, erase)
+        self._vacuum(sorted({t.split(" ")[0] for t in counts}))
+        return counts
+
+    def scrub(self) -> None:
+        """Nothing to do: there is no write-ahead log file of kith's to truncate, and ``erase_user``
+        has vacuumed the tables it deleted from."""
+
+    def _vacuum(self, tables: list[str]) -> None:
+        if tables:
+            self._pg.native("VACUUM " + ", ".join(f'"{t}"' for t in tables))
