@@ -378,6 +378,18 @@ class PersonasConfig(Section):
 # ------------------------------------------------------------------------------------------- memory
 
 
+class FilterTierConfig(Section):
+    """The recall filter tier (docs/memory.md): one model call keeps and orders the recalled candidates."""
+
+    # auto: on when the ``backend`` role is configured under llm.roles (a cheap or local model of its own);
+    # on: whenever the role has a model; off: never.
+    enabled: Literal["auto", "on", "off"] = "auto"
+    backend: str = Field("cheap", pattern=ROLE_NAME)  # a model role (checked at load like the others)
+    deadline_ms: int = Field(800, ge=50, le=10_000)  # past this the hybrid ranking is used as it was
+    candidates: int = Field(16, ge=1, le=50)  # top hybrid hits shown to the model
+    max_tokens: int = Field(64, ge=8, le=1000)
+
+
 class MemoryConfig(Section):
     """Memory store and recall (owned by gateway.memory; see docs/memory.md)."""
 
@@ -414,6 +426,11 @@ class MemoryConfig(Section):
     group_private_profile: bool = False
     people_file_tokens: int = Field(800, ge=50)  # per people/ file in the prompt
     people_recent_participants: int = Field(5, ge=0, le=50)
+    # Session-start injection of the dated memories (memories/YYYY-MM-DD.md of the sleep cycle): the
+    # last N days (0 = off), in one section capped at this many tokens, trimmed with the digests.
+    dated_days: int = Field(3, ge=0, le=60)
+    dated_budget_tokens: int = Field(800, ge=50)
+    filter_tier: FilterTierConfig = Field(default_factory=FilterTierConfig)
     # Below this much free space on the index's filesystem, index writes (and opening the embedded
     # index) pause instead of risking a SIGBUS in Qdrant's memory-mapped files (docs/memory.md); 0 = off.
     min_free_mb: int = Field(256, ge=0)
@@ -502,6 +519,17 @@ class RetentionConfig(Section):
     cron: Cron = "15 4 * * *"  # per user, in the user's timezone
 
 
+class HygieneConfig(Section):
+    """Weekly memory hygiene (docs/memory.md): proposals the person accepts or rejects (/tidy, the console)."""
+
+    enabled: bool = True
+    cron: Cron = "0 5 * * 0"  # per user, in the user's timezone (Sundays 05:00)
+    backend: Backend = "cheap"  # judges conflicting facts, stale beliefs and notes worth promoting
+    use_model: bool = True  # False: only the deterministic checks (duplicate people files)
+    max_proposals: int = Field(20, ge=1, le=200)  # pending at once per person
+    stale_days: int = Field(365, ge=30)  # a dated belief older than this is shown to the model as possibly stale
+
+
 class BackgroundConfig(Section):
     """What the assistant learns between conversations: every stage is a job (docs/jobs.md)."""
 
@@ -510,6 +538,7 @@ class BackgroundConfig(Section):
     curation: RailsConfig = Field(default_factory=RailsConfig)
     distill: DistillConfig = Field(default_factory=DistillConfig)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
+    hygiene: HygieneConfig = Field(default_factory=HygieneConfig)
     facts_in_prompt: bool = True  # relevant knowledge-graph facts join the system prompt
     max_prompt_facts: int = Field(20, ge=0, le=200)
 
@@ -799,7 +828,8 @@ def _role_problems(cfg: Config) -> list[str]:
     bg = cfg.background
     named = {"background.writer.backend": bg.writer.backend, "background.sleep.backend": bg.sleep.backend,
              "background.sleep.curation_backend": bg.sleep.curation_backend,
-             **{f"background.distill.{t}.backend": getattr(bg.distill, t).backend for t in ("short", "mid", "long")}}
+             **{f"background.distill.{t}.backend": getattr(bg.distill, t).backend for t in ("short", "mid", "long")},
+             "background.hygiene.backend": bg.hygiene.backend, "memory.filter_tier.backend": cfg.memory.filter_tier.backend}
     return [f"{path}: unknown model role {role!r} (known: {', '.join(known)}; add it under llm.roles)"
             for path, role in named.items() if role not in known]
 

@@ -14,6 +14,8 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.context import estimate_tokens, render_section
 from gateway.llm.anthropic import api_messages, system_blocks
+from gateway.memory.search.filter_tier import DECISION as FILTER_DECISION
+from gateway.memory.search.readiness import RECALL_SKIPPED
 from gateway.tiers import tier_of
 from gateway.turn import ASSEMBLED, build_request
 from gateway.types import ConversationKind, InboundMessage, Turn, UserRef
@@ -81,5 +83,7 @@ async def explain(
                   for t in assembled.trims],
         "messages": messages,
         "tools": [t.name for t in request.tools],
+        "recall_skipped": turn.stash.get(RECALL_SKIPPED),
+        "recall_filter": decision.as_dict() if (decision := turn.stash.get(FILTER_DECISION)) else None,
         "system": system_blocks(request, caching=gateway.config.llm.prompt_caching),
     }

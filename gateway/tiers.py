@@ -8,8 +8,9 @@ tier  adds
 ====  =====================================================================================
 1     persona ``IDENTITY.md`` only: lightweight tasks
 2     ``SOUL.md``, ``PROTOCOLS.md``, the profile (``USER.md``, ``PATTERNS.md``), ``WORKING.md``,
-      ``MEMORY_SHORT.md``, ``MEMORY_MID.md``, ``REMINDERS.md``, ``CHANNEL.md``, people, facts,
-      recall; tools ``memory_search``, ``memory_get``, ``reminders``: standard chat (default)
+      ``MEMORY_SHORT.md``, ``MEMORY_MID.md``, ``REMINDERS.md``, ``CHANNEL.md``, dated memories, people,
+      facts, recall; tools ``memory_search``, ``memory_get``, ``follow_links``, ``reminders``:
+      standard chat (default)
 3     ``MEMORY_LONG.md``, ``CONTEXT_TIERS.md``: deep sessions, long tasks
 4     ``SCRATCH.md``, ``TASKS.json``; tools ``scratchpad``, ``tasks``: full state, agent mode
 ====  =====================================================================================
@@ -54,6 +55,7 @@ TIER_OF_ITEM: Mapping[str, int] = {
     # the conversation's shared memory (<data_dir>/channels/<key>/)
     "CHANNEL.md": 2,
     # context stages
+    "dated": 2,  # memories/YYYY-MM-DD.md of the last memory.dated_days days (session-start injection)
     "people": 2,
     "facts": 2,
     "recall": 2,

@@ -20,6 +20,8 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.context import SECTION_SEPARATOR, Assembled, estimate_tokens, sent_tokens
 from gateway.hookspecs import hookimpl
+from gateway.memory.search.filter_tier import DECISION as FILTER_DECISION
+from gateway.memory.search.readiness import RECALL_SKIPPED
 from gateway.tiers import tier_of
 from gateway.turn import ASSEMBLED
 from gateway.types import ContextSection, LLMResponse, Reply, StashKey, Turn
@@ -71,6 +73,8 @@ def summary(gateway: Gateway, turn: Turn, assembled: Assembled) -> dict[str, Any
                   for t in assembled.trims],
         "persona": turn.session.persona if turn.session else "",
         "channel": turn.message.channel,
+        "recall_skipped": turn.stash.get(RECALL_SKIPPED),
+        "recall_filter": decision.as_dict() if (decision := turn.stash.get(FILTER_DECISION)) else None,
     }
 
 

@@ -8,7 +8,10 @@ it) and a nightly USER.md rewrite or a reconnect never injects anything twice:
   ``WORKING.md`` when it has not expired (written by compaction, so it follows the user across
   channels and daemon restarts);
 * groups: the group's ``CHANNEL.md`` and its own ``WORKING.md``. A member's private profile stays
-  out of group chats unless ``memory.group_private_profile`` is set.
+  out of group chats unless ``memory.group_private_profile`` is set;
+* both: the conversation root's dated memories (``memories/YYYY-MM-DD.md`` of the last
+  ``memory.dated_days`` days, ``gateway.memory.files.dated``), within ``memory.dated_budget_tokens``
+  and trimmed with the digests.
 
 Everything is quoted as data: these files hold text people wrote. With
 ``memory.proactive_session_greeting`` the first turn also asks the model to pick up the last thread.
@@ -22,9 +25,10 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gateway.context import TRIM_WORKING
+from gateway.context import TRIM_DATED, TRIM_WORKING
 from gateway.hookspecs import hookimpl
-from gateway.memory.files import working
+from gateway.memory.background.jobscope import zone
+from gateway.memory.files import dated, working
 from gateway.memory.files.store import MemoryStore
 from gateway.tiers import loads, tier_of
 from gateway.types import ContextSection, ConversationKind, Stability, StashKey, Turn
@@ -90,6 +94,13 @@ def take_snapshot(gateway: Gateway, turn: Turn) -> Snapshot:
         out.append(("WORKING.md", _section(
             "memory.working", f"Recent context (working memory, updated {wm.updated:%Y-%m-%d %H:%M} UTC)", wm.body,
             70, budget=mem.working_max_tokens, trim_rank=TRIM_WORKING,
+        )))
+    # The conversation's own dated memories (the person's calendar in a direct conversation).
+    tz = zone(None if group else turn.user.timezone, gateway.config.timezone)
+    if days := dated.recent(wm_store, dated.local_day(turn.received_at, tz), mem.dated_days):
+        out.append(("dated", _section(
+            "memory.dated", f"Dated memories (memories/, last {mem.dated_days} days, newest first)",
+            dated.section_text(days), 60, budget=mem.dated_budget_tokens, trim_rank=TRIM_DATED,
         )))
     return Snapshot(tuple(out), wm is not None)
 

@@ -11,10 +11,14 @@ evidence, never an instruction.
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from gateway.hookspecs import hookimpl
+from gateway.memory.background.jobscope import zone
+from gateway.memory.files import dated
 from gateway.memory.files.scopes import channel_scope, user_scope
+from gateway.memory.search import filter_tier, readiness
 from gateway.memory.search.recall import Hit
 from gateway.memory.search.recall_context import hits_section
 from gateway.tiers import file_loads, loads, tier_of
@@ -42,14 +46,25 @@ def recall_scopes(gateway: Gateway, turn: Turn) -> list[str]:
     return [user_scope(turn.user.user_id)] if turn.user is not None else []
 
 
-def keep(hit: Hit, history_ids: set[str], tier: int) -> bool:
+def keep(hit: Hit, history_ids: set[str], tier: int, injected: Callable[[str], bool] = lambda rel: False) -> bool:
     if hit.turn_ids and set(hit.turn_ids) <= history_ids:
         return False  # the live history already holds these turns verbatim
     if hit.kind == "turn":
         return True
-    # Files loaded whole are already in the prompt; files above this tier (a tier-4 scratchpad) must
-    # not surface through a search hit either.
-    return hit.source not in INJECTED_FILES and file_loads(tier, hit.source)
+    # Files loaded whole are already in the prompt (the profile, the recent dated memories); files
+    # above this tier (a tier-4 scratchpad) must not surface through a search hit either.
+    return hit.source not in INJECTED_FILES and not injected(hit.source) and file_loads(tier, hit.source)
+
+
+def dated_injected(gateway: Gateway, turn: Turn, tier: int) -> Callable[[str], bool]:
+    """Whether a file is one of the dated memories the session-start injection loads for this turn."""
+    days = gateway.config.memory.dated_days
+    if not days or not loads(tier, "dated"):
+        return lambda rel: False
+    group = turn.message.kind == ConversationKind.GROUP
+    tz = zone(None if group or turn.user is None else turn.user.timezone, gateway.config.timezone)
+    today = dated.local_day(turn.received_at, tz)
+    return lambda rel: dated.in_window(rel, today, days)
 
 
 @hookimpl
@@ -58,13 +73,21 @@ async def gateway_context_sections(gateway: Gateway, turn: Turn) -> ContextSecti
     k = gateway.config.memory.recall_k
     if memory is None or memory.detached or turn.user is None or k <= 0:
         return None
+    if (why := readiness.unavailable(memory)) is not None:
+        turn.stash[readiness.RECALL_SKIPPED] = why  # the turn does not wait for it, and says so
+        return None
     tier = tier_of(gateway, turn)
     if not loads(tier, "recall") or not turn.message.text.strip():
         return None
     scopes = recall_scopes(gateway, turn)
     history_ids = {m.turn_id for m in turn.history if m.turn_id}
-    # Over-fetch: hits dropped as already present must not leave the prompt short of memories.
-    hits = await memory.recall(scope=scopes, query=turn.message.text, k=k * 2, now=turn.received_at)
-    kept = [h for h in hits if keep(h, history_ids, tier)][:k]
+    # Over-fetch: hits dropped as already present must not leave the prompt short of memories, and the
+    # filter tier (when configured) chooses among more candidates than it keeps.
+    fetch = max(k * 2, gateway.config.memory.filter_tier.candidates if filter_tier.active_backend(gateway) else 0)
+    hits = await memory.recall(scope=scopes, query=turn.message.text, k=fetch, now=turn.received_at)
+    injected = dated_injected(gateway, turn, tier)
+    candidates = [h for h in hits if keep(h, history_ids, tier, injected)]
+    kept, decision = await filter_tier.filter_hits(gateway, turn, turn.message.text, candidates, k)
+    turn.stash[filter_tier.DECISION] = decision
     turn.stash[RECALLED] = kept
     return hits_section(kept, budget_tokens=gateway.config.memory.recall_budget_tokens)

@@ -48,8 +48,14 @@ def render(x: dict[str, Any]) -> str:
         + (" (new: session-start injection applies)" if session["new"] else "") + (" [OTR]" if session["otr"] else ""),
         f"system prompt: {x['system_tokens']} tokens of {x['budget_tokens']} budget; "
         f"history: {len(x['messages'])} messages, {x['message_tokens']} tokens; tools: {', '.join(x['tools']) or '-'}",
-        "",
     ]
+    if f := x.get("recall_filter"):
+        out.append(f"recall filter: {f['outcome']} in {f['latency_ms']:.0f} ms ({f['backend'] or 'no model'}); "
+                   f"kept {len(f['kept'])} of {f['candidates']}: {', '.join(f['kept']) or '-'}"
+                   + (f" [{f['reason']}]" if f["reason"] else ""))
+    if x.get("recall_skipped"):
+        out.append(f"recall skipped: {x['recall_skipped']}")
+    out.append("")
     cached = [s for s in x["sections"] if s["cached"]]
     for i, s in enumerate(x["sections"]):
         flags = [s["stability"]]

@@ -31,6 +31,15 @@ class TrimSeen(Answer):
     reason: str
 
 
+class FilterSeen(Answer):
+    outcome: str = Field(description="used, timeout, error or off (docs/memory.md, the recall filter tier)")
+    latency_ms: float
+    candidates: int
+    kept: list[str] = Field(description="chunk ids of the recalled memories in the prompt, in order")
+    reason: str
+    backend: str
+
+
 class TurnContextOut(Answer):
     turn_id: str
     session_id: str
@@ -45,6 +54,9 @@ class TurnContextOut(Answer):
     channel: str
     sections: list[SectionSeen]
     trims: list[TrimSeen]
+    recall_filter: FilterSeen | None = Field(None, description="the recall filter tier's decision; null: no recall")
+    recall_skipped: str | None = Field(None, description="why recall did not run although it was on (the memory"
+                                       " index was still loading at start-up); null: it ran, or was off")
 
 
 async def turn_context(call: Call) -> TurnContextOut:
