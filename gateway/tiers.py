@@ -62,6 +62,7 @@ TIER_OF_ITEM: Mapping[str, int] = {
     # model tools
     "memory_search": 2,
     "memory_get": 2,
+    "follow_links": 2,
     "reminders": 2,
     "scratchpad": 4,
     "tasks": 4,

@@ -4,6 +4,7 @@
 |---|---|---|---|
 | ``memory_search`` | 2 | no | hybrid recall (dense + BM25, recency-weighted) in the speaker's scope |
 | ``memory_get`` | 2 | no | read one file (or list a folder) of the speaker's memory root |
+| ``follow_links`` | 2 | no | read the files one memory file's Markdown links name (one or two hops, contained) |
 | ``reminders`` | 2 | yes | add / list / cancel reminders in ``REMINDERS.md``; a delayed bus job delivers each |
 | ``scratchpad`` | 4 | yes | read / write / append / clear ``SCRATCH.md`` |
 | ``tasks`` | 4 | yes | add / list / complete / reopen tasks in ``TASKS.json`` |
@@ -29,10 +30,19 @@ from __future__ import annotations
 from gateway.bus.registry import JobRegistry
 from gateway.hookspecs import hookimpl
 from gateway.tools import Tool, ToolRegistry
-from plugins.tools import memory_forget, memory_get, memory_remember, memory_search, reminders, scratchpad, tasks
+from plugins.tools import (
+    follow_links,
+    memory_forget,
+    memory_get,
+    memory_remember,
+    memory_search,
+    reminders,
+    scratchpad,
+    tasks,
+)
 
 TOOLS: tuple[Tool, ...] = (memory_search.TOOL, memory_get.TOOL, reminders.TOOL, scratchpad.TOOL, tasks.TOOL,
-                           memory_remember.TOOL, memory_forget.TOOL)
+                           memory_remember.TOOL, memory_forget.TOOL, follow_links.TOOL)
 
 
 @hookimpl

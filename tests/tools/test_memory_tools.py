@@ -16,8 +16,9 @@ from gateway.types import ConversationKind, InboundMessage
 from tests.conftest import GatewayFactory
 from tests.fakes.anthropic import FakeAnthropic
 
-ALL_TOOLS = {"memory_search", "memory_get", "reminders", "scratchpad", "tasks", "memory_remember", "memory_forget"}
-TIER2 = {"memory_search", "memory_get", "reminders", "memory_remember", "memory_forget"}
+ALL_TOOLS = {"memory_search", "memory_get", "reminders", "scratchpad", "tasks", "memory_remember", "memory_forget",
+             "follow_links"}
+TIER2 = {"memory_search", "memory_get", "reminders", "memory_remember", "memory_forget", "follow_links"}
 
 
 def dm(text: str, *, account: str = "alice", tier: int | None = None) -> InboundMessage:
@@ -64,7 +65,8 @@ async def test_tools_offered_by_tier_otr_and_group(make_gateway: GatewayFactory,
 
     await gw.handle_inbound(dm("/otr on"))
     await gw.handle_inbound(dm("secret", tier=4))
-    assert set(fake_anthropic.tool_names()) == {"memory_search", "memory_get"}, "OTR reads, never writes"
+    reading = {"memory_search", "memory_get", "follow_links"}
+    assert set(fake_anthropic.tool_names()) == reading, "OTR reads, never writes"
 
     await gw.handle_inbound(InboundMessage(channel="telegram", account_id="alice", conversation_id="-100", text="hi",
                                            kind=ConversationKind.GROUP, mentioned=True, trusted=True))
