@@ -1,0 +1,101 @@
+"""``kith doctor`` as a person runs it: the real CLI in a subprocess, against a daemon started here."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+import yaml
+from aiohttp import web
+
+from gateway.testing import GatewayFactory
+
+
+def write_config(path: Path, data: dict[str, Any]) -> Path:
+    path.write_text(yaml.safe_dump(data))
+    return path
+
+
+async def doctor(config: Path) -> tuple[int, dict[str, dict[str, str]], str]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "gateway.cli.main", "-c", str(config), "doctor", "--json",
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "KITH_NO_ENV": "1"},
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    found = json.loads(out)
+    checks = {c["name"]: c for c in found["checks"]}
+    return proc.returncode or 0, checks, err.decode()
+
+
+def tree(root: Path) -> list[tuple[str, int, int]]:
+    return sorted((str(p.relative_to(root)), p.stat().st_size, p.stat().st_mtime_ns)
+                  for p in root.rglob("*") if p.is_file() and "redis" not in p.parts)
+
+
+async def test_all_fine_against_a_running_daemon(make_gateway: GatewayFactory, tmp_path: Path) -> None:
+    gw = await make_gateway()
+    os.chmod(gw.data_dir, 0o700)
+    cfg = write_config(tmp_path / "kith.yaml", {
+        "data_dir": str(gw.data_dir), "llm": {"provider": "echo"}, "server": {"port": gw.port},
+        "memory": {"min_free_mb": 1},
+    })
+    started = time.monotonic()
+    code, checks, err = await doctor(cfg)
+    assert code == 0, (checks, err)
+    assert time.monotonic() - started < 60  # generous: the machine is shared; the figure is in the docs
+    assert {"config", "data dir", "disk", "port", "state", "redis", "clock", "index", "model main"} <= set(checks)
+    assert checks["port"]["status"] == "ok" and "kith daemon answers" in checks["port"]["detail"]
+    assert checks["redis"]["status"] == "ok"  # the daemon's embedded server, over its socket
+    assert checks["state"]["status"] == "ok" and checks["index"]["status"] == "ok"
+    assert all(c["status"] in ("ok", "skip") for c in checks.values()), checks
+    # stopped: the same data dir is looked at and left exactly as it was
+    await gw.close()
+    before = tree(gw.data_dir)
+    code, checks, err = await doctor(cfg)
+    assert code == 0, (checks, err)
+    assert "is free" in checks["port"]["detail"] and checks["redis"]["status"] == "skip"
+    assert tree(gw.data_dir) == before
+
+
+async def test_failures_are_lines_and_exit_1_and_nothing_is_created(tmp_path: Path) -> None:
+    # a port held by something that is not kith, a Redis that does not answer, a model server that is down
+    taken = web.Application()
+    taken.router.add_get("/healthz", lambda r: web.Response(text="not kith"))
+    runner = web.AppRunner(taken)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    dead = await asyncio.start_server(lambda r, w: w.close(), "127.0.0.1", 0)
+    dead_port = dead.sockets[0].getsockname()[1]
+    dead.close()
+    await dead.wait_closed()
+    data_dir = tmp_path / "never-created"
+    cfg = write_config(tmp_path / "kith.yaml", {
+        "data_dir": str(data_dir), "server": {"port": port},
+        "bus": {"url": f"redis://127.0.0.1:{dead_port}/0"},
+        "llm": {"provider": "openai", "base_url": f"http://127.0.0.1:{dead_port}/v1"},
+    })
+    try:
+        code, checks, _ = await doctor(cfg)
+    finally:
+        await runner.cleanup()
+    assert code == 1
+    assert checks["port"]["status"] == "fail" and "not a kith daemon" in checks["port"]["detail"]
+    assert checks["redis"]["status"] == "fail"
+    assert checks["model main"]["status"] == "fail" and "unreachable" in checks["model main"]["detail"]
+    assert checks["data dir"]["status"] == "warn"
+    assert not data_dir.exists()  # doctor never creates anything
+
+
+async def test_an_invalid_config_exits_2(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path / "kith.yaml", {"server": {"port": "many"}, "nonsense": 1})
+    code, checks, err = await doctor(cfg)
+    assert code == 2 and checks["config"]["status"] == "fail"
+    assert "nonsense" in err
