@@ -32,7 +32,7 @@ def config(tmp_path: Path) -> Config:
     return bus_config(tmp_path)
 
 
-async def eventually(check: Callable[[], Any], timeout: float = 10.0, interval: float = 0.02) -> Any:
+async def eventually(check: Callable[[], Any], timeout: float = 30.0, interval: float = 0.02) -> Any:
     """Poll a sync or async predicate until it returns something truthy."""
     deadline = time.monotonic() + timeout
     while True:
