@@ -35,11 +35,10 @@ from __future__ import annotations
 
 import secrets
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import NamedTuple
 
 from gateway.config import ChannelAccess, Config
-from gateway.state import ApprovedAccount, Invite, PairingRequest, QueueStats, State, open_state
+from gateway.state import ApprovedAccount, Invite, PairingRequest, QueueStats, State, open_config_state
 from gateway.state.interface import Counter
 from gateway.types import AccessDecision, ConversationKind, Drop, InboundMessage
 
@@ -92,7 +91,7 @@ class AccessStore:
     @classmethod
     def for_config(cls, config: Config) -> AccessStore:
         """A store on the data directory's state database, with a connection of its own (the CLI)."""
-        return cls(open_state(Path(config.data_dir) / "state.sqlite"), owned=True)
+        return cls(open_config_state(config), owned=True)
 
     def close(self) -> None:
         if self._owned:

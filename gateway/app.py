@@ -42,7 +42,7 @@ from gateway.ops.metrics import OUTCOME as TURN_OUTCOME
 from gateway.ops.metrics import observe_turn
 from gateway.plugins import PluginHost, build_plugin_host
 from gateway.sessions import Sessions
-from gateway.state import State, open_state_async
+from gateway.state import State, open_configured_async
 from gateway.supervisor import Supervisor
 from gateway.types import ConversationAddress, InboundMessage, Reply, Stash, Turn
 
@@ -123,7 +123,9 @@ class Gateway:
         # (a name registered twice, a bad spec) refuses startup in one error.
         self.registrations = self.hooks.registrations(self.config)
         # Opened in a worker thread: the WAL switch and migrations may wait for another process.
-        self.state = await open_state_async(self.data_dir / "state.sqlite")
+        url = self.config.state.url  # unset: <data_dir>/state.sqlite; postgresql://... (docs/configuration.md)
+        self.state = await open_configured_async(self.data_dir, url and url.get_secret_value(),
+                                                 pool_size=self.config.state.pool_size)  # fmt: skip
         self.identities = Identities(self.state, self.config)
         self.identities.apply_config_links()
         self.sessions = Sessions(self.state, self.config)

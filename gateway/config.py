@@ -550,6 +550,24 @@ class BusConfig(Section):
     """Job bus (see docs/jobs.md). Redis >= 6.2; no ``url`` = private embedded server."""
 
     url: SecretStr | None = None  # None = private embedded redis-server under <data_dir>/redis
+# -------------------------------------------------------------------------------------------- state
+
+
+class StateConfig(Section):
+    """Where kith keeps its tables (docs/configuration.md#state, docs/architecture.md#storage)."""
+
+    # None = the SQLite file <data_dir>/state.sqlite; "postgresql://user:pass@host:5432/db" = PostgreSQL
+    url: SecretStr | None = None
+    pool_size: int = Field(16, ge=2, le=512)  # PostgreSQL connections per process, at most
+
+    @field_validator("url")
+    @classmethod
+    def _postgres_url(cls, v: SecretStr | None) -> SecretStr | None:
+        if v is not None and v.get_secret_value().split(":", 1)[0] not in ("postgresql", "postgres"):
+            raise ValueError("state.url takes a postgresql:// URL (unset: the SQLite file in data_dir)")
+        return v
+
+
     # Sentinel: master name + "host:port" sentinels; the master's password/TLS come from ``url``
     # (e.g. ``rediss://:secret@/0``) when given, the sentinels' own password from sentinel_password.
     sentinel_master: str | None = None
@@ -751,6 +769,7 @@ class Config(Section):
         return v
 
 
+    state: StateConfig = Field(default_factory=StateConfig)
 # ------------------------------------------------------------------------------------------ loading
 
 

@@ -30,13 +30,13 @@ async def distill(config: Config, user: str, tier: str, *, as_json: bool = False
     from gateway.llm.base import LLMError
     from gateway.llm.provider import make_provider
     from gateway.memory.background.distill import DistillOutputError, run_tier
-    from gateway.state import open_state
+    from gateway.state import open_config_state
 
     store = user_store(config, user)
     if store is None:
         return 2
     provider = make_provider(config.llm)  # one client; the request's role picks the model (main / cheap)
-    state = open_state(config.data_dir / "state.sqlite")
+    state = open_config_state(config)
     state.progress.distill_started(user, tier)
     try:
         result = await run_tier(tier, store=store, cfg=config.background.distill,  # type: ignore[arg-type]

@@ -47,12 +47,11 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 def _person(config: Config, user: str) -> tuple[str, str]:
     """(user id, time zone) of USER; UsageError when nobody is."""
     from gateway.cli.users import resolve
-    from gateway.state import open_state
+    from gateway.state import config_state_exists, open_config_state
 
-    path = Path(config.data_dir) / "state.sqlite"
-    if not path.exists():
-        raise LookupError(f"no state at {path}: has kith run with this config?")
-    state = open_state(path)
+    if not config_state_exists(config):
+        raise LookupError(f"no state at {Path(config.data_dir) / 'state.sqlite'}: has kith run with this config?")
+    state = open_config_state(config)
     try:
         uid = resolve(state, user)
         record = state.users.get(uid)

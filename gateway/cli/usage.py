@@ -11,12 +11,11 @@ import argparse
 import json
 import sys
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 from typing import Any
 
 from gateway.cli.common import load_or_exit
 from gateway.cli.users import UsageError, resolve
-from gateway.state import open_state
+from gateway.state import config_state_exists, open_config_state
 from gateway.state.usage import UsageRow
 
 
@@ -50,11 +49,10 @@ def _table(rows: list[UsageRow], budget: float) -> str:
 
 def main(args: argparse.Namespace) -> int:
     config = load_or_exit(args)
-    path = Path(config.data_dir) / "state.sqlite"
-    if not path.exists():
+    if not config_state_exists(config):
         print(f"error: no kith data in {config.data_dir} (no state.sqlite)", file=sys.stderr)
         return 2
-    state = open_state(path)
+    state = open_config_state(config)
     try:
         user = resolve(state, args.user) if args.user else None
         rows = state.usage.rows(since_day=_since(args.days), user_id=user)

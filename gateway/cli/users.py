@@ -26,7 +26,7 @@ from gateway.cli.daemon import DaemonError, ask_daemon
 from gateway.config import Config
 from gateway.memory.files.scopes import ScopeError, root_for, user_scope
 from gateway.safetext import printable
-from gateway.state import State, open_state
+from gateway.state import State, config_state_exists, open_config_state
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -96,10 +96,9 @@ def _guard(func: Callable[[argparse.Namespace, Config], int]) -> Callable[[argpa
 
 
 def _state(config: Config) -> State:
-    path = Path(config.data_dir) / "state.sqlite"
-    if not path.exists():
+    if not config_state_exists(config):
         raise UsageError(f"no kith data in {config.data_dir} (no state.sqlite)")
-    return open_state(path)
+    return open_config_state(config)
 
 
 # ------------------------------------------------------------------------------------ resolve
@@ -349,7 +348,7 @@ def _import(args: argparse.Namespace, config: Config) -> int:
     if not archive.is_file():
         raise UsageError(f"no archive {archive}")
     data_dir = Path(config.data_dir)
-    state = open_state(data_dir / "state.sqlite")
+    state = open_config_state(config)
     try:
         exists = args.as_user is not None and target_exists(state, data_dir, args.as_user)
     except ScopeError as exc:
@@ -362,7 +361,7 @@ def _import(args: argparse.Namespace, config: Config) -> int:
         state.close()
         if asyncio.run(_erase(config, args.as_user)) is None:
             return 3
-        state = open_state(data_dir / "state.sqlite")
+        state = open_config_state(config)
     try:
         report = import_user(state, data_dir, archive, as_user=args.as_user)
     except ArchiveError as exc:

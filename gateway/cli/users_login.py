@@ -12,7 +12,6 @@ import argparse
 import asyncio
 import json
 import sys
-from pathlib import Path
 
 from gateway.cli.common import load_or_exit
 from gateway.cli.daemon import DaemonError, ask_daemon
@@ -36,12 +35,11 @@ def _user_id(config: Config, user: str) -> str:
     """USER as every ``kith users`` action reads it (gateway/cli/users.py ``resolve``), from the state file
     the daemon writes; without one, USER as given (the daemon answers whether it exists)."""
     from gateway.cli.users import resolve
-    from gateway.state import open_state
+    from gateway.state import config_state_exists, open_config_state
 
-    path = Path(config.data_dir) / "state.sqlite"
-    if not path.exists():
+    if not config_state_exists(config):
         return user
-    state = open_state(path)
+    state = open_config_state(config)
     try:
         return resolve(state, user)
     finally:

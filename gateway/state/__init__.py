@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Any
 
 from gateway.state.errors import SchemaError, StorageError
 from gateway.state.interface import (
@@ -76,8 +77,8 @@ __all__ = [
     "PeopleStore", "ProgressStore", "QueueStats", "SchemaError", "SessionStore", "SessionSummary",
     "SigninGrant", "SleepRun", "State", "StorageError", "StoredSession", "TranscriptEntry", "TranscriptRow",
     "TurnContext", "TurnContextStore", "TurnStore", "User", "UserStore",
-    "WebSession", "WebSessionStore", "is_postgres_url", "open_configured", "open_configured_async", "open_state",
-    "open_state_async", "open_state_url", "parse_ts", "ts",
+    "WebSession", "WebSessionStore", "config_state_exists", "is_postgres_url", "open_config_state",
+    "open_configured", "open_configured_async", "open_state", "open_state_async", "open_state_url", "parse_ts", "ts",
 ]  # fmt: skip
 
 
@@ -99,23 +100,44 @@ def is_postgres_url(url: str | None) -> bool:
     return bool(url) and str(url).split(":", 1)[0] in ("postgresql", "postgres")
 
 
-def open_state_url(url: str, *, components: Iterable[str] = COMPONENTS) -> State:
+def open_state_url(url: str, *, components: Iterable[str] = COMPONENTS, pool_size: int = 16) -> State:
     """Open the PostgreSQL database at ``url`` (``postgresql://user@host:port/db``), applying missing
     migrations. Blocking. psycopg is imported only here: a SQLite install never loads it."""
     if not is_postgres_url(url):
         raise ValueError(f"not a PostgreSQL URL: {url!r} (state.url takes postgresql://...)")
     from gateway.state.postgres import open_postgres
 
-    return open_postgres(url, components)
+    return open_postgres(url, components, pool_size=pool_size)
 
 
-def open_configured(data_dir: Path, url: str | None = None) -> State:
-    """The state a config names: PostgreSQL at ``url`` (``state.url``), else ``<data_dir>/state.sqlite``."""
+def open_configured(data_dir: Path, url: str | None = None, *, pool_size: int = 16) -> State:
+    """The state a config names: PostgreSQL at ``url`` (``state.url``), else ``<data_dir>/state.sqlite``.
+    Callers holding a ``Config`` pass ``config.state.url`` (a secret: ``get_secret_value()``) and
+    ``config.state.pool_size``."""
     if url:
-        return open_state_url(url)
+        return open_state_url(url, pool_size=pool_size)
     return open_state(Path(data_dir) / "state.sqlite")
 
 
-async def open_configured_async(data_dir: Path, url: str | None = None) -> State:
+async def open_configured_async(data_dir: Path, url: str | None = None, *, pool_size: int = 16) -> State:
     """``open_configured`` in a worker thread."""
-    return await asyncio.to_thread(open_configured, data_dir, url)
+    return await asyncio.to_thread(lambda: open_configured(data_dir, url, pool_size=pool_size))
+
+
+def _config_url(config: Any) -> str | None:
+    url = getattr(getattr(config, "state", None), "url", None)
+    if url is None:
+        return None
+    return str(url.get_secret_value() if hasattr(url, "get_secret_value") else url) or None
+
+
+def open_config_state(config: Any) -> State:
+    """The state of a kith ``Config`` (its ``data_dir`` and ``state`` section; read by attribute, as
+    this package imports nothing else of kith): what every command with a config opens."""
+    pool_size = int(getattr(getattr(config, "state", None), "pool_size", 16))
+    return open_configured(Path(config.data_dir), _config_url(config), pool_size=pool_size)
+
+
+def config_state_exists(config: Any) -> bool:
+    """False only for a SQLite install whose file is not there yet (kith never ran with this config)."""
+    return _config_url(config) is not None or (Path(config.data_dir) / "state.sqlite").exists()

@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
 
-from gateway.state.errors import SchemaError
 from gateway.state.postgres.database import PgDatabase
 from gateway.state.postgres.migrations import COMPONENTS, migrate
 from gateway.state.postgres.stores import PgKnowledge, PgPeople, PgTurns
@@ -65,15 +64,12 @@ class PostgresState:
         self.database.close()
 
 
-def open_postgres(url: str, components: Iterable[str] = COMPONENTS) -> PostgresState:
+def open_postgres(url: str, components: Iterable[str] = COMPONENTS, *, pool_size: int = 16) -> PostgresState:
     """Connect to ``url`` (a libpq URL or DSN), apply missing migrations, and return the state. Blocking."""
-    database = PgDatabase(url)
+    database = PgDatabase(url, max_size=pool_size)
     try:
         with database.pool.connection() as conn:
             migrate(conn, components)
-    except SchemaError:
-        database.close()
-        raise
     except BaseException:
         database.close()
         raise
