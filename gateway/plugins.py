@@ -47,6 +47,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "plugins.memory_writer",
     "plugins.sleep_cycle",
     "plugins.distill",
+    "plugins.hygiene",
     "gateway.delivery.plugin",
     "plugins.schedule",
     "plugins.retention",

@@ -17,7 +17,19 @@ from aiohttp import web
 from pydantic import ConfigDict, Field
 
 from gateway.http import openapi
-from gateway.http.api import curation, facts, files, me, operator, recall, schedule, sessions, turns, uploads
+from gateway.http.api import (
+    curation,
+    facts,
+    files,
+    hygiene,
+    me,
+    operator,
+    recall,
+    schedule,
+    sessions,
+    turns,
+    uploads,
+)
 from gateway.http.api.spec import Answer, Body, Call, Route, install_routes, json_errors
 
 if TYPE_CHECKING:
@@ -73,7 +85,7 @@ SIGNIN = [
 def table() -> list[Route]:
     """Every /api route: those this package serves, and the sign-in routes served by signin.py."""
     served = [*me.ROUTES, *sessions.ROUTES, *files.ROUTES, *facts.ROUTES, *recall.ROUTES, *curation.ROUTES,
-              *turns.ROUTES, *operator.ROUTES, *uploads.ROUTES, *schedule.ROUTES]  # fmt: skip
+              *turns.ROUTES, *operator.ROUTES, *uploads.ROUTES, *schedule.ROUTES, *hygiene.ROUTES]  # fmt: skip
     return [*served, *SIGNIN, OPENAPI]
 
 
