@@ -26,6 +26,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gateway.cli.users",
     "gateway.cli.usage",
     "gateway.cli.schedule",
+    "gateway.cli.state",
 )
 
 

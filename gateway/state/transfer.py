@@ -39,6 +39,7 @@ class TableStore(Protocol):
     def snapshot(self) -> AbstractContextManager[TableSnapshot]: ...
     def write(self, table: str, columns: Sequence[str], rows: Sequence[Sequence[Any]]) -> int: ...
     def finish_load(self) -> None: ...
+    def clear(self) -> None: ...
 
 
 def _tables(state: object) -> TableStore:
@@ -78,6 +79,17 @@ def load_tables(state: object, batches: Iterable[tuple[str, list[dict[str, Any]]
         counts[table] = counts.get(table, 0) + tables.write(table, cols, [[r[c] for c in cols] for r in rows])
     tables.finish_load()
     return counts
+
+
+def row_counts(state: object) -> dict[str, int]:
+    """Rows per data table (a target is empty when every count is 0)."""
+    tables = _tables(state)
+    return {t: tables.count(t) for t in tables.names()}
+
+
+def clear_tables(state: object) -> None:
+    """Delete every data row of ``state`` (the schema and its version stay)."""
+    _tables(state).clear()
 
 
 def canonical(row: dict[str, Any]) -> bytes:

@@ -98,6 +98,13 @@ class PgTables:
                 raise StorageError(str(exc)) from exc
         return len(rows)
 
+    def clear(self) -> None:
+        """Empty every data table and restart the identities (``kith state migrate --force``)."""
+        names = self.names()
+        if names:
+            self._db.native(sql.SQL("TRUNCATE {} RESTART IDENTITY").format(  # type: ignore[arg-type]
+                sql.SQL(", ").join(map(sql.Identifier, names))))
+
     def finish_load(self) -> None:
         """Move every identity sequence past the largest key now in its table."""
         rows = self._db.native(

@@ -84,5 +84,11 @@ class SqliteTables:
             self._db.many(sql, rows)
         return len(rows)
 
+    def clear(self) -> None:
+        """Delete every data table's rows (``kith state migrate --force`` onto a used target)."""
+        with self._db.tx():
+            for table in self.names():
+                self._db.run(f"DELETE FROM {_quote(table)}")
+
     def finish_load(self) -> None:
         """Nothing: SQLite moves an AUTOINCREMENT counter past an explicit key by itself."""
