@@ -64,9 +64,12 @@ class Gateway:
         mode: Literal["daemon", "worker"] = "daemon",
         run_jobs: bool = True,
     ) -> None:
+        background_load: bool = False,
         """``mode="worker"`` (``kith worker``): attach to the daemon's bus instead of owning it, run no
         scheduler, and share the memory index through the bus when the daemon holds it.
-        ``run_jobs=False`` (read-only CLI commands): no workers, no scheduler, no startup jobs."""
+        ``run_jobs=False`` (read-only CLI commands): no workers, no scheduler, no startup jobs.
+        ``background_load=True`` (``kith run``): the embedder and the memory index load while the
+        gateway already answers; turns until then go without recall (docs/memory.md, "Start-up")."""
         self.config = config
         self.mode = mode
         self.run_jobs = run_jobs and mode == "daemon"
@@ -75,6 +78,7 @@ class Gateway:
         self.hooks: Hooks = self.plugin_host.hooks
         self.serve_http = serve_http
         self.supervise = supervise
+        self.background_load = background_load
         self.adapters: dict[str, Adapter] = {}
         self.supervisor = Supervisor()
         self.http_app = web.Application(client_max_size=1024 * 1024)
@@ -133,7 +137,7 @@ class Gateway:
         self._providers.update(make_providers(self.config.llm))
         self.kg = KnowledgeGraph(self.state)  # on the state's one connection
         self.memory = MemoryService(self.config, detach_if_busy=self.mode == "worker")
-        await self.memory.start()
+        await self.memory.start(background=self.background_load)
         self._create_adapters()
         self.bus = JobBus(
             self.config, self.registrations.jobs.specs, ctx_factory=lambda: self,

@@ -15,6 +15,7 @@ BENCHMARKS: dict[str, str] = {
     "bus": "bench.bus",
     "sleep": "bench.sleep",
     "schedule": "bench.schedule",
+    "footprint": "bench.footprint",
 }
 
 

@@ -14,15 +14,18 @@ import json
 import sys
 from collections.abc import Awaitable, Callable
 from dataclasses import asdict
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.cli.common import load_or_exit, user_store
 from gateway.cli.daemon import DaemonError, ask_daemon
 from gateway.config import Config
+from gateway.memory.files.scopes import ScopeError, user_scope
 from gateway.memory.search.index import IndexBusyError
-from gateway.memory.search.recall import Hit
-from gateway.memory.search.service import MemoryService, ScopeError, user_scope
 from gateway.safetext import printable
+
+if TYPE_CHECKING:  # imported where used: `kith memory --help` must not load numpy, Qdrant, the embedder
+    from gateway.memory.search.recall import Hit
+    from gateway.memory.search.service import MemoryService
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -60,6 +63,8 @@ def _run(args: argparse.Namespace, action: Callable[[MemoryService, argparse.Nam
     config = load_or_exit(args)
 
     async def go() -> int:
+        from gateway.memory.search.service import MemoryService
+
         svc = MemoryService(config)
         try:
             await svc.start()
@@ -91,7 +96,7 @@ async def _via_daemon(config: Config, args: argparse.Namespace) -> int | None:
     if action == "search":
         out = await ask_daemon(config, "POST", "/memory/search",
                                {"user": args.user, "query": " ".join(args.query), "k": args.k})
-        return None if out is None else _print_hits([Hit(**h) for h in out["hits"]], args)
+        return None if out is None else _print_hits([_hit(h) for h in out["hits"]], args)
     if action == "stats":
         out = await ask_daemon(config, "GET", "/memory/stats")
         return None if out is None else _print_stats(out, args)
@@ -173,3 +178,9 @@ def _rollback(args: argparse.Namespace) -> int:
     else:
         print(f"{result.run_id}: {result.status}{f' ({result.detail})' if result.detail else ''}")
     return 0 if result.status in ("restored", "already_restored") else 1
+
+
+def _hit(fields: dict[str, Any]) -> Hit:
+    from gateway.memory.search.recall import Hit
+
+    return Hit(**fields)

@@ -48,7 +48,8 @@ async def serve(config: Config) -> None:
     loop = asyncio.get_running_loop()
     for sig in (signal.SIGINT, signal.SIGTERM):
         loop.add_signal_handler(sig, stop.set)
-    async with Gateway(config) as gw:
+    # The model and index load in the background: the first reply does not wait for them.
+    async with Gateway(config, background_load=True) as gw:
         print(f"kith is running: web chat at http://{config.server.host}:{gw.port}/  (Ctrl-C to stop)",
               flush=True)
         await stop.wait()

@@ -14,14 +14,18 @@ import re
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
 
 from gateway.cli.common import load_or_exit
 from gateway.cli.daemon import DaemonError, ask_daemon
 from gateway.memory.files.errors import InvalidPatternError
+from gateway.memory.files.scopes import ScopeError, user_scope
 from gateway.memory.search.index import IndexBusyError
-from gateway.memory.search.recall import Hit
-from gateway.memory.search.service import MemoryService, ScopeError, user_scope
 from gateway.safetext import printable
+
+if TYPE_CHECKING:  # imported where used: `kith sessions --help` must not load numpy, Qdrant, the embedder
+    from gateway.memory.search.recall import Hit
+    from gateway.memory.search.service import MemoryService
 
 _STOP = frozenset(
     ("a", "an", "and", "are", "did", "do", "does", "for", "from", "had", "has", "have", "how", "in", "is", "it",
@@ -112,6 +116,8 @@ def _main(args: argparse.Namespace) -> int:
     query = " ".join(args.query)
 
     async def go() -> list[Excerpt] | int:
+        from gateway.memory.search.service import MemoryService
+
         svc = MemoryService(config)
         if args.exact:
             try:
@@ -130,7 +136,7 @@ def _main(args: argparse.Namespace) -> int:
                 print(f"error: {err}", file=sys.stderr)
                 return 2
             if out is not None:
-                return excerpts([Hit(**h) for h in out["hits"]])
+                return excerpts([_hit(h) for h in out["hits"]])
             print(f"error: {exc}, and its daemon does not answer; use --exact, stop it or configure "
                   "memory.qdrant_url", file=sys.stderr)
             return 3
@@ -166,3 +172,9 @@ def _main(args: argparse.Namespace) -> int:
 
 def _as_dict(e: Excerpt) -> dict[str, object]:
     return {"date": e.date, "time": e.time, "source": e.source, "text": e.text, "score": e.score}
+
+
+def _hit(fields: dict[str, Any]) -> Hit:
+    from gateway.memory.search.recall import Hit
+
+    return Hit(**fields)

@@ -17,8 +17,6 @@ import logging
 from collections.abc import Awaitable
 from typing import Any
 
-import anthropic
-
 from gateway.config import LLMConfig
 from gateway.context import render_section
 from gateway.llm.base import NO_VISION_NOTE, DeltaCallback, LLMError
@@ -114,6 +112,10 @@ class AnthropicProvider:
     name = "anthropic"
 
     def __init__(self, config: LLMConfig) -> None:
+        # Imported here, not with this module: the SDK takes ~0.8 s to import, and the message
+        # helpers above serve `kith context` and the CLI without a provider (docs/benchmarks.md).
+        import anthropic
+
         assert config.api_key is not None
         self.config = config
         self.client = anthropic.AsyncAnthropic(
@@ -130,6 +132,8 @@ class AnthropicProvider:
         """One answer; with tools, a loop: each ``tool_use`` turn is answered with the tools' results and
         the model asked again, for at most ``request.max_tool_rounds`` rounds. The last allowed call
         forbids further tools (``tool_choice: none``), so the loop always ends in text."""
+        import anthropic  # loaded by __init__ already: a dictionary lookup
+
         base: dict[str, Any] = {
             "model": self._model(request),
             "max_tokens": request.max_tokens or self.config.max_tokens,

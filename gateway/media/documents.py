@@ -14,15 +14,13 @@ from dataclasses import dataclass
 from html.parser import HTMLParser
 from xml.etree import ElementTree
 
-from pypdf import PasswordType, PdfReader
-from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError, PyPdfError
-
 from gateway.media.errors import TooLarge, Unsupported
 from gateway.media.limits import MediaLimits
 from gateway.media.sniff import DOCX, ODT
 
 log = logging.getLogger("kith.media")
 logging.getLogger("pypdf").setLevel(logging.ERROR)  # a malformed PDF is the sender's, not an operator alarm
+# pypdf is imported by the first PDF, not with the daemon: it costs ~0.2 s of every start otherwise.
 
 MAX_XML_BYTES = 50 * 1024 * 1024  # uncompressed XML of one office document
 
@@ -60,6 +58,9 @@ def _decode(data: bytes) -> str:
 
 
 def _pdf(data: bytes, *, name: str, limits: MediaLimits) -> Extracted:
+    from pypdf import PasswordType, PdfReader
+    from pypdf.errors import DependencyError, FileNotDecryptedError, PdfReadError, PyPdfError
+
     try:
         reader = PdfReader(io.BytesIO(data), strict=False)
         if reader.is_encrypted:

@@ -11,6 +11,10 @@ float32 matrix products, which were ~70% of ingest time. Rewrites:
 * ``x * 0.5 * (1 + erf(x / sqrt 2))`` spelled as five nodes (how torch's exporter writes GELU, which
   onnxruntime's own fusion does not match) -> ``com.microsoft.Gelu(x)``: the same formula in one kernel.
 * ``Where(IsNaN(p), 0, p)`` after each attention softmax is dropped where it cannot fire (exact).
+* ``Gather(Cast(table_int8) * row_scale, ids)`` (the token embedding table) -> ``Gather(table_int8,
+  ids)`` cast and scaled by ``Gather(row_scale, ids)``: the rows a text uses are dequantised when it
+  is embedded, instead of onnxruntime folding the whole table into a float copy at load (30522 x 384
+  floats: 47 MB of resident memory for an 11.7 MB table). Exact: the same products of the same numbers.
 
 No ``onnx`` package: the model is a protobuf, and these rewrites only need to read node inputs,
 outputs and types and a few initializers, so a small wire-format reader/writer does it. Everything
@@ -27,7 +31,8 @@ from dataclasses import dataclass, field
 # ONNX field numbers (onnx.proto; stable across versions).
 _MODEL_GRAPH, _MODEL_OPSET = 7, 8
 _GRAPH_NODE, _GRAPH_INITIALIZER = 1, 5
-_NODE_INPUT, _NODE_OUTPUT, _NODE_NAME, _NODE_OP_TYPE, _NODE_DOMAIN = 1, 2, 3, 4, 7
+_NODE_INPUT, _NODE_OUTPUT, _NODE_NAME, _NODE_OP_TYPE, _NODE_ATTRIBUTE, _NODE_DOMAIN = 1, 2, 3, 4, 5, 7
+_ATTR_NAME, _ATTR_I, _ATTR_TYPE, _ATTR_INT = 1, 3, 20, 2
 _TENSOR_DIMS, _TENSOR_DATA_TYPE, _TENSOR_FLOAT_DATA, _TENSOR_NAME, _TENSOR_RAW_DATA = 1, 2, 4, 8, 9
 _FLOAT, _INT8 = 1, 3
 _MS_DOMAIN = "com.microsoft"
@@ -114,6 +119,32 @@ def _new_node(op: str, inputs: list[str], outputs: list[str], name: str) -> _Nod
     return _Node(op, inputs, outputs, _MS_DOMAIN, name, rest + _enc_len(_NODE_DOMAIN, _MS_DOMAIN.encode()))
 
 
+def _onnx_node(op: str, inputs: list[str], outputs: list[str], name: str, ints: dict[str, int] | None = None) -> _Node:
+    """A node of the default (ONNX) domain with integer attributes."""
+    rest = _enc_len(_NODE_NAME, name.encode()) + _enc_len(_NODE_OP_TYPE, op.encode())
+    for key, value in (ints or {}).items():
+        attr = (_enc_len(_ATTR_NAME, key.encode()) + _enc_varint(_ATTR_I << 3 | _VARINT) + _enc_varint(value)
+                + _enc_varint(_ATTR_TYPE << 3 | _VARINT) + _enc_varint(_ATTR_INT))
+        rest += _enc_len(_NODE_ATTRIBUTE, attr)
+    return _Node(op, inputs, outputs, "", name, rest)
+
+
+def _int_attributes(node: _Node) -> dict[str, int | None]:
+    """The node's attributes by name; the value of integer ones (None for any other kind)."""
+    out: dict[str, int | None] = {}
+    for num, _w, value, _r in _fields(node.rest):
+        if num != _NODE_ATTRIBUTE:
+            continue
+        name, ival = "", None
+        for anum, _aw, avalue, _ar in _fields(_b(value)):
+            if anum == _ATTR_NAME:
+                name = _s(avalue)
+            elif anum == _ATTR_I and isinstance(avalue, int):
+                ival = avalue
+        out[name] = ival
+    return out
+
+
 def _node(raw: bytes) -> _Node:
     n = _Node(op="", inputs=[], outputs=[])
     rest = bytearray()
@@ -167,6 +198,11 @@ class RewriteReport:
     biases_folded: int = 0
     gelus: int = 0
     nan_guards: int = 0
+    int8_gathers: int = 0
+
+
+# A node is replaced by one node, or by several in its place (in order).
+_Replacements = dict[int, "_Node | list[_Node]"]
 
 
 class _Graph:
@@ -202,7 +238,7 @@ class _Graph:
         return node.inputs[1] if node.inputs[0] == tensor else node.inputs[0]
 
 
-def _quantize_matmuls(g: _Graph, drop: set[int], replace: dict[int, _Node], report: RewriteReport) -> None:
+def _quantize_matmuls(g: _Graph, drop: set[int], replace: _Replacements, report: RewriteReport) -> None:
     for mm in g.nodes:
         if mm.op != "MatMul" or mm.domain or len(mm.inputs) != 2:
             continue
@@ -245,7 +281,7 @@ def _close(x: float | None, want: float) -> bool:
     return x is not None and abs(x - want) <= 1e-5 * max(1.0, abs(want))
 
 
-def _fuse_gelu(g: _Graph, drop: set[int], replace: dict[int, _Node], report: RewriteReport) -> None:
+def _fuse_gelu(g: _Graph, drop: set[int], replace: _Replacements, report: RewriteReport) -> None:
     for erf in g.nodes:
         if erf.op != "Erf" or erf.domain:
             continue
@@ -295,6 +331,49 @@ def _drop_nan_guards(g: _Graph, drop: set[int], report: RewriteReport) -> None:
         report.nan_guards += 1
 
 
+def _gather_int8_rows(g: _Graph, drop: set[int], replace: _Replacements, report: RewriteReport) -> None:
+    """``Gather(Cast(table_int8) * scale, ids)`` -> ``Cast(Gather(table_int8, ids)) * Gather(scale, ids)``
+    for a per-row (``[rows, 1]``) or single scale: only the looked-up rows are ever dequantised."""
+    for gather in g.nodes:
+        if gather.op != "Gather" or gather.domain or len(gather.inputs) != 2:
+            continue
+        axis = _int_attributes(gather).get("axis", 0)
+        deq = g.producer.get(gather.inputs[0])
+        if axis != 0 or deq is None or deq.op != "Mul" or deq.domain or len(deq.inputs) != 2:
+            continue
+        cast = g.producer.get(deq.inputs[0])
+        if cast is None or cast.op != "Cast" or cast.domain or len(cast.inputs) != 1:
+            continue
+        table, scale = g.inits.get(cast.inputs[0]), g.inits.get(deq.inputs[1])
+        if table is None or table.data_type != _INT8 or len(table.dims) != 2 or scale is None:
+            continue
+        if scale.data_type != _FLOAT or _int_attributes(cast).get("to") != _FLOAT:
+            continue
+        per_row = scale.dims == [table.dims[0], 1]
+        if not per_row and math.prod(scale.dims) != 1:
+            continue
+        if any(u is not gather for u in g.consumers.get(deq.outputs[0], [])):
+            continue  # the float table is read elsewhere too: it is materialised anyway
+        ids, out = gather.inputs[1], gather.outputs[0]
+        base = gather.name or out
+        rows_q, rows_f = f"{base}/rows_q", f"{base}/rows_f"
+        new = [
+            _onnx_node("Gather", [cast.inputs[0], ids], [rows_q], f"{base}/gather_q", {"axis": 0}),
+            _onnx_node("Cast", [rows_q], [rows_f], f"{base}/cast", {"to": _FLOAT}),
+        ]
+        if per_row:
+            rows_s = f"{base}/rows_scale"
+            new.append(_onnx_node("Gather", [deq.inputs[1], ids], [rows_s], f"{base}/gather_scale", {"axis": 0}))
+            new.append(_onnx_node("Mul", [rows_f, rows_s], [out], f"{base}/scale"))
+        else:
+            new.append(_onnx_node("Mul", [rows_f, deq.inputs[1]], [out], f"{base}/scale"))
+        replace[id(gather)] = new
+        drop.add(id(deq))
+        if all(u is deq for u in g.consumers.get(cast.outputs[0], [])):
+            drop.add(id(cast))
+        report.int8_gathers += 1
+
+
 def optimise_transformer(model: bytes, *, quantize: bool = True) -> tuple[bytes, RewriteReport]:
     """The rewritten model (serialised ONNX) and what was rewritten; unchanged if nothing matched.
 
@@ -308,15 +387,20 @@ def optimise_transformer(model: bytes, *, quantize: bool = True) -> tuple[bytes,
     inits = dict(_tensor(_b(v)) for num, _w, v, _r in graph_fields if num == _GRAPH_INITIALIZER)
     g = _Graph(nodes, inits)
     drop: set[int] = set()
-    replace: dict[int, _Node] = {}
+    replace: _Replacements = {}
     report = RewriteReport()
     if quantize:
         _quantize_matmuls(g, drop, replace, report)
     _fuse_gelu(g, drop, replace, report)
     _drop_nan_guards(g, drop, report)
+    _gather_int8_rows(g, drop, replace, report)
     if not replace and not drop:
         return model, report
-    new_nodes = [replace.get(id(n), n) for n in nodes if id(n) not in drop]
+    new_nodes: list[_Node] = []
+    for n in nodes:
+        if id(n) not in drop:
+            r = replace.get(id(n), n)
+            new_nodes.extend(r if isinstance(r, list) else [r])
     used = {i for n in new_nodes for i in n.inputs}
     # Initializers only the removed nodes read (the GELU constants) are dropped: onnxruntime would
     # warn about each of them.

@@ -102,13 +102,20 @@ class MemoryService:
 
     # -------------------------------------------------------------------------------- lifecycle
 
-    async def start(self) -> None:
+    async def start(self, *, background: bool = False) -> None:
+        """Load the embedder and open the index. ``background=True`` (the daemon) returns at once and
+        loads on its own task: the gateway answers while it loads, turns meanwhile go without recall
+        (``ready`` is False; the recall stage notes it in the turn's context record) and index work
+        waits for it (docs/memory.md, "Start-up")."""
         self._loop = asyncio.get_running_loop()
         self._index_pool = ThreadPoolExecutor(1, thread_name_prefix="kith-index")
         self._query_pool = ThreadPoolExecutor(2, thread_name_prefix="kith-recall")
         self._embedder = await asyncio.to_thread(
             load_embedder, self.mem.embedding_model, threads=self.mem.embedding_threads
         )
+        self._ready = asyncio.Event()  # set once start-up loading has ended, whatever its outcome
+        self._loader: asyncio.Task[None] | None = None
+        self.load_error = ""  # why background loading failed ("" = it did not)
         if self._index is None:
             try:
                 self._index = await asyncio.to_thread(self._open_index, self._embedder)
@@ -116,8 +123,51 @@ class MemoryService:
                 if not self.detach_if_busy:
                     raise
                 log.info("memory: the index is held by the running gateway; re-indexing goes through the bus")
+        if background:
+            self._loader = asyncio.create_task(self._load(background=True), name="memory:load")
+        else:
+            await self._load(background=False)
+
+    async def wait_ready(self) -> None:
+        """Until background loading has ended. Index work that arrives meanwhile (start-up syncs,
+        bus jobs, imports) waits here instead of failing on an index that is not open yet."""
+        if self._loader is not None and not self._ready.is_set():
+            await self._ready.wait()
+
+    @property
+    def ready(self) -> bool:
+        """The embedder is loaded and the index open (or known to be unavailable): recall can run."""
+        return self._ready.is_set()
+
+    async def _load(self, *, background: bool) -> None:
+        started = time.monotonic()
+        try:
+            attached = await self._open()
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            if not background:
+                raise
+            # The daemon is up and answering: a model or index that does not load costs recall,
+            # not the service. /healthz names it; index work fails (and is logged) until a restart.
+            self.load_error = f"{type(exc).__name__}: {exc}"
+            log.exception("memory: loading the embedder or opening the index failed; turns are answered"
+                          " without recall")
+            attached = True
+        finally:
+            self._ready.set()
+        if background:
+            log.info("memory: ready after %.2fs in the background", time.monotonic() - started)
+        if not attached:
+            return
+        self._worker = asyncio.create_task(self._drain(), name="memory:indexer")
+        if self.floor.min_free_bytes and not self.load_error:
+            self._watch = asyncio.create_task(self._watch_disk(), name="memory:disk-watch")
+
+    async def _open(self) -> bool:
+        """The embedder and the index; False when running detached (another process holds it)."""
                 self.detached = True
-                return
+                return False
             except LowDiskSpaceError as exc:
                 if self.detach_if_busy:
                     # A `kith worker` cannot tell whether the daemon holds the index without opening
@@ -125,7 +175,7 @@ class MemoryService:
                     log.warning("memory: not opening the index (%s); index jobs are left to the daemon",
                                 exc.space.describe())
                     self.detached = True
-                    return
+                    return False
                 # Opening would replay the write-ahead log into memory-mapped files: on a full disk
                 # that is a SIGBUS at every start. Start without the index; the watch opens it later.
                 self._pause(exc.space)
@@ -133,9 +183,7 @@ class MemoryService:
                             " until space returns", exc.space.describe())
         if self._index is not None:
             self._indexer = Indexer(self._index, self._embedder, SparseEncoder(avg_len=self.mem.bm25_avg_len))
-        self._worker = asyncio.create_task(self._drain(), name="memory:indexer")
-        if self.floor.min_free_bytes:
-            self._watch = asyncio.create_task(self._watch_disk(), name="memory:disk-watch")
+        return True
 
     def _open_index(self, embedder: Embedder) -> VectorIndex:
         key = self.mem.qdrant_api_key.get_secret_value() if self.mem.qdrant_api_key else None
@@ -174,6 +222,11 @@ class MemoryService:
             try:
                 await self._worker
             except asyncio.CancelledError:
+        if self._loader is not None:
+            # Loading runs in worker threads that cannot be interrupted: wait for it, so the index
+            # it opens is closed below (an abandoned shard keeps its write-ahead-log lock).
+            await asyncio.gather(self._loader, return_exceptions=True)
+            self._loader = None
                 pass
             self._worker = None
         self._loop = None  # writes after close are still guarded, just no longer indexed live
@@ -198,6 +251,7 @@ class MemoryService:
 
     async def _guarded(self, op: Op, fn: Callable[..., IndexReport | None], *args: Any) -> IndexReport:
         """Run index work on the indexing thread unless indexing is paused; work that finds (or
+        await self.wait_ready()
         hits) low space is kept and replayed on resume instead of failing its caller (a bus job
         that failed would be retried into the dead-letter queue during a long pause)."""
         if self.paused:
@@ -354,6 +408,7 @@ class MemoryService:
     async def sync(self, scope: str) -> IndexReport:
         """Incremental pass over a root (startup catch-up after edits made while stopped)."""
         self.root_for(scope)
+        await self.wait_ready()
         if not self.paused:
             await asyncio.to_thread(self.store_for(scope).remove_stale_temp_files)
         return await self._guarded((SYNC, scope, ""), self._scope_work, "sync", scope)
@@ -375,6 +430,7 @@ class MemoryService:
             for scope in scopes:
                 self._keep((REBUILD, scope, ""))  # finished by itself when space returns
             raise
+        await self.wait_ready()
         return out
 
     async def rebuild(self, scope: str) -> IndexReport:
@@ -403,6 +459,7 @@ class MemoryService:
         return work(scope, self.store_for(scope))
 
     # ------------------------------------------------------------------------------- disk space
+        await self.wait_ready()
 
     @property
     def paused(self) -> bool:
@@ -502,6 +559,8 @@ class MemoryService:
     async def recall(
         self,
         *,
+        if self.load_error:
+            return [f"memory did not load (recall is off): {self.load_error}"]
         scope: str | Sequence[str],
         query: str,
         k: int,
@@ -532,6 +591,8 @@ class MemoryService:
     def stats(self) -> dict[str, Any]:
         index = self._index
         return {
+        if not self._ready.is_set() or (self.load_error and self._index is None):
+            return []  # still loading in the background (or it failed): answer without recall
             "backend": index.backend if index else None,
             "embedding_model": self.mem.embedding_model,
             "points": index.count() if index else 0,
