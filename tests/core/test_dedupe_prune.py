@@ -4,19 +4,18 @@ and is pruned as turns go by instead of growing by one row per message forever (
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
-from pathlib import Path
 
 from gateway.dedupe import RETENTION, Dedupe
-from gateway.state import State, open_state
+from gateway.state import State
 from tests.storage import select_rows
 
 
 def keys(state: State) -> list[str]:
-    return [r[0] for r in select_rows(state, "SELECT message_id FROM dedupe ORDER BY created_at")]
+    return [r[0] for r in select_rows(state, "SELECT message_id FROM dedupe ORDER BY created_at, message_id")]
 
 
-def test_keys_older_than_the_window_are_pruned_in_batches_as_messages_arrive(tmp_path: Path) -> None:
-    state = open_state(tmp_path / "state.sqlite")
+def test_keys_older_than_the_window_are_pruned_in_batches_as_messages_arrive(any_state: State) -> None:
+    state = any_state  # SQLite and PostgreSQL (tests/pg.py)
     now = datetime.now(UTC)
     clock = [now]
     dedupe = Dedupe(state, clock=lambda: clock[0], prune_every_s=3600, prune_batch=3)
@@ -35,11 +34,10 @@ def test_keys_older_than_the_window_are_pruned_in_batches_as_messages_arrive(tmp
     dedupe.claim("telegram", "m5")
     dedupe.persist("telegram", "m5")  # a full batch went: the next persist takes the rest
     assert keys(state) == ["m5"] and dedupe.pruned == 5
-    state.close()
 
 
-def test_pruning_runs_at_most_once_per_interval(tmp_path: Path) -> None:
-    state = open_state(tmp_path / "state.sqlite")
+def test_pruning_runs_at_most_once_per_interval(any_state: State) -> None:
+    state = any_state  # SQLite and PostgreSQL (tests/pg.py)
     clock = [datetime.now(UTC)]
     dedupe = Dedupe(state, clock=lambda: clock[0], prune_every_s=3600)
     dedupe.persist("discord", "a")  # the first persist after start prunes (nothing yet)
@@ -49,4 +47,3 @@ def test_pruning_runs_at_most_once_per_interval(tmp_path: Path) -> None:
     dedupe._next_prune = 0.0  # the interval has passed
     dedupe.persist("discord", "c")
     assert keys(state) == ["b", "c"], "only the key from before the window went"
-    state.close()

@@ -16,9 +16,10 @@ from typing import Any
 
 import pytest
 
-from gateway.state import StorageError, open_state, ts
+from gateway.state import State, StorageError, open_configured, open_state, ts
 from gateway.state.sqlite import SqliteState
 from gateway.state.sqlite.people import NOT_PERSONAL, classify
+from tests.storage import select_rows, write_rows
 
 
 def _state(tmp_path: Path) -> SqliteState:
@@ -27,8 +28,13 @@ def _state(tmp_path: Path) -> SqliteState:
     return state
 
 
-def test_every_table_is_known(tmp_path: Path) -> None:
-    state = _state(tmp_path)
+def _any(tmp_path: Path, state_url: str | None) -> State:
+    """SQLite, or PostgreSQL (tests/pg.py): the schema walk and erase hold on both backends."""
+    return open_configured(tmp_path, state_url)
+
+
+def test_every_table_is_known(tmp_path: Path, state_url: str | None) -> None:
+    state: Any = _any(tmp_path, state_url)
     try:
         kinds = classify(state.people.tables(), state.people.fts_tables())
     finally:
@@ -76,29 +82,40 @@ def _value(table: str, column: str, ctype: str, who: dict[str, str]) -> Any:
     return f"{who['marker']} {table} {column}"
 
 
-def _fill(state: SqliteState, who: dict[str, str]) -> list[str]:
+def _columns(state: Any, table: str) -> list[tuple[str, str, bool]]:
+    """(name, declared type, whether the backend picks the value: the row id) of each column."""
+    if isinstance(state, SqliteState):
+        info = select_rows(state, f'SELECT name, type, pk FROM pragma_table_info("{table}")')
+        return [(r[0], str(r[1]), bool(r[2]) and "INT" in str(r[1]).upper() and r[0] in ("seq", "id")) for r in info]
+    info = select_rows(state, "SELECT column_name, data_type, is_identity FROM information_schema.columns"
+                              " WHERE table_schema = current_schema() AND table_name = ? ORDER BY ordinal_position",
+                       table)  # fmt: skip
+    return [(r[0], "INTEGER" if "int" in r[1] else "REAL" if "double" in r[1] else "TEXT", r[2] == "YES")
+            for r in info]  # fmt: skip
+
+
+def _fill(state: Any, who: dict[str, str]) -> list[str]:
     """One row of ``who`` in every table that can hold a person; the tables filled."""
     kinds = classify(state.people.tables(), state.people.fts_tables())
     filled = []
     for table, kind in sorted(kinds.items()):
         if kind not in ("rule", "user_id"):
             continue
-        info = state.db.execute(f'PRAGMA table_info("{table}")').fetchall()
         cols, vals = [], []
-        for _cid, name, ctype, _notnull, _default, pk in info:
-            if pk and "INT" in str(ctype).upper() and name in ("seq", "id"):
-                continue  # the row id: SQLite picks it
+        for name, ctype, auto in _columns(state, table):
+            if auto:
+                continue  # the row id: the backend picks it
             cols.append(name)
-            vals.append(_value(table, name, str(ctype), who))
-        state.db.execute(f'INSERT INTO "{table}"({", ".join(cols)}) VALUES ({", ".join("?" * len(cols))})', vals)
+            vals.append(_value(table, name, ctype, who))
+        write_rows(state, f'INSERT INTO "{table}"({", ".join(cols)}) VALUES ({", ".join("?" * len(cols))})', *vals)
         filled.append(table)
     return filled
 
 
-def _rows_with(state: SqliteState, marker: str) -> dict[str, int]:
+def _rows_with(state: Any, marker: str) -> dict[str, int]:
     out = {}
     for table in state.people.tables():
-        rows = state.db.execute(f'SELECT * FROM "{table}"').fetchall()
+        rows = select_rows(state, f'SELECT * FROM "{table}"')
         n = sum(1 for r in rows if any(marker in str(v) for v in r))
         if n:
             out[table] = n
@@ -137,12 +154,31 @@ def test_erase_leaves_nothing_of_the_person_in_the_file(tmp_path: Path) -> None:
     assert bob["marker"].lower().encode() in raw
 
 
-def test_a_group_session_she_opened_stays_for_the_others(tmp_path: Path) -> None:
+def test_erase_leaves_no_row_of_the_person(tmp_path: Path, state_url: str | None) -> None:
+    """Every table filled, on each backend: after the erase no row names her; Bob's are all there."""
+    alice = {"uid": "ualice0001", "sid": "salice0001", "account": "acct-alice-77", "marker": "ALICEMARKER"}
+    bob = {"uid": "ubob000002", "sid": "sbob000002", "account": "acct-bob-88", "marker": "BOBMARKER"}
+    state: Any = _any(tmp_path, state_url)
+    try:
+        assert {"turns", "users", "kg_facts", "web_sessions"} <= set(_fill(state, alice))
+        _fill(state, bob)
+        bob_before = _rows_with(state, bob["uid"])
+        assert state.turns.rows_with_words(alice["uid"], alice["marker"]) != []
+        state.people.erase_user(alice["uid"])
+        for needle in (alice["uid"], alice["marker"], alice["account"]):
+            assert _rows_with(state, needle) == {}, needle
+        assert state.turns.rows_with_words(alice["uid"], alice["marker"]) == []
+        assert _rows_with(state, bob["uid"]) == bob_before
+    finally:
+        state.close()
+
+
+def test_a_group_session_she_opened_stays_for_the_others(tmp_path: Path, state_url: str | None) -> None:
     from datetime import UTC, datetime
 
     from gateway.state import TranscriptEntry
 
-    state = _state(tmp_path)
+    state = _any(tmp_path, state_url)
     now = datetime.now(UTC)
     try:
         for uid in ("ualice", "ubob"):
@@ -161,9 +197,9 @@ def test_a_group_session_she_opened_stays_for_the_others(tmp_path: Path) -> None
         state.close()
 
 
-def test_rows_and_restore_round_trip(tmp_path: Path) -> None:
+def test_rows_and_restore_round_trip(tmp_path: Path, state_url: str | None) -> None:
     alice = {"uid": "ualice0001", "sid": "salice0001", "account": "acct-alice-77", "marker": "ALICEMARKER"}
-    state = _state(tmp_path)
+    state = _any(tmp_path, state_url)
     try:
         _fill(state, alice)
         rows = state.people.rows(alice["uid"])

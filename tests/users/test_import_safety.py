@@ -15,7 +15,7 @@ import pytest
 import gateway.identity.import_ as import_mod
 from gateway.identity.export import FORMAT, VERSION
 from gateway.identity.import_ import ArchiveError, import_user
-from gateway.state import State, open_state
+from gateway.state import State, open_configured
 
 TOP = "kith-user-uold"
 
@@ -41,8 +41,9 @@ def _tar(path: Path, docs: dict[str, bytes], *, extra: list[tarfile.TarInfo] = (
 
 
 @pytest.fixture
-def state(tmp_path: Path) -> State:
-    s = open_state(tmp_path / "data" / "state.sqlite")
+def state(tmp_path: Path, state_url: str | None) -> State:
+    """SQLite and PostgreSQL (tests/pg.py)."""
+    s = open_configured(tmp_path / "data", state_url)
     yield s  # type: ignore[misc]
     s.close()
 
@@ -146,7 +147,7 @@ def test_a_failing_row_write_removes_the_files(tmp_path: Path, state: State) -> 
     data = tmp_path / "data"
     bad_rows = {"users": [{"user_id": "uold", "display_name": "Old", "timezone": "UTC", "created_at": None}]}
     archive = _tar(tmp_path / "a.tar.gz", _docs(**{"rows.json": json.dumps(bad_rows).encode()}))
-    with pytest.raises(ArchiveError, match="NOT NULL"):
+    with pytest.raises(ArchiveError, match=r"(?i)not.null"):  # SQLite: NOT NULL; PostgreSQL: not-null
         import_user(state, data, archive, as_user="unew")
     _nothing_written(state, data)
 
