@@ -63,8 +63,8 @@ class Gateway:
         supervise: bool = True,
         mode: Literal["daemon", "worker"] = "daemon",
         run_jobs: bool = True,
-    ) -> None:
         background_load: bool = False,
+    ) -> None:
         """``mode="worker"`` (``kith worker``): attach to the daemon's bus instead of owning it, run no
         scheduler, and share the memory index through the bus when the daemon holds it.
         ``run_jobs=False`` (read-only CLI commands): no workers, no scheduler, no startup jobs.
@@ -77,8 +77,8 @@ class Gateway:
         self.plugin_host: PluginHost = build_plugin_host(config, extra_plugins=plugins, entry_points=entry_points)
         self.hooks: Hooks = self.plugin_host.hooks
         self.serve_http = serve_http
-        self.supervise = supervise
         self.background_load = background_load
+        self.supervise = supervise
         self.adapters: dict[str, Adapter] = {}
         self.supervisor = Supervisor()
         self.http_app = web.Application(client_max_size=1024 * 1024)

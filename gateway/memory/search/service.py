@@ -99,6 +99,9 @@ class MemoryService:
         self._pending: dict[Op, None] = {}  # ordered set: replayed in arrival order on resume
         self._watch: asyncio.Task[None] | None = None
         self._open_failed = False
+        self._ready = asyncio.Event()  # set once start-up loading has ended, whatever its outcome
+        self._loader: asyncio.Task[None] | None = None
+        self.load_error = ""  # why background loading failed ("" = it did not)
 
     # -------------------------------------------------------------------------------- lifecycle
 
@@ -110,19 +113,6 @@ class MemoryService:
         self._loop = asyncio.get_running_loop()
         self._index_pool = ThreadPoolExecutor(1, thread_name_prefix="kith-index")
         self._query_pool = ThreadPoolExecutor(2, thread_name_prefix="kith-recall")
-        self._embedder = await asyncio.to_thread(
-            load_embedder, self.mem.embedding_model, threads=self.mem.embedding_threads
-        )
-        self._ready = asyncio.Event()  # set once start-up loading has ended, whatever its outcome
-        self._loader: asyncio.Task[None] | None = None
-        self.load_error = ""  # why background loading failed ("" = it did not)
-        if self._index is None:
-            try:
-                self._index = await asyncio.to_thread(self._open_index, self._embedder)
-            except IndexBusyError:
-                if not self.detach_if_busy:
-                    raise
-                log.info("memory: the index is held by the running gateway; re-indexing goes through the bus")
         if background:
             self._loader = asyncio.create_task(self._load(background=True), name="memory:load")
         else:
@@ -166,6 +156,16 @@ class MemoryService:
 
     async def _open(self) -> bool:
         """The embedder and the index; False when running detached (another process holds it)."""
+        self._embedder = await asyncio.to_thread(
+            load_embedder, self.mem.embedding_model, threads=self.mem.embedding_threads
+        )
+        if self._index is None:
+            try:
+                self._index = await asyncio.to_thread(self._open_index, self._embedder)
+            except IndexBusyError:
+                if not self.detach_if_busy:
+                    raise
+                log.info("memory: the index is held by the running gateway; re-indexing goes through the bus")
                 self.detached = True
                 return False
             except LowDiskSpaceError as exc:
@@ -212,6 +212,11 @@ class MemoryService:
 
     async def close(self) -> None:
         self.index_sink = None
+        if self._loader is not None:
+            # Loading runs in worker threads that cannot be interrupted: wait for it, so the index
+            # it opens is closed below (an abandoned shard keeps its write-ahead-log lock).
+            await asyncio.gather(self._loader, return_exceptions=True)
+            self._loader = None
         if self._watch is not None:
             self._watch.cancel()
             await asyncio.gather(self._watch, return_exceptions=True)
@@ -222,11 +227,6 @@ class MemoryService:
             try:
                 await self._worker
             except asyncio.CancelledError:
-        if self._loader is not None:
-            # Loading runs in worker threads that cannot be interrupted: wait for it, so the index
-            # it opens is closed below (an abandoned shard keeps its write-ahead-log lock).
-            await asyncio.gather(self._loader, return_exceptions=True)
-            self._loader = None
                 pass
             self._worker = None
         self._loop = None  # writes after close are still guarded, just no longer indexed live
@@ -241,6 +241,7 @@ class MemoryService:
         self._index_pool = self._query_pool = None
 
     async def _indexing(self, fn: Callable[..., Any], *args: Any) -> Any:
+        await self.wait_ready()
         # No pool = not started (or closed): the default pool does it.
         return await asyncio.get_running_loop().run_in_executor(self._index_pool, functools.partial(fn, *args))
 
@@ -251,7 +252,6 @@ class MemoryService:
 
     async def _guarded(self, op: Op, fn: Callable[..., IndexReport | None], *args: Any) -> IndexReport:
         """Run index work on the indexing thread unless indexing is paused; work that finds (or
-        await self.wait_ready()
         hits) low space is kept and replayed on resume instead of failing its caller (a bus job
         that failed would be retried into the dead-letter queue during a long pause)."""
         if self.paused:
@@ -395,6 +395,7 @@ class MemoryService:
     async def index_chunks(self, scope: str, chunks: Sequence[Chunk]) -> IndexReport:
         """Index chunks that exist in no file (imports, benchmarks): nothing could replay them, so
         while indexing is paused this raises ``LowDiskSpaceError`` instead of keeping them."""
+        await self.wait_ready()
         if self.paused:
             raise self._paused_error("indexing")
         try:
@@ -408,7 +409,6 @@ class MemoryService:
     async def sync(self, scope: str) -> IndexReport:
         """Incremental pass over a root (startup catch-up after edits made while stopped)."""
         self.root_for(scope)
-        await self.wait_ready()
         if not self.paused:
             await asyncio.to_thread(self.store_for(scope).remove_stale_temp_files)
         return await self._guarded((SYNC, scope, ""), self._scope_work, "sync", scope)
@@ -417,6 +417,7 @@ class MemoryService:
         """Rebuild from the files: one user's scope, or every root under the data directory.
         An operator asked for it now: while indexing is paused this raises ``LowDiskSpaceError``."""
         scopes = [user_scope(user_id)] if user_id else self.known_scopes()
+        await self.wait_ready()
         if self.paused:
             raise self._paused_error("rebuilding the memory index")
         out = {}
@@ -430,7 +431,6 @@ class MemoryService:
             for scope in scopes:
                 self._keep((REBUILD, scope, ""))  # finished by itself when space returns
             raise
-        await self.wait_ready()
         return out
 
     async def rebuild(self, scope: str) -> IndexReport:
@@ -446,6 +446,7 @@ class MemoryService:
 
     async def compact(self) -> None:
         """Rewrite the index files so purged points are gone from the disk, not only from searches."""
+        await self.wait_ready()
         if self._index is not None:
             await self._indexing(self._index.compact)
 
@@ -459,7 +460,6 @@ class MemoryService:
         return work(scope, self.store_for(scope))
 
     # ------------------------------------------------------------------------------- disk space
-        await self.wait_ready()
 
     @property
     def paused(self) -> bool:
@@ -543,6 +543,8 @@ class MemoryService:
 
     def health_problems(self) -> list[str]:
         """Why memory is not at full service, for /healthz (empty when it is)."""
+        if self.load_error:
+            return [f"memory did not load (recall is off): {self.load_error}"]
         if self.paused:
             opened = "" if self._index is not None else " (the index is not open: recall is off)"
             why = self.low_space.describe() if self.low_space else "disk space is back, the index does not open yet"
@@ -559,8 +561,6 @@ class MemoryService:
     async def recall(
         self,
         *,
-        if self.load_error:
-            return [f"memory did not load (recall is off): {self.load_error}"]
         scope: str | Sequence[str],
         query: str,
         k: int,
@@ -573,6 +573,8 @@ class MemoryService:
             self.root_for(s)
         if self._index is None and self.paused:
             return []  # started on a full disk without the index: answer without recall
+        if not self._ready.is_set() or (self.load_error and self._index is None):
+            return []  # still loading in the background (or it failed): answer without recall
         index, embedder, indexer = self._require_index(), self._require_embedder(), self._require_indexer()
         self.counters["recalls"] += 1
         return await asyncio.get_running_loop().run_in_executor(self._query_pool, functools.partial(
@@ -591,8 +593,6 @@ class MemoryService:
     def stats(self) -> dict[str, Any]:
         index = self._index
         return {
-        if not self._ready.is_set() or (self.load_error and self._index is None):
-            return []  # still loading in the background (or it failed): answer without recall
             "backend": index.backend if index else None,
             "embedding_model": self.mem.embedding_model,
             "points": index.count() if index else 0,
