@@ -35,6 +35,9 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gateway.cli.schedule",
     "gateway.cli.state",
     "gateway.cli.doctor",
+    "gateway.cli.backup",
+    "gateway.cli.restore",
+    "gateway.cli.service",
 )
 
 # command -> (the module that registers it, its help line exactly as that module gives it).
@@ -59,6 +62,9 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "state": ("gateway.cli.state", "the state database: move a SQLite install to PostgreSQL"),
     "schedule": ("gateway.cli.schedule", "reminders, scheduled prompts and task alerts: list, show, cancel"),
     "doctor": ("gateway.cli.doctor", "check this install: config, ports, disk, Redis, state, index, models, clock"),
+    "backup": ("gateway.cli.backup", "write a consistent backup of state, Markdown memory and personas"),
+    "restore": ("gateway.cli.restore", "restore a backup into a new data directory"),
+    "service": ("gateway.cli.service", "systemd unit files for this install"),
 }
 
 
