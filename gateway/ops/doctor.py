@@ -200,7 +200,7 @@ async def check_index(config: Config) -> list[Check]:
 def _check_embedded_index(root: Path) -> list[Check]:
     if not root.exists():
         return [Check("index", "warn", f"embedded, {root} does not exist yet (built from the Markdown at start)")]
-    size = sum(p.stat().st_size for p in root.rglob("*") if p.is_file())
+    size = sum(p.stat().st_blocks * 512 for p in root.rglob("*") if p.is_file())  # allocated, not sparse size
     return [Check("index", "ok", f"embedded {root} ({size / MB:,.1f} MB)")]
 
 
