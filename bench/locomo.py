@@ -9,12 +9,22 @@ frac@k: share of a question's gold evidence turns among the first k retrieved tu
 spans several turns uses up that many of the k); all@k / any@k: all / at least one gold turn in the
 first k; MRR@k: reciprocal rank of the first gold turn. Reported per category and overall, with
 recall latency (query embedding included) and ingest throughput. The last line is one JSON object.
+
+Leave-one-conversation-out (``loo`` in the JSON): ranking parameters chosen on the dev conversations
+would flatter the dev score, so every tunable of ``RecallSettings`` is chosen by a small grid search
+(``GRID``) on all conversations but one, and scored on the one left out; each conversation is held
+out in turn. The held-out figures (per fold, their mean and spread) are the ones that predict unseen
+conversations, and the ones recall changes are accepted on. Each question's candidates are retrieved
+once and re-ranked under every setting by ``recall.rank`` (the function recall itself runs), so the
+search costs seconds.
 """
 
 from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
+import itertools
 import json
 import re
 import statistics
@@ -26,6 +36,25 @@ from pathlib import Path
 from typing import Any
 
 KS = (1, 5, 10, 25)
+RETRIEVE = 100  # candidates per list fetched once per question; the grid's ``candidates`` cut them
+# The grid of the leave-one-out search, in blocks. "base" holds the parameters recall had before
+# issue 18; "full" adds a block for the query signals (speaker, dates) and session diversity. The
+# search is block-coordinate: the full product of one block with the others held, block after block,
+# until a round changes nothing (at most ``ROUNDS``). The settings recall had before issue 18 come first
+# in each list: ties go to them.
+BASE_BLOCK: dict[str, tuple[float, ...]] = {
+    "dense_weight": (0.5, 0.3, 0.4, 0.6),
+    "neighbor_weight": (0.3, 0.0, 0.15, 0.45, 0.6),
+    "neighbor_window_s": (300.0, 60.0, 120.0, 900.0),
+    "recency_weight": (0.25, 0.0),
+}
+SIGNAL_BLOCK: dict[str, tuple[float, ...]] = {
+    "speaker_weight": (0.0, 0.1, 0.2, 0.4, 0.6),
+    "date_weight": (0.0, 0.2),
+    "diversity": (0.0, 0.02, 0.05),
+}
+GRID: dict[str, list[dict[str, tuple[float, ...]]]] = {"base": [BASE_BLOCK], "full": [BASE_BLOCK, SIGNAL_BLOCK]}
+ROUNDS = 3
 CATEGORIES = {1: "multi-hop", 2: "temporal", 3: "open-domain", 4: "single-hop"}
 _EVIDENCE = re.compile(r"D:?\s*(\d+)\s*:\s*0*(\d+)")
 
@@ -41,6 +70,8 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--limit", type=int, default=0, help="only the first N conversations")
     parser.add_argument("--threads", type=int, default=None,
                         help="embedding threads (default: memory.embedding_threads; query path uses these too)")
+    parser.add_argument("--grid", choices=["full", "base", "none"], default="full",
+                        help="leave-one-out search grid (none = skip leave-one-out)")
 
 
 def normalise_evidence(items: list[Any]) -> list[str]:
@@ -99,8 +130,18 @@ def score(ranked_turns: list[str], gold: list[str]) -> dict[str, float]:
     return out
 
 
+@dataclasses.dataclass
+class Question:
+    conv: str
+    category: int
+    gold: list[str]
+    found: Any  # recall.Retrieved
+    turns: dict[str, tuple[str, ...]]  # point id -> its turn ids
+
+
 async def run(args: argparse.Namespace) -> dict[str, Any]:
     from gateway.config import parse_config
+    from gateway.memory.search.recall import retrieve
     from gateway.memory.search.service import MemoryService
 
     data = json.loads(await asyncio.to_thread(Path(args.data).read_text, encoding="utf-8"))
@@ -118,6 +159,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
         if val is not None:
             mem[key] = val
     rows: list[tuple[int, dict[str, float]]] = []
+    questions: list[Question] = []
     latencies: list[float] = []
     n_turns = 0
     ingest_s = 0.0
@@ -145,10 +187,119 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     latencies.append((time.perf_counter() - t1) * 1000)
                     ranked = [tid for h in hits for tid in h.turn_ids]
                     rows.append((int(qa["category"]), score(ranked, gold)))
+                    if args.grid != "none":
+                        found = await asyncio.to_thread(
+                            retrieve, svc.index, svc.embedder, svc.sparse, scopes=[scope],
+                            query=str(qa["question"]), limit=RETRIEVE, now=now,
+                        )
+                        ids = list({c.id for c in (*found.dense, *found.bm25)})
+                        full = svc.index._payloads(scopes=[scope], ids=ids)
+                        turn_map = {pid: tuple(p.get("turn_ids") or ()) for pid, p in full.items()}
+                        questions.append(Question(scope, int(qa["category"]), gold, found, turn_map))
         finally:
             await svc.close()
     threads = svc.mem.embedding_threads
-    return summarise(rows, latencies, n_turns, ingest_s, args) | {"embedder": embedder, "threads": threads}
+    out = summarise(rows, latencies, n_turns, ingest_s, args) | {"embedder": embedder, "threads": threads}
+    out["per_conversation"] = {
+        c: _mean([r for q, (_c, r) in zip(questions, rows, strict=True) if q.conv == c])
+        for c in dict.fromkeys(q.conv for q in questions)
+    } if questions else {}
+    if args.grid != "none":
+        t0 = time.perf_counter()
+        out["loo"] = leave_one_out(questions, svc.settings, GRID[args.grid])
+        out["loo"]["search_s"] = round(time.perf_counter() - t0, 1)
+    return out
+
+
+def _mean(rows: list[dict[str, float]]) -> dict[str, float]:
+    return {k: round(100 * statistics.fmean(r[k] for r in rows), 1) for k in ("frac@5", "frac@10")} if rows else {}
+
+
+def evaluate(questions: list[Question], settings: Any) -> list[dict[str, float]]:
+    """Each question's scores when its candidates are ranked under ``settings``."""
+    from gateway.memory.search.recall import rank
+
+    out = []
+    for q in questions:
+        top = rank(q.found, k=max(KS), settings=settings)
+        out.append(score([t for _s, cid, _p in top for t in q.turns.get(cid, ())], q.gold))
+    return out
+
+
+def leave_one_out(
+    questions: list[Question], defaults: Any, blocks: list[dict[str, tuple[float, ...]]]
+) -> dict[str, Any]:
+    """Choose settings on all conversations but one, score the one left out; rotate.
+
+    The objective is the mean of frac@5 and frac@10 over the training questions (each question
+    counts once, so a bigger conversation weighs more)."""
+    convs = list(dict.fromkeys(q.conv for q in questions))
+    memo: dict[tuple[tuple[str, float], ...], dict[str, float]] = {}
+
+    def objective(combo: dict[str, float]) -> dict[str, float]:
+        """conversation -> sum over its questions of (frac@5 + frac@10) / 2, under ``combo``."""
+        key = tuple(sorted(combo.items()))
+        if key not in memo:
+            per_conv = dict.fromkeys(convs, 0.0)
+            for q, r in zip(questions, evaluate(questions, _apply(defaults, combo)), strict=True):
+                per_conv[q.conv] += (r["frac@5"] + r["frac@10"]) / 2
+            memo[key] = per_conv
+        return memo[key]
+
+    def search(train: list[str]) -> dict[str, float]:
+        current = {k: vals[0] for block in blocks for k, vals in block.items()}
+        for _ in range(ROUNDS):
+            before = dict(current)
+            for block in blocks:
+                keys = list(block)
+                combos = [current | dict(zip(keys, v, strict=True)) for v in itertools.product(*block.values())]
+                # max keeps the first of equals: the earlier grid values, i.e. the defaults.
+                current = max(combos, key=lambda c: sum(objective(c)[t] for t in train))
+            if current == before:
+                break
+        return current
+
+    folds = []
+    held_rows: list[tuple[int, dict[str, float]]] = []
+    for held in convs:
+        chosen = search([c for c in convs if c != held])
+        test = [q for q in questions if q.conv == held]
+        rows = list(zip((q.category for q in test), evaluate(test, _apply(defaults, chosen)), strict=True))
+        held_rows.extend(rows)
+        folds.append({"held_out": held, "n": len(test), "chosen": chosen, **_mean([r for _c, r in rows]),
+                      "per_category": _per_category(rows)})
+    f5 = [f["frac@5"] for f in folds]
+    f10 = [f["frac@10"] for f in folds]
+    return {
+        "grid": [{k: list(v) for k, v in block.items()} for block in blocks],
+        "settings_scored": len(memo),
+        "folds": folds,
+        "frac@5": round(statistics.fmean(f5), 1),
+        "frac@10": round(statistics.fmean(f10), 1),
+        "spread": {"frac@5": [min(f5), max(f5)], "frac@10": [min(f10), max(f10)],
+                   "stdev@5": round(statistics.pstdev(f5), 1), "stdev@10": round(statistics.pstdev(f10), 1)},
+        # Every question scored by settings tuned without its conversation, pooled.
+        "pooled": _mean([r for _c, r in held_rows]),
+        "per_category": _per_category(held_rows),
+        # The same search on every dev conversation: what the shipped defaults should be.
+        "chosen_on_all": search(convs),
+    }
+
+
+def _apply(defaults: Any, combo: dict[str, float]) -> Any:
+    return dataclasses.replace(defaults, **_settings(combo))
+
+
+def _settings(combo: dict[str, float]) -> dict[str, float]:
+    # dense + sparse = 1: only their ratio matters to the fusion, the sum to the additive boosts.
+    out = dict(combo)
+    if "dense_weight" in out:
+        out["sparse_weight"] = round(1.0 - out["dense_weight"], 6)
+    return out
+
+
+def _per_category(rows: list[tuple[int, dict[str, float]]]) -> dict[str, dict[str, float]]:
+    return {CATEGORIES.get(c, str(c)): _mean([r for cc, r in rows if cc == c]) for c in sorted({c for c, _ in rows})}
 
 
 def summarise(
@@ -196,5 +347,19 @@ def main(args: argparse.Namespace) -> int:
             f"  latency p50 {result['p50_ms']} ms  p95 {result['p95_ms']} ms  p99 {result['p99_ms']} ms;"
             f" ingest {result['ingest_turns_per_s']} turns/s"
         )
+        for conv, m in result["per_conversation"].items():
+            print(f"  {conv:<20} frac@5 {m['frac@5']:5.1f}  frac@10 {m['frac@10']:5.1f}  (defaults)")
+        if "loo" in result:
+            loo = result["loo"]
+            print(f"Leave-one-conversation-out ({loo['settings_scored']} settings scored, {loo['search_s']} s):")
+            for f in loo["folds"]:
+                print(f"  held out {f['held_out']:<20} frac@5 {f['frac@5']:5.1f}  frac@10 {f['frac@10']:5.1f}"
+                      f"  chosen {f['chosen']}")
+            sp = loo["spread"]
+            print(f"  mean frac@5 {loo['frac@5']} ({sp['frac@5'][0]}-{sp['frac@5'][1]})"
+                  f"  frac@10 {loo['frac@10']} ({sp['frac@10'][0]}-{sp['frac@10'][1]})")
+            for cat, m in loo["per_category"].items():
+                print(f"  {cat:<12} frac@5 {m['frac@5']:5.1f}  frac@10 {m['frac@10']:5.1f}  (held out, pooled)")
+            print(f"  chosen on all: {loo['chosen_on_all']}")
     print(json.dumps(result, sort_keys=True))
     return 0

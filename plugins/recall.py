@@ -84,7 +84,10 @@ async def gateway_context_sections(gateway: Gateway, turn: Turn) -> ContextSecti
     # Over-fetch: hits dropped as already present must not leave the prompt short of memories, and the
     # filter tier (when configured) chooses among more candidates than it keeps.
     fetch = max(k * 2, gateway.config.memory.filter_tier.candidates if filter_tier.active_backend(gateway) else 0)
-    hits = await memory.recall(scope=scopes, query=turn.message.text, k=fetch, now=turn.received_at)
+    # "yesterday" in the message is the person's yesterday (a group has no one zone: the gateway's).
+    group = turn.message.kind == ConversationKind.GROUP
+    tz = zone(None if group else turn.user.timezone, gateway.config.timezone)
+    hits = await memory.recall(scope=scopes, query=turn.message.text, k=fetch, now=turn.received_at, tz=tz)
     injected = dated_injected(gateway, turn, tier)
     candidates = [h for h in hits if keep(h, history_ids, tier, injected)]
     kept, decision = await filter_tier.filter_hits(gateway, turn, turn.message.text, candidates, k)

@@ -27,7 +27,7 @@ _NS = uuid.UUID("6f1f3c1e-8d0a-4c55-9a43-7c1f0f9f2b11")
 PAYLOAD_INDEXES = {"scope": "keyword", "path": "keyword", "valid_until": "float"}
 # What ranking needs of each candidate; the full payload (text ...) is fetched for the final k only,
 # which halves the time of a query at 100k points (payload decoding dominated it).
-CANDIDATE_FIELDS = ["ts", "session"]
+CANDIDATE_FIELDS = ["ts", "session", "speaker"]
 
 
 class IndexBusyError(RuntimeError):
