@@ -407,11 +407,18 @@ class MemoryConfig(Section):
     search_threads: int = Field(1, ge=1, le=64)
     recency_half_life_days: float = Field(180, ge=0)  # 0 disables recency decay
     recency_weight: float = Field(0.25, ge=0, le=1)  # share of a hit's score subject to decay
-    dense_weight: float = Field(0.5, ge=0)
-    sparse_weight: float = Field(0.5, ge=0)
+    dense_weight: float = Field(0.4, ge=0)
+    sparse_weight: float = Field(0.6, ge=0)
     recall_candidates: int = Field(50, ge=1, le=1000)  # per retriever, before fusion
-    neighbor_weight: float = Field(0.3, ge=0, le=1)  # a turn inherits this share of a nearby turn's score
-    neighbor_window_s: float = Field(300, ge=0)  # nearby = same session, at most this many seconds apart
+    neighbor_weight: float = Field(0.6, ge=0, le=1)  # a turn inherits this share of a nearby turn's score
+    neighbor_window_s: float = Field(120, ge=0)  # nearby = same session, at most this many seconds apart
+    # Query signals (docs/memory.md#ranking): added to a turn whose speaker the query names, and to a
+    # memory dated inside a time the query names ("yesterday", "last summer", "in May"), in the
+    # person's zone. Chosen by the leave-one-out search of `kith bench locomo` (docs/benchmarks.md).
+    speaker_weight: float = Field(0.6, ge=0, le=2)
+    date_weight: float = Field(0.2, ge=0, le=2)
+    # A hit loses this much per better-ranked hit of its own session (spreads multi-evidence answers).
+    session_diversity: float = Field(0.0, ge=0, le=1)
     bm25_avg_len: float = Field(64, gt=0)
     recall_k: int = Field(8, ge=0, le=100)
     recall_budget_tokens: int = Field(600, ge=0)

@@ -27,7 +27,7 @@ import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
-from datetime import UTC, datetime
+from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
@@ -80,6 +80,9 @@ class MemoryService:
         self._indexer: Indexer | None = None
         self._stores: dict[str, MemoryStore] = {}
         self._queue: asyncio.Queue[Op] = asyncio.Queue()
+            speaker_weight=self.mem.speaker_weight,
+            date_weight=self.mem.date_weight,
+            diversity=self.mem.session_diversity,
         self._loop: asyncio.AbstractEventLoop | None = None
         self._worker: asyncio.Task[None] | None = None
         self._last_turn: dict[tuple[str, str], TurnRecord] = {}  # (scope, session) -> previous turn
@@ -567,7 +570,8 @@ class MemoryService:
         now: datetime | float | None = None,
         kinds: Sequence[str] = (),
     ) -> list[Hit]:
-        """Top ``k`` memories for ``query`` inside ``scope`` (a scope or a list of scopes)."""
+        """Top ``k`` memories for ``query`` inside ``scope`` (a scope or a list of scopes); ``tz`` is
+        the person's time zone, on whose calendar "yesterday" or "last summer" in the query is read."""
         scopes = [scope] if isinstance(scope, str) else list(scope)
         for s in scopes:
             self.root_for(s)
@@ -579,6 +583,7 @@ class MemoryService:
         self.counters["recalls"] += 1
         return await asyncio.get_running_loop().run_in_executor(self._query_pool, functools.partial(
             recall,
+        tz: str | tzinfo | None = None,
             index,
             embedder,
             indexer.sparse,
@@ -601,6 +606,7 @@ class MemoryService:
             "kept": len(self._pending),
             **self.counters,
         }
+            tz=tz,
 
     @property
     def index(self) -> VectorIndex:
