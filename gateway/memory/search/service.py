@@ -74,15 +74,15 @@ class MemoryService:
             candidates=self.mem.recall_candidates,
             neighbor_weight=self.mem.neighbor_weight,
             neighbor_window_s=self.mem.neighbor_window_s,
+            speaker_weight=self.mem.speaker_weight,
+            date_weight=self.mem.date_weight,
+            diversity=self.mem.session_diversity,
         )
         self._index = index
         self._embedder: Embedder | None = None
         self._indexer: Indexer | None = None
         self._stores: dict[str, MemoryStore] = {}
         self._queue: asyncio.Queue[Op] = asyncio.Queue()
-            speaker_weight=self.mem.speaker_weight,
-            date_weight=self.mem.date_weight,
-            diversity=self.mem.session_diversity,
         self._loop: asyncio.AbstractEventLoop | None = None
         self._worker: asyncio.Task[None] | None = None
         self._last_turn: dict[tuple[str, str], TurnRecord] = {}  # (scope, session) -> previous turn
@@ -569,6 +569,7 @@ class MemoryService:
         k: int,
         now: datetime | float | None = None,
         kinds: Sequence[str] = (),
+        tz: str | tzinfo | None = None,
     ) -> list[Hit]:
         """Top ``k`` memories for ``query`` inside ``scope`` (a scope or a list of scopes); ``tz`` is
         the person's time zone, on whose calendar "yesterday" or "last summer" in the query is read."""
@@ -583,7 +584,6 @@ class MemoryService:
         self.counters["recalls"] += 1
         return await asyncio.get_running_loop().run_in_executor(self._query_pool, functools.partial(
             recall,
-        tz: str | tzinfo | None = None,
             index,
             embedder,
             indexer.sparse,
@@ -593,6 +593,7 @@ class MemoryService:
             now=now,
             settings=self.settings,
             kinds=kinds,
+            tz=tz,
         ))
 
     def stats(self) -> dict[str, Any]:
@@ -606,7 +607,6 @@ class MemoryService:
             "kept": len(self._pending),
             **self.counters,
         }
-            tz=tz,
 
     @property
     def index(self) -> VectorIndex:
