@@ -93,10 +93,14 @@ class PluginHost:
         return infos
 
 
-def _allowed(name: str, cfg: PluginsConfig) -> bool:
+def plugin_allowed(name: str, cfg: PluginsConfig) -> bool:
+    """Whether the allow/deny lists let plugin ``name`` (module or entry-point name) load."""
     if name in cfg.deny:
         return False
     return cfg.allow is None or name in cfg.allow
+
+
+_allowed = plugin_allowed
 
 
 def _import(module: str, source: str, problems: list[str]) -> Any | None:

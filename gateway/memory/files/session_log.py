@@ -191,6 +191,36 @@ def parse_session_log(text: str, day: date | None = None) -> list[TurnRecord]:
     return out
 
 
+def parse_current(text: str) -> list[TurnRecord] | None:
+    """The turns of a log whose blocks are all of the current format, or None when any block is
+    older (or an old marker is present). Such a log parses the same in pieces: its text split
+    before any marker line parses to the two pieces' turns, in order (the indexer reads only what
+    was appended to a log since its last pass)."""
+    if _OLD_MARKER.search(text):
+        return None
+    blocks = _blocks(text, None)
+    if any(kind != "v2" for kind, _ in blocks) or _PLUGIN_HEAD_ANY.search(text):
+        return None
+    out = []
+    for _, block in blocks:
+        rec = block.record() if isinstance(block, LogEntry) else block
+        if rec.turn_id:
+            out.append(rec)
+    return out
+
+
+def starts_with_marker(text: str) -> bool:
+    """``text`` begins (after blank lines) with a block's marker line: a piece appended to a log."""
+    first = text.lstrip("\n").split("\n", 1)[0]
+    return _MARKER.match(first) is not None
+
+
+# Any marker without a version (first format), and any heading of the old plugin format: a log
+# holding either is parsed as a whole (their blocks run to the next block, across an append).
+_OLD_MARKER = re.compile(r"^<!-- kith:turn (?!(?:\w+=[^\s=]*\s+)*v=)", re.MULTILINE)
+_PLUGIN_HEAD_ANY = re.compile(r"^## \d{1,2}:\d{2}(?::\d{2})? · \S+ · session \S+ · turn \S+[ \t]*$", re.MULTILINE)
+
+
 def _blocks(text: str, day: date | None) -> list[tuple[str, LogEntry | TurnRecord]]:
     lines = text.split("\n")
     starts: list[tuple[str, int, int, dict[str, str] | re.Match[str]]] = []  # kind, first, end, what

@@ -5,21 +5,36 @@ the fresh chunks with the stored ``id -> (path, hash)`` manifest, embeds new or 
 and deletes points whose chunk no longer exists (edited away, file deleted or renamed). A rebuild
 is "drop the scope, then sync", which is why a rebuilt index answers exactly like the old one.
 All methods block (embedding, Qdrant calls): the service runs them in worker threads.
+
+Live indexing (``background=True``: a file a write reported, the start-up sync) must not compete
+with the turns being served: its embedding runs on the one low-priority embedding thread, and
+its points are upserted in slices of at most ``SLICE_S`` of embedding, so a large pass becomes
+searchable bit by bit and never holds the interpreter for long. A session log only ever grows by
+appended turns: its last pass is remembered (``_LogTail``), and the next one parses and embeds only
+the turns appended since, instead of the whole day's log at every flush.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+import hashlib
+import threading
+import time
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field, replace
 
 from gateway.memory.files.errors import MemoryFileNotFoundError, MemoryStoreError
+from gateway.memory.files.session_log import TurnRecord, parse_current, starts_with_marker
 from gateway.memory.files.store import MemoryStore
-from gateway.memory.search.chunk import Chunk, chunk_file
+from gateway.memory.search.chunk import Chunk, chunk_file, turn_chunk
 from gateway.memory.search.embed import Embedder
 from gateway.memory.search.index import IndexPoint, VectorIndex, point_id
 from gateway.memory.search.sparse import SparseEncoder
 
 INDEXED_SUFFIXES = (".md", ".txt")
+SLICE_S = 0.25  # live indexing upserts what it has embedded at least this often
+SLICE_MAX = 256  # and at most this many points at once
+_TAILS = 512  # session logs whose last pass is remembered
 
 
 @dataclass(slots=True)
@@ -41,19 +56,40 @@ def indexable(rel: str) -> bool:
     return rel.endswith(INDEXED_SUFFIXES) and not rel.endswith(".audit.jsonl")
 
 
+@dataclass(slots=True)
+class _LogTail:
+    """What the last pass over a session log saw and indexed: the length and digest of its text,
+    the chunk ids it held and each session's last turn (the dense context of that session's next)."""
+
+    size: int
+    digest: bytes
+    ids: set[str] = field(default_factory=set)
+    last: dict[str, TurnRecord] = field(default_factory=dict)
+
+
+def _digest(text: str) -> bytes:
+    return hashlib.blake2b(text.encode(), digest_size=16).digest()
+
+
 class Indexer:
-    def __init__(self, index: VectorIndex, embedder: Embedder, sparse: SparseEncoder) -> None:
+    def __init__(
+        self, index: VectorIndex, embedder: Embedder, sparse: SparseEncoder,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
         self.index = index
         self.embedder = embedder
         self.sparse = sparse
+        self.clock = clock  # bounds live indexing's slices (tests pass their own)
+        self._tails: OrderedDict[tuple[str, str], _LogTail] = OrderedDict()
+        self._tails_lock = threading.Lock()
 
     def hash(self, chunk: Chunk) -> str:
         """What decides "unchanged": the chunk's content and how its vectors are made (each model
         has its own index; the signature tells apart ways of running one model, e.g. int8 or float)."""
         return f"{chunk.content_hash}/{self.sparse.signature}/{self.embedder.signature}"
 
-    def points(self, scope: str, chunks: Sequence[Chunk]) -> list[IndexPoint]:
-        dense = self.embedder.embed_documents([c.dense_text for c in chunks])
+    def points(self, scope: str, chunks: Sequence[Chunk], *, background: bool = False) -> list[IndexPoint]:
+        dense = self.embedder.embed_documents([c.dense_text for c in chunks], background=background)
         return [
             IndexPoint(
                 id=point_id(scope, c.chunk_id),
@@ -79,15 +115,19 @@ class Indexer:
         ]
 
     def apply(
-        self, scope: str, chunks: Sequence[Chunk], manifest: dict[str, tuple[str, str]], *, purge: bool
+        self, scope: str, chunks: Sequence[Chunk], manifest: dict[str, tuple[str, str]], *, purge: bool,
+        background: bool = False,
     ) -> IndexReport:
         """Upsert ``chunks`` that are new or changed; with ``purge``, delete manifest points not in them."""
         report = IndexReport()
         wanted = {point_id(scope, c.chunk_id): c for c in chunks}
         todo = [c for pid, c in wanted.items() if manifest.get(pid, ("", ""))[1] != self.hash(c)]
         report.unchanged = len(wanted) - len(todo)
-        for start in range(0, len(todo), 256):
-            self.index.upsert(self.points(scope, todo[start : start + 256]))
+        if background:
+            self._upsert_sliced(scope, todo)
+        else:
+            for start in range(0, len(todo), SLICE_MAX):
+                self.index.upsert(self.points(scope, todo[start : start + SLICE_MAX]))
         report.embedded = len(todo)
         if purge:
             gone = [pid for pid in manifest if pid not in wanted]
@@ -95,27 +135,118 @@ class Indexer:
             report.deleted = len(gone)
         return report
 
+    def _upsert_sliced(self, scope: str, todo: Sequence[Chunk]) -> None:
+        """Embed one text at a time on the background thread; upsert every ``SLICE_S`` (or
+        ``SLICE_MAX`` points), so no single step of a long pass holds the interpreter for long."""
+        pending: list[IndexPoint] = []
+        since = self.clock()
+        for c in todo:
+            pending.extend(self.points(scope, [c], background=True))
+            if len(pending) >= SLICE_MAX or self.clock() - since >= SLICE_S:
+                self.index.upsert(pending)
+                pending = []
+                since = self.clock()
+        if pending:
+            self.index.upsert(pending)
+
     def index_chunks(self, scope: str, chunks: Sequence[Chunk]) -> IndexReport:
         """Index units that arrive outside a file pass (live transcript turns); never deletes."""
         ids = {point_id(scope, c.chunk_id) for c in chunks}
         manifest = {pid: v for path in {c.path for c in chunks} for pid, v in self.index.manifest(scope, path).items()}
         return self.apply(scope, chunks, {k: v for k, v in manifest.items() if k in ids}, purge=False)
 
-    def index_path(self, scope: str, store: MemoryStore, rel: str) -> IndexReport:
+    def index_path(self, scope: str, store: MemoryStore, rel: str, *, background: bool = False) -> IndexReport:
         """Bring one file's points up to date (the ``on_write`` seam; a job can call it too)."""
-        manifest = self.index.manifest(scope, rel)
+        key = (scope, rel)
         try:
-            chunks = self._chunks(store, rel) if indexable(rel) else []
+            text = store.read(rel) if indexable(rel) else None
         except MemoryFileNotFoundError:
-            chunks = []  # deleted or renamed away: purge its points
-        report = self.apply(scope, chunks, manifest, purge=True)
+            text = None  # deleted or renamed away: purge its points
+        if text is not None and rel.startswith("sessions/"):
+            appended = self._appended(key, text)
+            if appended is not None:
+                chunks, tail = appended
+                report = self.apply(scope, chunks, {}, purge=False, background=background)
+                self._remember(key, tail)
+                report.files = 1
+                return report
+        self._forget(key)
+        manifest = self.index.manifest(scope, rel)
+        chunks = chunk_file(rel, text) if text is not None else []
+        report = self.apply(scope, chunks, manifest, purge=True, background=background)
+        if text is not None and rel.startswith("sessions/"):
+            self._remember(key, self._seen(rel, text))
         report.files = 1
         return report
 
-    def sync(self, scope: str, store: MemoryStore) -> IndexReport:
+    # ----------------------------------------------------------------------- session log tails
+
+    def _appended(self, key: tuple[str, str], text: str) -> tuple[list[Chunk], _LogTail] | None:
+        """The chunks of the turns appended to a session log since its last pass, and what this
+        pass saw; None when that is not all that changed (then the whole file is compared)."""
+        with self._tails_lock:
+            tail = self._tails.get(key)
+        if tail is None or len(text) < tail.size or not text or _digest(text[: tail.size]) != tail.digest:
+            return None
+        piece = text[tail.size :]
+        if not piece.strip():
+            return [], tail
+        if not starts_with_marker(piece) or not (text[: tail.size].endswith("\n") or piece.startswith("\n")):
+            return None
+        records = parse_current(piece)
+        if records is None:
+            return None
+        ids, last = set(tail.ids), dict(tail.last)
+        chunks = []
+        for rec in records:
+            # As chunk_file does it: the previous turn of the session is context, a turn logged twice
+            # is indexed as its first occurrence, every unit belongs to the file it is in.
+            c = replace(turn_chunk(rec, last.get(rec.session_id)), path=key[1])
+            last[rec.session_id] = rec
+            if c.chunk_id not in ids:
+                ids.add(c.chunk_id)
+                chunks.append(c)
+        return chunks, _LogTail(len(text), _digest(text), ids, last)
+
+    @staticmethod
+    def _seen(rel: str, text: str) -> _LogTail | None:
+        """What a full pass over a session log saw, when later passes can take only its tail."""
+        records = parse_current(text)
+        if not records:
+            return None  # older formats, or no turns (the file is then chunked as a plain file)
+        last: dict[str, TurnRecord] = {}
+        for rec in records:
+            last[rec.session_id] = rec
+        return _LogTail(len(text), _digest(text), {f"t:{r.turn_id}" for r in records}, last)
+
+    def _remember(self, key: tuple[str, str], tail: _LogTail | None) -> None:
+        with self._tails_lock:
+            if tail is None:
+                self._tails.pop(key, None)
+                return
+            self._tails[key] = tail
+            self._tails.move_to_end(key)
+            while len(self._tails) > _TAILS:
+                self._tails.popitem(last=False)
+
+    def _forget(self, key: tuple[str, str] | None = None, scope: str | None = None) -> None:
+        with self._tails_lock:
+            if key is not None:
+                self._tails.pop(key, None)
+            if scope is not None:
+                for k in [k for k in self._tails if k[0] == scope]:
+                    del self._tails[k]
+
+    def forget_scope(self, scope: str) -> None:
+        """The scope's points were dropped or rewritten outside ``index_path`` (purge, rebuild): the
+        next pass over each of its logs compares the whole file again."""
+        self._forget(scope=scope)
+
+    def sync(self, scope: str, store: MemoryStore, *, background: bool = False) -> IndexReport:
         """Incremental pass over a whole root: changed files re-embedded, vanished ones purged."""
+        self.forget_scope(scope)
         chunks, files = self._root_chunks(store)
-        report = self.apply(scope, chunks, self.index.manifest(scope), purge=True)
+        report = self.apply(scope, chunks, self.index.manifest(scope), purge=True, background=background)
         report.files = files
         return report
 
@@ -123,6 +254,7 @@ class Indexer:
         """Re-embed every chunk of a root from its files, in place: points are overwritten by id and
         those no file produces any more are deleted afterwards, so recall keeps answering (with the
         old vectors, then the new ones) while a large root is rebuilt."""
+        self.forget_scope(scope)
         chunks, files = self._root_chunks(store)
         stale = {pid: ("", "") for pid in self.index.manifest(scope)}  # no hash matches: all re-embedded
         report = self.apply(scope, chunks, stale, purge=True)
