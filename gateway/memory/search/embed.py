@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import logging
+import os
 import threading
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
@@ -35,9 +36,42 @@ class Embedder(Protocol):
     signature: str  # the model and how it is run; part of every chunk hash (a change re-embeds)
     dim: int
 
-    def embed_documents(self, texts: Sequence[str]) -> Vectors: ...
+    def embed_documents(self, texts: Sequence[str], *, background: bool = False) -> Vectors:
+        """``background``: live indexing. The runs go to the one low-priority embedding thread
+        (``background_executor``), one at a time, instead of the ``threads`` pool: a turn being
+        served always gets a core first."""
+        ...
 
     def embed_query(self, text: str) -> Vectors: ...
+
+
+# Background embedding runs at this nice value (0 = normal, 19 = lowest). The thread mostly waits
+# in onnxruntime with the GIL released, so a lower priority costs the turns nothing: the kernel
+# gives the cores to the event loop and the recall threads whenever they are runnable.
+BACKGROUND_NICE = 10
+_background: ThreadPoolExecutor | None = None
+_background_lock = threading.Lock()
+
+
+def lower_priority(nice: int = BACKGROUND_NICE) -> bool:
+    """Lower the calling thread's CPU priority (Linux: the nice value is per thread). False where
+    that is not possible; the work then simply runs at normal priority."""
+    try:
+        current = os.getpriority(os.PRIO_PROCESS, threading.get_native_id())
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), max(current, nice))
+    except (AttributeError, OSError):  # no per-thread priorities here (not Linux), or not allowed
+        return False
+    return True
+
+
+def background_executor() -> ThreadPoolExecutor:
+    """The process's one thread for background embedding, at ``BACKGROUND_NICE``: live indexing
+    never takes both cores, however many indexers and embedders the process holds."""
+    global _background
+    with _background_lock:
+        if _background is None:
+            _background = ThreadPoolExecutor(1, thread_name_prefix="kith-embed-bg", initializer=lower_priority)
+        return _background
 
 
 def _package_dir(module: str, hint: str) -> Path:
@@ -56,12 +90,18 @@ class _QueryCache:
         self._data: OrderedDict[str, Vectors] = OrderedDict()
         self._lock = threading.Lock()
 
-    def get(self, text: str, compute: Callable[[str], Vectors]) -> Vectors:
+    def peek(self, text: str) -> Vectors | None:
+        """The cached vector of ``text`` (marked recently used), or None."""
         with self._lock:
             hit = self._data.get(text)
             if hit is not None:
                 self._data.move_to_end(text)
-                return hit
+            return hit
+
+    def get(self, text: str, compute: Callable[[str], Vectors]) -> Vectors:
+        hit = self.peek(text)
+        if hit is not None:
+            return hit
         vec = compute(text)
         vec.setflags(write=False)
         with self._lock:
@@ -157,15 +197,31 @@ class MiniLMEmbedder:
         pooled = (hidden * m).sum(axis=1) / np.maximum(m.sum(axis=1), 1e-9)
         return _normalise(pooled)
 
-    def embed_documents(self, texts: Sequence[str]) -> Vectors:
+    def embed_documents(self, texts: Sequence[str], *, background: bool = False) -> Vectors:
         out = np.empty((len(texts), self.dim), dtype=np.float32)
-        seqs = self._encode(texts)
+        todo = list(range(len(texts)))
+        if self.max_batch == 1:
+            # One text per run, so a text's vector is the same whichever call made it: a text that
+            # was just embedded as a query (the message a turn recalled with) is not embedded again.
+            todo = []
+            for i, text in enumerate(texts):
+                hit = self._cache.peek(text)
+                if hit is None:
+                    todo.append(i)
+                else:
+                    out[i] = hit
+            if not todo:
+                return out
+        seqs = self._encode([texts[i] for i in todo])
 
         def run(idx: list[int]) -> None:
-            out[idx] = self._forward([seqs[i] for i in idx])  # rows of one batch: no two runs share one
+            # rows of one batch: no two runs share one
+            out[[todo[i] for i in idx]] = self._forward([seqs[i] for i in idx])
 
         batches = token_batches([len(s) for s in seqs], self.batch_tokens, self.max_batch)
-        if self._pool is None or len(batches) < 2:
+        if background:
+            background_executor().submit(lambda: [run(idx) for idx in batches]).result()
+        elif self._pool is None or len(batches) < 2:
             for idx in batches:
                 run(idx)
         else:
@@ -193,8 +249,11 @@ class E5Embedder:
         self._model = E5(num_threads=threads)
         self._cache = _QueryCache()
 
-    def embed_documents(self, texts: Sequence[str]) -> Vectors:
-        return _batched(lambda b: _normalise(self._model.passage(list(b))), texts, self.batch_size, self.dim)
+    def embed_documents(self, texts: Sequence[str], *, background: bool = False) -> Vectors:
+        def passages() -> Vectors:
+            return _batched(lambda b: _normalise(self._model.passage(list(b))), texts, self.batch_size, self.dim)
+
+        return background_executor().submit(passages).result() if background else passages()
 
     def embed_query(self, text: str) -> Vectors:
         return self._cache.get(text, lambda t: _normalise(self._model.query([t]))[0])

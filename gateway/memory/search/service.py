@@ -42,6 +42,7 @@ from gateway.memory.search.index import IndexBusyError, VectorIndex, open_index
 from gateway.memory.search.indexer import Indexer, IndexReport
 from gateway.memory.search.recall import Hit, RecallSettings, recall
 from gateway.memory.search.sparse import SparseEncoder
+from gateway.plugins import plugin_allowed
 
 log = logging.getLogger(__name__)
 
@@ -64,6 +65,10 @@ class MemoryService:
         self.detach_if_busy = detach_if_busy
         self.detached = False
         self.index_sink: IndexSink | None = None
+        # Writes are indexed as they happen unless the plugin that keeps the index is switched off
+        # (``plugins.deny``, the "core" gateway): then nothing embeds per turn. A start-up sync or
+        # ``kith memory reindex`` still brings the index up to date from the files.
+        self.live_indexing = plugin_allowed("plugins.memory_index", config.plugins)
         self.mem = config.memory
         self.data_dir = Path(config.data_dir)
         self.settings = RecallSettings(
@@ -304,6 +309,8 @@ class MemoryService:
 
     def _enqueue(self, scope: str, rel: str) -> None:
         # on_write may fire in any thread (writes often run in asyncio.to_thread).
+        if not self.live_indexing:
+            return
         if self.index_sink is not None:
             self.index_sink(scope, rel)
             return
@@ -311,7 +318,8 @@ class MemoryService:
 
     def enqueue_local(self, scope: str, rel: str) -> None:
         """Re-index on this process's own indexer task (no bus, or the bus refused the job)."""
-        self.enqueue_op((FILE, scope, rel))
+        if self.live_indexing:
+            self.enqueue_op((FILE, scope, rel))
 
     def enqueue_sync(self, scope: str) -> None:
         """Catch a whole root up on this process's indexer task (startup sync without a bus)."""
@@ -362,7 +370,8 @@ class MemoryService:
         return report
 
     def _index_path_uncounted(self, scope: str, rel: str) -> IndexReport:
-        return self._require_indexer().index_path(scope, self.store_for(scope), rel)
+        # Live work (a write reported it): at background priority, in slices (see indexer.py).
+        return self._require_indexer().index_path(scope, self.store_for(scope), rel, background=True)
 
     async def index_turn(
         self,
@@ -455,12 +464,15 @@ class MemoryService:
 
     def _scope_work(self, kind: str, scope: str) -> IndexReport | None:
         """Whole-root work on the indexing thread (blocking)."""
+        indexer = self._require_indexer()
         if kind == PURGE:
+            indexer.forget_scope(scope)
             self._require_index().delete_scope(scope)
             return None
-        indexer = self._require_indexer()
-        work = indexer.sync if kind == SYNC else indexer.rebuild
-        return work(scope, self.store_for(scope))
+        if kind == SYNC:
+            # The start-up catch-up runs while turns are served: background priority, like live work.
+            return indexer.sync(scope, self.store_for(scope), background=True)
+        return indexer.rebuild(scope, self.store_for(scope))
 
     # ------------------------------------------------------------------------------- disk space
 
