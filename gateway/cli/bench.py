@@ -16,6 +16,7 @@ BENCHMARKS: dict[str, str] = {
     "sleep": "bench.sleep",
     "schedule": "bench.schedule",
     "footprint": "bench.footprint",
+    "metrics": "bench.metrics",
 }
 
 
