@@ -47,6 +47,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="echo (no model), or anthropic / openai against an in-process fake server that answers "
                              "instantly; 'openai,anthropic' runs both alternately and reports the overhead ratio")
     parser.add_argument("--rounds", type=int, default=2, help="with several providers: alternating runs of each")
+    parser.add_argument("--state-url", default="",
+                        help="state backend: sqlite (default) or a postgresql:// server URL (a scratch database is "
+                             "made there and dropped); 'sqlite,postgresql://...' alternates them (--rounds)")
     parser.set_defaults(func=main)
 
 
@@ -101,10 +104,40 @@ async def _model_server(provider: str) -> AsyncIterator[tuple[dict[str, Any], li
     raise SystemExit(f"unknown provider {provider!r} (echo, anthropic, openai)")
 
 
-async def run(clients: int, turns: int, core: bool = False, provider: str = "echo") -> dict[str, Any]:
+async def run(clients: int, turns: int, core: bool = False, provider: str = "echo",
+              state_url: str | None = None) -> dict[str, Any]:  # fmt: skip
     async with _model_server(provider) as (llm, requests):
-        result = await _run(clients, turns, core, llm)
-        return {**result, "provider": provider, "model_requests": len(requests)}
+        if state_url:  # PostgreSQL: a scratch database on that server, dropped afterwards
+            from gateway.state.postgres.scratch import scratch_database
+
+            with scratch_database(state_url, prefix="kith_bench_") as url:
+                result = await _run(clients, turns, core, llm, url)
+        else:
+            result = await _run(clients, turns, core, llm)
+        return {**result, "provider": provider, "model_requests": len(requests),
+                "state": "postgresql" if state_url else "sqlite"}  # fmt: skip
+
+
+async def run_states(clients: int, turns: int, core: bool, urls: list[str], rounds: int) -> dict[str, Any]:
+    """State backends alternately, ``rounds`` times each (back to back on one machine); per backend the
+    median p50/p99 overhead and turns/s, and each one's p50 ratio to the first named."""
+    names = ["postgresql" if u.startswith("postgres") else "sqlite" for u in urls]
+    runs: dict[str, list[dict[str, Any]]] = {n: [] for n in names}
+    for _ in range(rounds):
+        for name, url in zip(names, urls, strict=True):
+            runs[name].append(await run(clients, turns, core, "echo", url if name == "postgresql" else None))
+    out: dict[str, Any] = {"bench": "turn-state", "clients": clients, "turns_per_client": turns,
+                           "stages": "core" if core else "all", "rounds": rounds, "backends": {}}  # fmt: skip
+    for name, rs in runs.items():
+        out["backends"][name] = {key: round(statistics.median(r[key] for r in rs), 3) for key in
+                                 ("overhead_p50_ms", "overhead_p99_ms", "roundtrip_p50_ms", "roundtrip_p99_ms",
+                                  "turns_per_s")}  # fmt: skip
+        out["backends"][name]["runs_p50_ms"] = [r["overhead_p50_ms"] for r in rs]
+    base = out["backends"][names[0]]["overhead_p50_ms"] or 1.0
+    for name in names:
+        out["backends"][name]["p50_ratio_to_" + names[0]] = round(out["backends"][name]["overhead_p50_ms"] / base, 3)
+    out["machine"] = machine()
+    return out
 
 
 async def run_compare(clients: int, turns: int, core: bool, providers: list[str], rounds: int) -> dict[str, Any]:
@@ -132,7 +165,8 @@ async def run_compare(clients: int, turns: int, core: bool, providers: list[str]
     return out
 
 
-async def _run(clients: int, turns: int, core: bool, llm: dict[str, Any]) -> dict[str, Any]:
+async def _run(clients: int, turns: int, core: bool, llm: dict[str, Any], state_url: str | None = None,
+               ) -> dict[str, Any]:  # fmt: skip
     with tempfile.TemporaryDirectory(prefix="kith-bench-") as tmp:
         cfg = parse_config({
             "data_dir": str(Path(tmp) / "data"), "llm": llm,
@@ -143,6 +177,7 @@ async def _run(clients: int, turns: int, core: bool, llm: dict[str, Any]) -> dic
                 "global_new_users_per_minute": 1_000_000, "global_new_users_burst": 1_000_000,
                 "max_concurrent_turns": 1_000_000}},
             "plugins": {"entry_points": False, "deny": MEMORY_STAGES if core else []}, "log_level": "WARNING",
+            **({"state": {"url": state_url}} if state_url else {}),
         }, env={})
         async with Gateway(cfg, entry_points=False) as gw:
             overheads: list[float] = []
@@ -297,6 +332,15 @@ def main(args: argparse.Namespace) -> int:
                       f"{r['overhead_p99_ms']} ms, prompt {r['prompt_tokens_mean']} tokens/turn")
         print(json.dumps(staged))
         return 0
+    urls = [u.strip() for u in args.state_url.split(",") if u.strip()]
+    if len(urls) > 1:
+        states = asyncio.run(run_states(args.clients, args.turns, args.core, urls, args.rounds))
+        if not args.json:
+            for name, r in states["backends"].items():
+                print(f"{name:>10}: overhead p50 {r['overhead_p50_ms']} ms, p99 {r['overhead_p99_ms']} ms, "
+                      f"{r['turns_per_s']} turns/s")
+        print(json.dumps(states))
+        return 0
     providers = [p.strip() for p in args.provider.split(",") if p.strip()]
     if len(providers) > 1:
         compared = asyncio.run(run_compare(args.clients, args.turns, args.core, providers, args.rounds))
@@ -306,7 +350,8 @@ def main(args: argparse.Namespace) -> int:
                       f"{r['turns_per_s']} turns/s")
         print(json.dumps(compared))
         return 0
-    result = asyncio.run(run(args.clients, args.turns, args.core, providers[0] if providers else "echo"))
+    state_url = urls[0] if urls and urls[0] != "sqlite" else None
+    result = asyncio.run(run(args.clients, args.turns, args.core, providers[0] if providers else "echo", state_url))
     if not args.json:
         print(f"{result['turns']} turns from {result['clients']} clients in {result['wall_s']} s")
     print(json.dumps(result))

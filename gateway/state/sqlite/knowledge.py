@@ -48,7 +48,7 @@ class SqliteKnowledge:
         vf, vu = ts(valid_from), ts(valid_until) if valid_until is not None else None
         return self._select(
             "user_id = ? AND subject_key = ? AND predicate = ? AND (valid_until IS NULL OR valid_until > ?) "
-            "AND (? IS NULL OR valid_from < ?)",
+            "AND (CAST(? AS TEXT) IS NULL OR valid_from < ?)",  # typed: PostgreSQL binds it too
             (user_id, subject_key, predicate, vf, vu, vu),
         )
 
