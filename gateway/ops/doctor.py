@@ -194,7 +194,17 @@ async def check_index(config: Config) -> list[Check]:
         except (aiohttp.ClientError, TimeoutError) as exc:
             return [Check("index", "fail", f"Qdrant server {mem.qdrant_url}: {type(exc).__name__}")]
         return [Check("index", "ok" if ok else "fail", f"Qdrant server {mem.qdrant_url}: /readyz {status}")]
-    return await asyncio.to_thread(_check_embedded_index, Path(config.data_dir) / "qdrant")
+    cluster = getattr(config, "cluster", None)
+    if cluster is not None and cluster.enabled and not cluster.node_id:
+        return [Check("index", "skip", "embedded, one per node, named by the daemon's pid (set cluster.node_id, "
+                                       "or memory.qdrant_url for a shared Qdrant server)")]
+    try:  # per node in a cluster (gateway/cluster/node.py), else <data_dir>/qdrant
+        from gateway.cluster.node import embedded_index_dir
+
+        root = embedded_index_dir(config)
+    except ImportError:
+        root = Path(config.data_dir) / "qdrant"
+    return await asyncio.to_thread(_check_embedded_index, root)
 
 
 def _check_embedded_index(root: Path) -> list[Check]:
