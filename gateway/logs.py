@@ -13,7 +13,7 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from contextvars import ContextVar
 from datetime import UTC, datetime
 
@@ -93,15 +93,16 @@ class RepeatFilter(logging.Filter):
     plugin starts from burying the log the same way.
     """
 
-    def __init__(self, interval_s: float = 30.0, max_keys: int = 1000) -> None:
+    def __init__(self, interval_s: float = 30.0, max_keys: int = 1000,
+                 clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
         super().__init__()
-        self.interval_s, self.max_keys = interval_s, max_keys
+        self.interval_s, self.max_keys, self._clock = interval_s, max_keys, clock
         self._seen: dict[tuple[str, str], tuple[float, int]] = {}  # key -> (last passed at, held back since)
 
     def filter(self, record: logging.LogRecord) -> bool:
         exc = record.exc_info[1] if record.exc_info else None
         key = (record.getMessage(), f"{type(exc).__name__}: {exc}" if exc is not None else "")
-        now = time.monotonic()
+        now = self._clock()
         last = self._seen.get(key)
         if last is not None and now - last[0] < self.interval_s:
             self._seen[key] = (last[0], last[1] + 1)

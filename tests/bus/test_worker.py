@@ -73,6 +73,11 @@ async def test_job_id_is_idempotent_while_pending(config: Config) -> None:
         await bus.enqueue("compact", {"session": "s2"}, job_id="compact:s2")  # delayed counts as pending
         async with running(bus):
             await eventually(lambda: runs == ["compact:s1"])
+
+            async def acked() -> bool:  # the handler has run; its id is free once the job is acked
+                return any(s.name == "compact" and s.pending == 0 and s.in_flight == 0 for s in await bus.status())
+
+            await eventually(acked)
             # Once done, the same id may be queued again.
             await bus.enqueue("compact", {"session": "s1"}, job_id="compact:s1")
             await eventually(lambda: runs == ["compact:s1", "compact:s1"])

@@ -139,14 +139,15 @@ def test_repeat_filter_passes_one_record_per_interval_and_counts_the_rest() -> N
     handler = logging.Handler()
     handler.emit = lambda record: seen.append(record.getMessage())  # type: ignore[method-assign]
     logger.addHandler(handler)
-    logger.addFilter(RepeatFilter(interval_s=0.2))
+    now = [0.0]  # a clock the test moves: 10,000 records can take longer than any real interval
+    logger.addFilter(RepeatFilter(interval_s=0.2, clock=lambda: now[0]))
     try:
         flood = OSError(24, "Too many open files")
         for _ in range(10_000):
             logger.error("socket.accept() out of system resource", exc_info=(OSError, flood, None))
         logger.error("something else")
         assert seen == ["socket.accept() out of system resource", "something else"]
-        time.sleep(0.25)
+        now[0] += 0.25
         logger.error("socket.accept() out of system resource", exc_info=(OSError, flood, None))
         assert seen[-1].startswith("socket.accept() out of system resource (the same message 9999 more times")
     finally:
