@@ -151,7 +151,9 @@ async def test_each_update_three_times_shuffled_is_one_turn(tmp_path: Path) -> N
             else:  # Talk re-signs every delivery with a fresh random; only the message id repeats
                 await rig.nc.deliver(rig.http, item, rig.nc.signed_headers(item))
         await wait_for(lambda: rig.turns() >= 15, what="15 turns")
-        await asyncio.sleep(0.5)
+        await wait_for(lambda: len(rig.tg.sent) >= 5 and len(rig.dc.created) >= 5 and len(rig.nc.posted) >= 5,
+                       what="15 replies")
+        await asyncio.sleep(0.5)  # room for a duplicate turn or reply, which the asserts below would catch
         assert (rig.turns("telegram"), rig.turns("discord"), rig.turns("nextcloud")) == (5, 5, 5)
         assert len(rig.tg.sent) == 5 and len(rig.dc.created) == 5 and len(rig.nc.posted) == 5
     finally:

@@ -141,7 +141,7 @@ async def test_telegram_voice_note_transcript_is_the_turn(tmp_path: Path) -> Non
     try:
         voice = b"OggS\x00\x02" + bytes(200)  # an Ogg page header is what the type check reads
         await rig.tg.push(rig.tg.make_update(user_id=ADA_TG, voice=rig.tg.voice(voice)))
-        await rig.tg.wait_sent(1)
+        await rig.tg.wait_sent(1, timeout=30)  # download, transcription and the turn: slow on a loaded machine
         (upload,) = speech.transcriptions
         assert upload["data"] == voice and upload["filename"].endswith(".ogg")
         prompt = json.dumps(last_user_content(fake))
