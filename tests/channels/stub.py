@@ -46,7 +46,7 @@ class StubGateway:
             return None
         return Reply(text=text)
 
-    async def wait_inbound(self, count: int, timeout: float = 10.0) -> list[InboundMessage]:
+    async def wait_inbound(self, count: int, timeout: float = 30.0) -> list[InboundMessage]:
         return await arrived(self.inbound, count, "messages handed to the host", timeout)
 
     def start(self, adapter: Any) -> asyncio.Task[None]:

@@ -112,7 +112,7 @@ class FakeDiscord(FakeServer):
         for ws in list(self._sockets):
             await ws.close(code=code)
 
-    async def wait_ready(self, timeout: float = 10.0) -> None:
+    async def wait_ready(self, timeout: float = 30.0) -> None:
         await asyncio.wait_for(self._ready.wait(), timeout)
 
     # ------------------------------------------------------------------------------------ REST
@@ -160,7 +160,7 @@ class FakeDiscord(FakeServer):
         self.created.append(CreatedMessage(cid, content, str(ref) if ref else None))
         return _json(self._message(cid, user_payload(BOT_ID, BOT_NAME, bot=True), content))
 
-    async def wait_created(self, count: int, timeout: float = 10.0) -> list[CreatedMessage]:
+    async def wait_created(self, count: int, timeout: float = 30.0) -> list[CreatedMessage]:
         return await arrived(self.created, count, "messages created", timeout)
 
     # ------------------------------------------------------------------------------------- CDN

@@ -202,7 +202,7 @@ class FakeNextcloud(FakeServer):
         return {"actor": {"type": "user", "id": owner, "name": owner.title(), "mention-id": owner},
                 "file": file_param}
 
-    async def wait_posts(self, count: int, timeout: float = 10.0) -> list[Posted]:
+    async def wait_posts(self, count: int, timeout: float = 30.0) -> list[Posted]:
         return await arrived(self.posted, count, "messages posted", timeout)
 
     # ----------------------------------------------------------------------------- the webhooks

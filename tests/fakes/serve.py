@@ -51,7 +51,7 @@ class FakeServer:
         await self.close()
 
 
-async def arrived(items: list[T], count: int, what: str, timeout: float = 10.0) -> list[T]:
+async def arrived(items: list[T], count: int, what: str, timeout: float = 30.0) -> list[T]:
     """``items`` once it holds ``count`` entries (a fake or stub appends to it as requests come in);
     TimeoutError saying how many of ``what`` came, if they do not come in time."""
     deadline = time.monotonic() + timeout

@@ -282,5 +282,5 @@ class FakeTelegram(FakeServer):
             self._updates.sort(key=lambda u: u["update_id"])
             self._changed.notify_all()
 
-    async def wait_sent(self, count: int, timeout: float = 10.0) -> list[Sent]:
+    async def wait_sent(self, count: int, timeout: float = 30.0) -> list[Sent]:
         return await arrived(self.sent, count, "messages sent", timeout)
