@@ -1,8 +1,8 @@
 """The storage interface: one Protocol per concept, and ``State``, which holds one of each.
 
-A backend implements every Protocol with the same meaning; the SQLite backend
-(``gateway.state.sqlite``) is the one there is, a PostgreSQL one is planned (docs/architecture.md,
-"Storage"). Rules for every method:
+A backend implements every Protocol with the same meaning: SQLite (``gateway.state.sqlite``, the
+default) and PostgreSQL (``gateway.state.postgres``, ``state.url``); docs/architecture.md, "Storage".
+Rules for every method:
 
 * arguments and results are plain Python values or the frozen dataclasses of ``gateway.state.records``
   (never a driver's row, cursor or connection); instants are aware datetimes;
@@ -11,8 +11,8 @@ A backend implements every Protocol with the same meaning; the SQLite backend
 * failures raise ``gateway.state.StorageError`` (a driver's error chained), never a driver's exception.
 
 The methods are synchronous: the SQLite statements of a turn cost tens of microseconds, less than a
-hop to a thread or an ``await``. Each is small and named, so a backend whose calls cross a network
-can move behind the same names (see docs/architecture.md, "Storage").
+hop to a thread or an ``await``; on PostgreSQL each is a round trip on a pooled connection, measured
+and kept synchronous (docs/architecture.md, "Storage": why; docs/benchmarks.md: the figures).
 """
 
 from __future__ import annotations
