@@ -3,7 +3,7 @@ database per test session, emptied between tests and dropped at the end (on fail
 left by a killed session is dropped by the next one, found by the pid in its name).
 
 Fixtures (imported by tests/conftest.py):
-* ``pg_url``: the session database's URL, emptied (every table truncated, identities restarted);
+* ``pg_url``: the session database's URL, emptied (every table's rows deleted, identities restarted);
   skips with a reason when the server is unreachable;
 * ``state_url``: parametrised ``sqlite`` (None) and ``postgresql`` (``pg_url``);
 * ``any_state``: an open ``State`` on each backend, closed after the test.
@@ -103,22 +103,29 @@ def _pg_session() -> Iterator[str | None]:
         drop_database(name)
 
 
-def truncate_all(url: str) -> None:
+def empty_database(url: str) -> None:
     import psycopg
 
     with psycopg.connect(url, autocommit=True) as conn:
         tables = [r[0] for r in conn.execute(
             "SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND tablename != 'schema_version'"
         ).fetchall()]  # fmt: skip
-        if tables:
-            conn.execute("TRUNCATE " + ", ".join(f'"{t}"' for t in tables) + " RESTART IDENTITY")
+        identities = conn.execute(
+            "SELECT table_name, column_name FROM information_schema.columns"
+            " WHERE table_schema = current_schema() AND is_identity = 'YES'"
+        ).fetchall()
+        # DELETE, not TRUNCATE: on a few small tables it is several times faster (no new files).
+        script = [f'DELETE FROM "{t}"' for t in tables]
+        script += [f'ALTER TABLE "{t}" ALTER COLUMN "{c}" RESTART WITH 1' for t, c in identities]
+        if script:
+            conn.execute("; ".join(script))
 
 
 @pytest.fixture
 def pg_url(_pg_session: str | None) -> str:
     if _pg_session is None:
         pytest.skip(_reachable() or "PostgreSQL is unreachable")
-    truncate_all(_pg_session)
+    empty_database(_pg_session)
     return _pg_session
 
 
