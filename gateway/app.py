@@ -20,6 +20,7 @@ from aiohttp import web
 
 from gateway.adapter import Adapter
 from gateway.bus import JobBus, UserDirectory
+from gateway.cluster.role import Cluster
 from gateway.config import Config
 from gateway.dedupe import Dedupe
 from gateway.hooks import Hooks, Registrations
@@ -98,9 +99,12 @@ class Gateway:
         # gateways in one process (tests, kith worker next to a daemon) never share it.
         self.stash = Stash()
         self._bus_tasks: list[asyncio.Task[None]] = []
+        self._scheduler: asyncio.Task[None] | None = None  # the cron scheduler, while this node leads
         self.memory: MemoryService | None = None
         self.bus: JobBus | None = None
         self.kg: KnowledgeGraph | None = None
+        # This node's part in a cluster: the scheduler lease (on_leader), cross-node locks (gateway/cluster).
+        self.cluster = Cluster(config)
         self.registrations: Registrations  # collected in start()
         self.state: State
         self.identities: Identities
@@ -144,11 +148,12 @@ class Gateway:
             users_provider=self._cron_users, own_server=self.mode == "daemon",
         )
         await self.bus.start()
+        await self.cluster.start(self.bus.redis, lead=self.run_jobs)
         await self.hooks.startup(self)
         if self.run_jobs:
             if self.config.bus.workers_in_process:
                 self._bus_tasks.append(asyncio.create_task(self.bus.run_workers(), name="bus:workers"))
-            self._bus_tasks.append(asyncio.create_task(self.bus.run_scheduler(), name="bus:scheduler"))
+            self.cluster.on_leader(self._start_scheduler, self._stop_scheduler)  # cron: one node at a time
         if self.serve_http:
             await self._start_http()
         if self.supervise:
@@ -161,6 +166,7 @@ class Gateway:
         if self._runner is not None:
             await self._runner.cleanup()
             self._runner = None
+        await self.cluster.close()  # leader work stops, the lease goes to the next node at once
         if hasattr(self, "state"):
             await self.hooks.shutdown(self)
         if self._background:
@@ -333,6 +339,19 @@ class Gateway:
             if time.monotonic() > deadline:
                 raise TimeoutError("background work did not settle")
             await asyncio.sleep(0.02 if busy else 0)
+
+    def _start_scheduler(self) -> None:
+        if self.bus is not None and (self._scheduler is None or self._scheduler.done()):
+            self._scheduler = asyncio.create_task(self.bus.run_scheduler(), name="bus:scheduler")
+
+    async def _stop_scheduler(self) -> None:
+        task, self._scheduler = self._scheduler, None
+        if task is None:
+            return
+        if self.bus is not None and self.bus.scheduler is not None:
+            await self.bus.stop_scheduler()
+        task.cancel()  # not started yet, or already stopped: cancelling is harmless
+        await asyncio.gather(task, return_exceptions=True)
 
     def _cron_users(self) -> UserDirectory:
         """Users for cron jobs that fire per user: the State, read by timezone and a page at a time,

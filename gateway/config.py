@@ -594,6 +594,20 @@ class StateConfig(Section):
     workers_in_process: bool = True
 
 
+class ClusterConfig(Section):
+    """Several gateway nodes on one Redis and one state database (docs/architecture.md#several-nodes).
+
+    Off (one node): the daemon locks its whole data_dir and serialises turns in-process. On: every
+    node needs ``bus.url`` (or Sentinel) pointing at the shared Redis and ``state.url`` at the shared
+    PostgreSQL; each node locks only ``<data_dir>/nodes/<node_id>/``."""
+
+    enabled: bool = False
+    node_id: str | None = Field(None, pattern=r"^[A-Za-z0-9_.-]{1,64}$")  # None = <hostname>-<pid>
+    lease_ttl_s: float = Field(10.0, ge=1, le=300)  # the scheduler role moves within this after a crash
+    lock_ttl_s: float = Field(30.0, ge=1, le=3600)  # a dead holder's turn or file lock frees after this
+    turn_lock_wait_s: float = Field(300.0, gt=0)  # longest a turn waits for the person's previous one
+
+
 # ----------------------------------------------------------------------------------------- channels
 
 
@@ -756,6 +770,7 @@ class Config(Section):
     context: ContextConfig = Field(default_factory=ContextConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
     bus: BusConfig = Field(default_factory=BusConfig)
+    cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     background: BackgroundConfig = Field(default_factory=BackgroundConfig)
     channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
     mcp: McpConfig = Field(default_factory=McpConfig)
@@ -884,6 +899,9 @@ def _semantic_problems(cfg: Config) -> list[str]:
     nc = cfg.channels.nextcloud
     if nc.enabled and (nc.bot_secret is None or not nc.base_url):
         problems.append("channels.nextcloud: base_url and bot_secret are required when enabled")
+    if cfg.cluster.enabled and cfg.bus.url is None and not cfg.bus.sentinel_master:
+        problems.append("cluster.enabled: every node needs the shared Redis: set bus.url (or bus.sentinel_master);"
+                        " the embedded server belongs to one node")
     seen: dict[str, str] = {}
     for i, link in enumerate(cfg.identity_links):
         for acct in link.accounts:

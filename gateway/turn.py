@@ -28,6 +28,7 @@ from gateway.context import assemble
 from gateway.hookspecs import hookimpl
 from gateway.llm.base import LLMError
 from gateway.ops.metrics import OUTCOME
+from gateway.sessions import scope_key_for
 from gateway.text import split_text
 from gateway.tools import toolset
 from gateway.types import (
@@ -39,6 +40,7 @@ from gateway.types import (
     Reply,
     StashKey,
     Turn,
+    UserRef,
 )
 from gateway.writefailures import write_failures
 
@@ -134,7 +136,16 @@ async def gateway_handle_turn(gateway: Gateway, turn: Turn) -> Reply | None:
         log.error("no plugin resolved an identity for %s:%s", msg.channel, msg.account_id)
         return None
     turn.user = user
+    # Several nodes (gateway/cluster): one turn of a conversation scope at a time across all of them,
+    # so two nodes never interleave one session's writes. One node: no lock, nothing changes.
+    async with gateway.cluster.turn_lock(scope_key_for(user, msg)):
+        return await _serve(gateway, turn, user)
 
+
+async def _serve(gateway: Gateway, turn: Turn, user: UserRef) -> Reply | None:
+    """Steps 5-10, for an admitted message whose sender is known."""
+    msg = turn.message
+    hooks = gateway.hooks
     command = parse_command(msg.text)
     if command is not None:
         was_otr = gateway.sessions.is_otr(user, msg)

@@ -134,7 +134,13 @@ async def gateway_startup(gateway: Gateway) -> None:
     w = ScheduleWatcher(Path(gateway.data_dir) / "users", on_edit, is_own)
     await w.start()
     gateway.stash[WATCHER] = w
-    gateway.spawn(engine.sweep(gateway), name="schedule:sweep")
+    # Arming everyone's items at start-up is the scheduler role's (one node at a time, gateway/cluster);
+    # a node that becomes the holder later arms them then (arming is idempotent: one job id per item).
+    def arm_all() -> None:
+        gateway.spawn(engine.sweep(gateway), name="schedule:sweep")
+
+    gateway.cluster.on_leader(arm_all)
+
 
 
 @hookimpl

@@ -133,6 +133,12 @@ class SessionLog:
         with a note, rather than dropped. ``retry``: an earlier attempt failed, possibly after the
         file was replaced (the audit line failing, say), so blocks already there are not written again.
         """
+        # Several nodes: a starting node's reconcile may append a turn another node is about to write
+        # from its batch; the check below and the write happen under one lock shared by the nodes.
+        with self.gateway.cluster.file_lock(f"session-log/{scope}/{rel}") as shared:
+            self._append_locked(scope, rel, blocks, retry or shared is not None)
+
+    def _append_locked(self, scope: str, rel: str, blocks: OrderedDict[str, str], retry: bool) -> None:
         store = self._store(scope)
         if retry:
             present = logged_ids(store, rel)

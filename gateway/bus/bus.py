@@ -171,7 +171,8 @@ class JobBus:
             await self._worker_done.wait()
 
     async def run_scheduler(self) -> None:
-        """Fire cron jobs until ``close()``. Safe to run in every daemon sharing one Redis."""
+        """Fire cron jobs until ``close()`` or ``stop_scheduler()``. Safe to run in every daemon sharing
+        one Redis (compare-and-set per slot); a cluster runs it on the lease holder only."""
         self.scheduler = self.make_scheduler()
         self._scheduler_done.clear()
         try:
@@ -179,6 +180,12 @@ class JobBus:
         finally:
             self.scheduler = None
             self._scheduler_done.set()
+
+    async def stop_scheduler(self) -> None:
+        """Stop the cron scheduler (this node no longer leads); ``run_scheduler`` may start it again."""
+        if self.scheduler is not None:
+            self.scheduler.stop()
+            await self._scheduler_done.wait()
 
     def make_scheduler(self) -> Scheduler:
         return Scheduler(

@@ -17,6 +17,7 @@ BENCHMARKS: dict[str, str] = {
     "schedule": "bench.schedule",
     "footprint": "bench.footprint",
     "metrics": "bench.metrics",
+    "cluster": "bench.cluster",
 }
 
 

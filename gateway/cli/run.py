@@ -100,7 +100,7 @@ def prepare(config: Config) -> IO[str]:
         raise StartupError(f"data_dir {data} cannot be created: {exc.strerror} ({exc.filename})") from None
     except PermissionError:
         raise StartupError(f"data_dir {data} cannot be created: permission denied") from None
-    lock = _lock_data_dir(data)
+    lock = _lock_data_dir(data, config)
     try:
         _mind_reserve(config, data)
         _check_port(config)
@@ -110,7 +110,14 @@ def prepare(config: Config) -> IO[str]:
     return lock
 
 
-def _lock_data_dir(data: Path) -> IO[str]:
+def _lock_data_dir(data: Path, config: Config) -> IO[str]:
+    """One node: the whole data directory is this daemon's. A cluster (``cluster.enabled``) shares
+    the directory between nodes, so each locks only its own ``<data_dir>/nodes/<node_id>/``."""
+    from gateway.cluster.node import node_dir
+
+    if config.cluster.enabled:
+        data = node_dir(config)
+        data.mkdir(parents=True, exist_ok=True, mode=0o700)
     path = data / LOCK_FILE
     try:
         # O_CREAT on an existing file allocates nothing: this works on a full disk after the first start.
@@ -124,6 +131,9 @@ def _lock_data_dir(data: Path) -> IO[str]:
         pid = fh.read().strip()
         fh.close()
         who = f" (pid {pid})" if pid.isdigit() else ""
+        if config.cluster.enabled:
+            raise StartupError(f"node directory {data} is in use by another kith node{who}; give each node"
+                               " its own cluster.node_id") from None
         raise StartupError(f"data_dir {data} is in use by another kith daemon{who}; stop it first or use"
                            " another data_dir") from None
     try:

@@ -19,14 +19,25 @@ _SWEEPER = StashKey[tuple[asyncio.Event, asyncio.Task[None]]]()
 def gateway_startup(gateway: Gateway) -> None:
     if not gateway.run_jobs:  # the daemon sweeps; kith worker and read-only commands do not
         return
-    stop = asyncio.Event()
-    task = asyncio.create_task(run_sweeper(gateway, stop), name="delivery:sweep")
-    gateway.stash[_SWEEPER] = (stop, task)
+
+    def start() -> None:
+        stop = asyncio.Event()
+        task = asyncio.create_task(run_sweeper(gateway, stop), name="delivery:sweep")
+        gateway.stash[_SWEEPER] = (stop, task)
+
+    async def stop() -> None:
+        held = gateway.stash.pop(_SWEEPER, None)
+        if held is not None:
+            held[0].set()
+            await asyncio.gather(held[1], return_exceptions=True)
+
+    # Several nodes: only the scheduler lease's holder sweeps (gateway/cluster); one node: at once.
+    gateway.cluster.on_leader(start, stop)
 
 
 @hookimpl
 async def gateway_shutdown(gateway: Gateway) -> None:
-    held = gateway.stash.get(_SWEEPER)
+    held = gateway.stash.pop(_SWEEPER, None)
     if held is None:
         return
     stop, task = held

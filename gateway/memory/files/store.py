@@ -72,6 +72,21 @@ class GrepHit:
     line: str
 
 
+#: Set by a clustered daemon (``gateway.cluster``): a lock shared by every host, taken around each
+#: write after the file's flock, keyed by ``<users|channels|personas>/<name>/<rel>``. None: one host.
+CrossHostLock = Callable[[str], contextlib.AbstractContextManager[object]]
+_cross_host_lock: CrossHostLock | None = None
+
+
+def set_cross_host_lock(lock: CrossHostLock | None) -> None:
+    global _cross_host_lock
+    _cross_host_lock = lock
+
+
+def cross_host_lock() -> CrossHostLock | None:
+    return _cross_host_lock
+
+
 class MemoryStore:
     def __init__(
         self,
@@ -286,7 +301,11 @@ class MemoryStore:
             os.close(ldir)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX)
-            yield
+            if _cross_host_lock is None:
+                yield
+            else:  # several nodes (gateway/cluster): flock covers this host only
+                with _cross_host_lock("/".join((*self.root.parts[-2:], *parts))):
+                    yield
         finally:
             os.close(fd)  # closing the descriptor releases the flock
 

@@ -31,6 +31,7 @@ from datetime import UTC, datetime, tzinfo
 from pathlib import Path
 from typing import Any
 
+from gateway.cluster.node import embedded_index_dir
 from gateway.config import Config
 from gateway.diskspace import MB, DiskFloor, LowDiskSpaceError, Space
 from gateway.memory.files.scopes import ScopeError, channel_scope, known_scopes, root_for, user_scope
@@ -100,7 +101,8 @@ class MemoryService:
         # The floor guards the embedded index (a Qdrant server minds its own disk); it is watched
         # either way, so /healthz tells about a data directory running out of space.
         self.embedded = self.mem.qdrant_url is None and index is None
-        watched = self.data_dir / "qdrant" if self.embedded else self.data_dir
+        self.index_root = embedded_index_dir(config)  # <data_dir>/qdrant; per node in a cluster
+        watched = self.index_root if self.embedded else self.data_dir
         self.floor = DiskFloor(watched, self.mem.min_free_mb * MB)
         self.low_space: Space | None = None  # the last measurement under the floor, None when fine
         self.paused_since: float | None = None  # monotonic time indexing paused at, None = running
@@ -200,7 +202,7 @@ class MemoryService:
             # Two processes creating a new embedded index at once (two ``kith worker`` started
             # together) would race half-way through its files: opening is serialised, so the second
             # finds it created and locked by the first (IndexBusyError) instead.
-            lock_dir = self.data_dir / "qdrant"
+            lock_dir = self.index_root
             lock_dir.mkdir(parents=True, exist_ok=True)
             with open(lock_dir / ".open.lock", "w") as lock:
                 fcntl.flock(lock, fcntl.LOCK_EX)
@@ -209,7 +211,7 @@ class MemoryService:
 
     def _open_index_unlocked(self, embedder: Embedder, key: str | None) -> VectorIndex:
         return open_index(
-            path=str(self.data_dir / "qdrant" / f"edge-{embedder.name}"),
+            path=str(self.index_root / f"edge-{embedder.name}"),
             url=self.mem.qdrant_url,
             api_key=key,
             dim=embedder.dim,
