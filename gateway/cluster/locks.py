@@ -48,6 +48,19 @@ async def redis_lock(redis: Redis, key: str, ttl: float = 30.0, *, wait: float |
                      renew: bool = True) -> AsyncIterator[HeldLock]:
     """Hold ``key`` for the block. ``wait``: seconds to wait for it (None: forever), then
     ``LockTimeout``; ``renew``: keep extending while the block runs, so a hold may outlast ``ttl``."""
+    held = await acquire(redis, key, ttl, wait=wait)
+    renewer = keep(redis, held, ttl) if renew else None
+    try:
+        yield held
+    finally:
+        if renewer is not None:
+            renewer.cancel()
+            await asyncio.gather(renewer, return_exceptions=True)
+        await release(redis, held, ttl)
+
+
+async def acquire(redis: Redis, key: str, ttl: float, *, wait: float | None) -> HeldLock:
+    """Take ``key`` (``SET NX PX``), polling while another holder has it; ``LockTimeout`` after ``wait``."""
     held = HeldLock(key, secrets.token_hex(8))
     ttl_ms = math.ceil(ttl * 1000)
     start = time.monotonic()
@@ -57,17 +70,20 @@ async def redis_lock(redis: Redis, key: str, ttl: float = 30.0, *, wait: float |
             raise LockTimeout(key, time.monotonic() - start)
         await asyncio.sleep(pause)
         pause = min(pause * 2, _MAX_PAUSE)
-    renewer = asyncio.create_task(_keep(redis, held, ttl), name=f"lock:{key}") if renew else None
+    return held
+
+
+async def release(redis: Redis, held: HeldLock, ttl: float) -> None:
+    """Free the lock if it is still ours (never a later holder's)."""
     try:
-        yield held
-    finally:
-        if renewer is not None:
-            renewer.cancel()
-            await asyncio.gather(renewer, return_exceptions=True)
-        try:
-            await redis.eval(_RELEASE, 1, key, held.token)
-        except Exception as exc:  # the TTL frees it: never turn a finished block into an error
-            log.warning("releasing lock %s failed (%s); it expires in %.0fs", key, exc, ttl)
+        await redis.eval(_RELEASE, 1, held.key, held.token)
+    except Exception as exc:  # the TTL frees it: never turn a finished block into an error
+        log.warning("releasing lock %s failed (%s); it expires in %.0fs", held.key, exc, ttl)
+
+
+def keep(redis: Redis, held: HeldLock, ttl: float) -> asyncio.Task[None]:
+    """Renew ``held`` every ``ttl / 3`` until the returned task is cancelled."""
+    return asyncio.create_task(_keep(redis, held, ttl), name=f"lock:{held.key}")
 
 
 async def _keep(redis: Redis, held: HeldLock, ttl: float) -> None:

@@ -25,7 +25,7 @@ from redis.asyncio import Redis
 from redis.exceptions import RedisError
 
 from gateway.cluster.lease import Lease
-from gateway.cluster.locks import HeldLock, redis_lock, sync_redis_lock
+from gateway.cluster.locks import HeldLock, acquire, keep, release, sync_redis_lock
 from gateway.cluster.node import node_id
 from gateway.config import Config
 from gateway.memory.files import store as memory_store
@@ -62,7 +62,7 @@ class Cluster:
         self._sync: sync_redis.Redis | None = None
         self._file_lock: memory_store.CrossHostLock | None = None
         self.changes = 0  # leadership gained or lost (tests, logs)
-        self._starting: set[asyncio.Task[None]] = set()
+        self._starting: set[asyncio.Future[Any]] = set()  # leader starts and lock releases in flight
 
     # ------------------------------------------------------------------------------ lifecycle
 
@@ -123,8 +123,15 @@ class Cluster:
         """Run ``start`` whenever this node becomes the leader and ``stop`` when it stops being it;
         when it leads already, ``start`` is scheduled now."""
         self._roles.append((start, stop))
-        if self._leading:
-            task = asyncio.get_running_loop().create_task(_call(start, "start"))
+        if not self._leading:
+            return
+        try:
+            result = start()  # at once: with one node, the work starts exactly where it did before
+        except Exception:
+            log.exception("leader role: start failed")
+            return
+        if inspect.isawaitable(result):
+            task = asyncio.ensure_future(result)
             self._starting.add(task)
             task.add_done_callback(self._starting.discard)
 
@@ -175,10 +182,19 @@ class Cluster:
         if not self.enabled or self._redis is None:
             yield None
             return
-        cfg = self.config.cluster
-        async with redis_lock(self._redis, f"{self.config.bus.prefix}:lock:turn:{scope}", cfg.lock_ttl_s,
-                              wait=cfg.turn_lock_wait_s) as held:
+        cfg, redis = self.config.cluster, self._redis
+        held = await acquire(redis, f"{self.config.bus.prefix}:lock:turn:{scope}", cfg.lock_ttl_s,
+                             wait=cfg.turn_lock_wait_s)
+        renewer = keep(redis, held, cfg.lock_ttl_s)
+        try:
             yield held
+        finally:
+            renewer.cancel()
+            # Released off the turn's path: the reply need not wait for one more round trip (the
+            # person's next message finds it free; until then the key is still ours, checked by token).
+            task = asyncio.create_task(release(redis, held, cfg.lock_ttl_s), name="lock:release")
+            self._starting.add(task)
+            task.add_done_callback(self._starting.discard)
 
     @contextlib.contextmanager
     def file_lock(self, key: str) -> Iterator[HeldLock | None]:
