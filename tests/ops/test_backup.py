@@ -1,13 +1,12 @@
 """Acceptance: a backup taken while turns run restores on a fresh data dir, and ``kith memory search``
-finds the same hits there. The real CLI in subprocesses, against a real daemon started here."""
+finds the same hits there. The real CLI (in a worker thread: tests/ops/cli.py) against a real daemon
+started here, which keeps answering turns on the event loop while the backup runs."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
-import subprocess
-import sys
 import tarfile
 from dataclasses import asdict
 from pathlib import Path
@@ -21,6 +20,7 @@ from gateway.config import load_config
 from gateway.memory.search.service import MemoryService
 from gateway.ops.backup import excluded
 from gateway.testing import GatewayFactory, message
+from tests.ops.cli import kith
 
 FACTS = {
     "zanzibar": "my grandmother grew up on Zanzibar and taught me to cook pilau",
@@ -28,13 +28,6 @@ FACTS = {
     "kestrel": "a kestrel nests every spring on the roof of our barn",
     "quasar": "my thesis was about quasar variability in the radio band",
 }
-
-
-async def kith(*args: str, timeout: float = 180) -> tuple[int, str, str]:
-    proc = await asyncio.create_subprocess_exec(sys.executable, "-m", "gateway.cli.main", *args,
-                                                stdout=subprocess.PIPE, stderr=subprocess.PIPE)  # fmt: skip
-    out, err = await asyncio.wait_for(proc.communicate(), timeout)
-    return proc.returncode or 0, out.decode(), err.decode()
 
 
 def config_file(path: Path, data_dir: Path, port: int) -> Path:

@@ -9,7 +9,7 @@ from pathlib import Path
 import yaml
 
 from gateway.testing import GatewayFactory, message
-from tests.ops.test_backup import kith
+from tests.ops.cli import kith
 
 
 async def test_postgres_install_doctor_backup_and_restore_to_sqlite(make_gateway: GatewayFactory, pg_url: str,

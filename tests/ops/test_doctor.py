@@ -1,12 +1,11 @@
-"""``kith doctor`` as a person runs it: the real CLI in a subprocess, against a daemon started here."""
+"""``kith doctor`` as a person runs it (the CLI in a worker thread, tests/ops/cli.py), against a daemon
+started here, a port held by something else, a dead Redis and model server, and a broken config."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import os
-import subprocess
-import sys
 import time
 from pathlib import Path
 from typing import Any
@@ -15,6 +14,7 @@ import yaml
 from aiohttp import web
 
 from gateway.testing import GatewayFactory
+from tests.ops.cli import kith
 
 
 def write_config(path: Path, data: dict[str, Any]) -> Path:
@@ -23,14 +23,9 @@ def write_config(path: Path, data: dict[str, Any]) -> Path:
 
 
 async def doctor(config: Path) -> tuple[int, dict[str, dict[str, str]], str]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable, "-m", "gateway.cli.main", "-c", str(config), "doctor", "--json",
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, env={**os.environ, "KITH_NO_ENV": "1"},
-    )
-    out, err = await asyncio.wait_for(proc.communicate(), 120)
-    found = json.loads(out)
-    checks = {c["name"]: c for c in found["checks"]}
-    return proc.returncode or 0, checks, err.decode()
+    code, out, err = await kith("-c", str(config), "doctor", "--json")
+    checks = {c["name"]: c for c in json.loads(out)["checks"]}
+    return code, checks, err
 
 
 def tree(root: Path) -> list[tuple[str, int, int]]:
@@ -66,7 +61,10 @@ async def test_all_fine_against_a_running_daemon(make_gateway: GatewayFactory, t
 async def test_failures_are_lines_and_exit_1_and_nothing_is_created(tmp_path: Path) -> None:
     # a port held by something that is not kith, a Redis that does not answer, a model server that is down
     taken = web.Application()
-    taken.router.add_get("/healthz", lambda r: web.Response(text="not kith"))
+    async def not_kith(request: web.Request) -> web.Response:
+        return web.Response(text="not kith")
+
+    taken.router.add_get("/healthz", not_kith)
     runner = web.AppRunner(taken)
     await runner.setup()
     site = web.TCPSite(runner, "127.0.0.1", 0)
