@@ -203,7 +203,9 @@ def proposals(store: MemoryStore) -> list[Proposal]:
         changes = merge(store, keep, gone, texts)
         merged.update((a.path, b.path))
         others = [c.path for c in changes if c.path not in (keep.path, gone.path)]
-        detail = (f"Both are about {', '.join(sorted(shared))}. {gone.path} goes into {keep.path}"
+        called = ", ".join(f"\u201c{n}\u201d" for n in sorted(shared))
+        detail = (f"Both files name the same person ({called}) and do not link each other. {gone.path} goes into "
+                  f"{keep.path}"
                   + (f"; links in {', '.join(others)} are re-pointed." if others else "."))
         out.append(Proposal(id=new_id(), kind="merge", title=f"Merge {gone.path} into {keep.path}", detail=detail,
                             changes=changes, fingerprint=f"merge:{keep.path}|{gone.path}"))

@@ -109,6 +109,11 @@ def _fingerprint(kind: str, path: str, lines: list[str]) -> str:
     return f"{kind}:{path}:" + hashlib.sha256("\n".join(sorted(lines)).encode()).hexdigest()[:16]
 
 
+def _item(line: str) -> str:
+    """A line without its list mark, for the proposal's description."""
+    return line.lstrip("-*+ ").strip() or line
+
+
 def _without(f: Shown, numbers: list[int], replacement: str | None) -> str:
     out, placed = [], False
     for no, line in enumerate(f.lines, 1):
@@ -148,14 +153,14 @@ def build(raw: dict[str, Any], files: dict[str, Shown], store: MemoryStore) -> P
         changes = [Change(f.path, _sha(f.text), _without(f, picked, None)),
                    Change(to, _sha(existing.text) if existing else "", after_to)]
         return Proposal(id=new_id(), kind="promote", title=f"Move {len(picked)} line(s) of {f.path} to {to}",
-                        detail=(why + "\n" if why else "") + "\n".join(f"- {q}" for q in quoted),
+                        detail=(why + "\n" if why else "") + "\n".join(f"move: {_item(q)}" for q in quoted),
                         changes=changes, fingerprint=_fingerprint("promote", f.path, quoted))
     replacement = " ".join(str(raw.get("replace_with", "")).split())[:MAX_NEW_LINE] or None
     if replacement is not None and poison.screen_text(replacement) is not None:
         return None
     verb = "Replace" if replacement else "Remove"
-    detail = (why + "\n" if why else "") + "\n".join(f"- {q}" for q in quoted) + (
-        f"\nwith:\n+ {replacement}" if replacement else "")
+    detail = (why + "\n" if why else "") + "\n".join(f"remove: {_item(q)}" for q in quoted) + (
+        f"\nadd: {_item(replacement)}" if replacement else "")
     label = "Conflicting lines" if kind == "conflict" else "Possibly out of date"
     return Proposal(id=new_id(), kind=kind, title=f"{label} in {f.path}: {verb.lower()} {len(picked)} line(s)",
                     detail=detail, changes=[Change(f.path, _sha(f.text), _without(f, picked, replacement))],

@@ -8,6 +8,7 @@ import { factsView } from "./facts.js";
 import { recallView } from "./recall.js";
 import { reviewView } from "./review.js";
 import { distillView } from "./distill.js";
+import { tidyView } from "./tidy.js";
 import { sessionsView, sessionView } from "./sessions.js";
 import { turnView } from "./turn.js";
 import { pairingView } from "./pairing.js";
@@ -19,6 +20,7 @@ const VIEWS = {
   recall: { label: "Recall & forget", render: recallView },
   review: { label: "Quarantine & audit", personLabel: "Audit", render: reviewView },
   distill: { label: "Distillation", render: distillView },
+  tidy: { label: "Tidy", render: tidyView },
   sessions: { label: "Turns", render: sessionsView },
   session: { render: sessionView, parent: "sessions" },
   turn: { render: turnView, parent: "sessions" },
