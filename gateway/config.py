@@ -550,13 +550,6 @@ class BackgroundConfig(Section):
     max_prompt_facts: int = Field(20, ge=0, le=200)
 
 
-# ---------------------------------------------------------------------------------------------- bus
-
-
-class BusConfig(Section):
-    """Job bus (see docs/jobs.md). Redis >= 6.2; no ``url`` = private embedded server."""
-
-    url: SecretStr | None = None  # None = private embedded redis-server under <data_dir>/redis
 # -------------------------------------------------------------------------------------------- state
 
 
@@ -575,6 +568,13 @@ class StateConfig(Section):
         return v
 
 
+# ---------------------------------------------------------------------------------------------- bus
+
+
+class BusConfig(Section):
+    """Job bus (see docs/jobs.md). Redis >= 6.2; no ``url`` = private embedded server."""
+
+    url: SecretStr | None = None  # None = private embedded redis-server under <data_dir>/redis
     # Sentinel: master name + "host:port" sentinels; the master's password/TLS come from ``url``
     # (e.g. ``rediss://:secret@/0``) when given, the sentinels' own password from sentinel_password.
     sentinel_master: str | None = None
@@ -769,6 +769,7 @@ class Config(Section):
     plugins: PluginsConfig = Field(default_factory=PluginsConfig)
     context: ContextConfig = Field(default_factory=ContextConfig)
     memory: MemoryConfig = Field(default_factory=MemoryConfig)
+    state: StateConfig = Field(default_factory=StateConfig)
     bus: BusConfig = Field(default_factory=BusConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     background: BackgroundConfig = Field(default_factory=BackgroundConfig)
@@ -791,7 +792,6 @@ class Config(Section):
         return v
 
 
-    state: StateConfig = Field(default_factory=StateConfig)
 # ------------------------------------------------------------------------------------------ loading
 
 
