@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 import tarfile
+import threading
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ import yaml
 from gateway.app import Gateway
 from gateway.config import load_config
 from gateway.memory.search.service import MemoryService
+from gateway.ops import backup as backup_module
 from gateway.ops.backup import excluded
 from gateway.testing import GatewayFactory, message
 from tests.ops.cli import kith
@@ -40,8 +42,8 @@ def with_word(hits: list[dict[str, Any]], word: str) -> set[tuple[str, str]]:
     return {(h["source"], h["text"]) for h in hits if word in h["text"].lower()}
 
 
-async def test_backup_while_turns_run_restores_with_the_same_hits(make_gateway: GatewayFactory,
-                                                                  tmp_path: Path) -> None:
+async def test_backup_while_turns_run_restores_with_the_same_hits(make_gateway: GatewayFactory, tmp_path: Path,
+                                                                  monkeypatch: pytest.MonkeyPatch) -> None:
     gw: Gateway = await make_gateway()
     for text in FACTS.values():
         assert await gw.handle_inbound(message(text, account="sam"))
@@ -52,17 +54,33 @@ async def test_backup_while_turns_run_restores_with_the_same_hits(make_gateway: 
 
     # Turns keep coming (Sam and someone else) while the backup is taken in another process.
     stop, flowing = asyncio.Event(), asyncio.Event()
-    sent = 0
+    sent = window_turns = 0
 
     async def traffic() -> None:
-        nonlocal sent
+        nonlocal sent, window_turns
         while not stop.is_set():
             await gw.handle_inbound(message(f"ordinary chatter number {sent}", account="sam" if sent % 2 else "ann"))
             sent += 1
             if sent >= 5:
                 flowing.set()
+            if in_window.is_set():
+                window_turns += 1
+                if window_turns >= 2:
+                    two_more.set()
             await asyncio.sleep(0.02)  # a busy conversation, leaving the CPU to the backup process
 
+    # The interesting window is between the state snapshot and the file copy: hold the first file read
+    # until the daemon has answered two more turns, so turns land there on every run, however fast.
+    in_window, two_more = threading.Event(), threading.Event()
+    original = backup_module.read_verified
+
+    def read_after_two_turns(path: Path) -> Any:
+        if not in_window.is_set():
+            in_window.set()
+            assert two_more.wait(60), "the daemon answered no turn while the backup ran"
+        return original(path)
+
+    monkeypatch.setattr(backup_module, "read_verified", read_after_two_turns)
     cfg = config_file(tmp_path / "kith.yaml", gw.data_dir, gw.port or 0)
     runner = asyncio.create_task(traffic())
     try:
@@ -71,6 +89,7 @@ async def test_backup_while_turns_run_restores_with_the_same_hits(make_gateway: 
     finally:
         stop.set()
         await runner
+    assert window_turns >= 2  # answered between the backup's state snapshot and its file copy
     assert code == 0, err
     report = json.loads(out)
     assert report["files"] > 0 and report["rows"] > 0 and sent > 5
