@@ -85,12 +85,14 @@ class SqliteOutbox:
 
     def missed_for(self, user_id: str, *, limit: int = 100) -> list[OutboxEntry]:
         return [_entry(r) for r in self._db.all(
-            f"SELECT {_COLUMNS} FROM outbox WHERE user_id=? AND status='missed' ORDER BY created_at LIMIT ?",
+            f"SELECT {_COLUMNS} FROM outbox WHERE user_id=? AND status='missed' ORDER BY created_at, delivery_id"
+            " LIMIT ?",
             (user_id, limit))]  # fmt: skip
 
     def list_for(self, user_id: str, *, limit: int = 100) -> list[OutboxEntry]:
         return [_entry(r) for r in self._db.all(
-            f"SELECT {_COLUMNS} FROM outbox WHERE user_id=? ORDER BY created_at DESC LIMIT ?", (user_id, limit))]
+            f"SELECT {_COLUMNS} FROM outbox WHERE user_id=? ORDER BY created_at DESC, delivery_id DESC LIMIT ?",
+            (user_id, limit))]  # ties in a fixed order: the same on every backend
 
     def direct_conversations(self, user_id: str) -> list[Conversation]:
         """The person's one-to-one conversations, most recently seen first (where to reach them)."""
