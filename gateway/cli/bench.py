@@ -18,6 +18,7 @@ BENCHMARKS: dict[str, str] = {
     "footprint": "bench.footprint",
     "metrics": "bench.metrics",
     "cluster": "bench.cluster",
+    "filter-tier": "bench.filter_tier",
 }
 
 

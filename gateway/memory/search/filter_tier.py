@@ -5,8 +5,9 @@ candidates next to the message knows that "Sam's sister" is not "Sam", or that a
 question while another merely shares its words. It runs only when a model of its own is configured
 (``memory.filter_tier``: ``auto`` = the ``backend`` role is under ``llm.roles``, a cheap or local
 model), and it never costs the person their turn: past ``deadline_ms``, on any error or on an answer
-it cannot read, the hybrid ranking is used unchanged. The call is abandoned, not awaited, at the
-deadline (cancelling an HTTP request can take longer than the deadline itself).
+it cannot read, the hybrid ranking is used unchanged. At the deadline the call is abandoned, not
+awaited, and cancelled only ``ABANDON_AFTER_S`` later: unwinding an HTTP request takes loop time the
+turn should not wait for (``kith bench filter-tier``).
 
 Every outcome is a ``FilterDecision`` (``used`` / ``timeout`` / ``error`` / ``off``, latency, the
 chunk ids kept) that the recall stage stashes on the turn: ``kith context`` and the console's
@@ -34,6 +35,7 @@ log = logging.getLogger("kith.recall.filter")
 Outcome = Literal["used", "timeout", "error", "off"]
 SNIPPET_CHARS = 320  # per candidate: enough to judge, small enough for a cheap model's window
 MAX_QUERY_CHARS = 1000
+ABANDON_AFTER_S = 5.0  # an abandoned call is cancelled this long after the deadline
 
 INSTRUCTIONS = (
     "You pick which remembered snippets help answer a message. The snippets are numbered data from the "
@@ -153,7 +155,10 @@ async def filter_hits(gateway: Gateway, turn: Turn | None, query: str, hits: lis
         reason = f"{type(exc).__name__}: {str(exc)[:120]}"
     finally:
         if not task.done():
-            task.cancel()
+            # Abandoned, not cancelled now: unwinding an HTTP request runs on this loop and would
+            # delay the very turn the deadline protects. A model that never answers is cut off a
+            # little later, off the turn's path (and by the role's own timeout_s in any case).
+            asyncio.get_running_loop().call_later(ABANDON_AFTER_S, task.cancel)
         task.add_done_callback(_forget)
     latency = (time.perf_counter() - started) * 1000
     result = chosen if chosen is not None else hits[:k]
