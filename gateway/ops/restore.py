@@ -143,6 +143,8 @@ def restore(src: Path, data_dir: Path, open_target: Any) -> tuple[Report, Any]:
     check_empty(data_dir)
     try:
         tar = tarfile.open(src, "r:*")  # noqa: SIM115 (closed by the with below: its errors are ours to word)
+    except tarfile.ReadError:
+        raise RestoreError(f"{src} is not a kith backup (not a tar archive)") from None
     except (OSError, tarfile.TarError) as exc:
         raise RestoreError(f"cannot read {src}: {exc}") from None
     with tar:

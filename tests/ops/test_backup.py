@@ -5,6 +5,7 @@ started here, which keeps answering turns on the event loop while the backup run
 from __future__ import annotations
 
 import asyncio
+import io
 import json
 import os
 import tarfile
@@ -121,6 +122,21 @@ async def test_backup_while_turns_run_restores_with_the_same_hits(make_gateway: 
         # the working memory the daemon wrote while the backup ran quotes the fact too)
         assert with_word(before[word], word), word
         assert with_word(before[word], word) <= with_word(found[word], word), word
+
+    # a damaged backup is refused, naming the file; so is something that is not a backup at all
+    damaged = tmp_path / "damaged.tar"
+    with tarfile.open(tmp_path / "kith.tar.gz") as src, tarfile.open(damaged, "w") as dst:
+        for member in src.getmembers():
+            data = src.extractfile(member).read() if member.isfile() else b""  # type: ignore[union-attr]
+            if member.name.endswith("IDENTITY.md"):
+                data += b"\nsomeone was here\n"
+                member.size = len(data)
+            dst.addfile(member, io.BytesIO(data))
+    code, _, err = await kith("-c", str(cfg), "restore", str(damaged), "--data-dir", str(tmp_path / "d1"))
+    assert code == 1 and "IDENTITY.md: content differs from the manifest" in err
+    (tmp_path / "junk.tar").write_bytes(b"junk")
+    code, _, err = await kith("-c", str(cfg), "restore", str(tmp_path / "junk.tar"), "--data-dir", str(tmp_path / "d2"))
+    assert code == 1 and "not a kith backup" in err
 
     # restoring twice into the same place is refused; nothing of the first restore is touched
     code, _, err = await kith("-c", str(cfg), "restore", str(tmp_path / "kith.tar.gz"), "--data-dir", str(new))
