@@ -3,7 +3,10 @@ starting together), refused when newer, all or nothing. Each test has a database
 
 from __future__ import annotations
 
+import subprocess
+import sys
 import threading
+import time
 
 import pytest
 
@@ -46,6 +49,26 @@ def test_nodes_starting_together_all_succeed_and_apply_each_step_once() -> None:
         state = open_state_url(url)
         try:
             assert len(select_rows(state, "SELECT component FROM schema_version")) == len(migrations.COMPONENTS)
+        finally:
+            state.close()
+
+
+def test_two_processes_starting_together_apply_each_step_once() -> None:
+    """Two interpreters (as two nodes would), released together: both open. Step 1 creates its tables
+    without IF NOT EXISTS, so a second application would fail its process."""
+    with fresh_pg_database() as url:
+        code = ("import sys, time; from gateway.state import open_state_url; go = float(sys.argv[2])\n"
+                "while time.time() < go: time.sleep(0.001)\n"
+                "open_state_url(sys.argv[1]).close()")  # fmt: skip
+        go = str(time.time() + 3.0)  # both interpreters have imported by then
+        procs = [subprocess.Popen([sys.executable, "-c", code, url, go], stderr=subprocess.PIPE) for _ in range(2)]
+        errors = [p.communicate(timeout=60)[1] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], errors
+        state = open_state_url(url)
+        try:
+            found = select_rows(state, "SELECT component, version FROM schema_version")
+            assert {r["component"]: r["version"] for r in found} == {c: migrations.latest(c)
+                                                                     for c in migrations.COMPONENTS}  # fmt: skip
         finally:
             state.close()
 

@@ -106,6 +106,10 @@ class PgDatabase:
     def close(self) -> None:
         self.pool.close()
 
+    def in_transaction(self) -> bool:
+        """Whether the calling thread is inside ``tx()``."""
+        return getattr(self._local, "conn", None) is not None
+
     @property
     def lock(self) -> Any:
         """What the SQLite stores hold to make a read-then-write whole: here, a transaction."""

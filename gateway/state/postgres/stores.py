@@ -142,5 +142,6 @@ class PgPeople(SqlitePeople):
         has vacuumed the tables it deleted from."""
 
     def _vacuum(self, tables: list[str]) -> None:
-        if tables:
+        # VACUUM cannot run inside a transaction: called within an outer tx(), autovacuum does it later.
+        if tables and not self._pg.in_transaction():
             self._pg.native("VACUUM " + ", ".join(f'"{t}"' for t in tables))
