@@ -23,6 +23,11 @@ def db_path(args: argparse.Namespace) -> Path:
 
 
 def _open(args: argparse.Namespace, *, create: bool) -> KnowledgeGraph | None:
+    config = load_or_exit(args)
+    if config.state.url is not None:  # PostgreSQL (state.url): the graph's rows are there
+        from gateway.state import open_config_state
+
+        return KnowledgeGraph(open_config_state(config), owned=True)
     path = db_path(args)
     if not path.exists() and not create:
         return None  # reading must not create an empty database as a side effect

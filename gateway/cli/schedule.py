@@ -82,6 +82,8 @@ def _line(v: ItemView) -> str:
 
 def _list(args: argparse.Namespace) -> int:
     def body(config: Config) -> int:
+        from gateway.state import config_state_exists
+
         now = datetime.now(UTC)
         if args.user:
             uid, tz = _person(config, args.user)
@@ -102,7 +104,7 @@ def _list(args: argparse.Namespace) -> int:
             if users_dir.exists() else []
         rows = []
         for uid in names:
-            _, tz = _person(config, uid) if (Path(config.data_dir) / "state.sqlite").exists() else (uid, "UTC")
+            _, tz = _person(config, uid) if config_state_exists(config) else (uid, "UTC")
             items, problems = schedule_of_user(_store(config, uid), tz, now)
             active = [i for i in items if i.next_due]
             rows.append({"user_id": uid, "timezone": tz, "active": len(active),

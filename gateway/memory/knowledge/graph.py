@@ -60,8 +60,10 @@ class KnowledgeGraph:
         ephemeral_ttl_days: float = 90.0,
         temporary_ttl_days: float = 14.0,
         fuzzy_threshold: float = preds.FUZZY_THRESHOLD,
+        owned: bool = False,
     ) -> None:
-        self._owned = isinstance(state, Path | str)
+        # owned: close() closes the state too (a file opened here, or a state a command opened for it)
+        self._owned = owned or isinstance(state, Path | str)
         if isinstance(state, Path | str):
             self.path: Path | None = Path(state)
             self.state: State = open_state(self.path, components=("knowledge",))
