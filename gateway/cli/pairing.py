@@ -1,6 +1,7 @@
 """``kith pairing list | approve CODE | deny CODE | invite | revoke CHANNEL ACCOUNT``: the owner's side of pairing.
 
-Works against ``<data_dir>/state.sqlite`` directly, so it needs no running gateway; the gateway reads
+Works against the state database directly (``state.url``, or ``<data_dir>/state.sqlite``), so it
+needs no running gateway; the gateway reads
 approvals on the next message from that sender.
 """
 

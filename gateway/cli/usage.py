@@ -1,6 +1,7 @@
 """``kith usage [--user U] [--days N] [--json]``: model tokens and cost per person, role and day.
 
-Reads ``<data_dir>/state.sqlite`` (WAL, safe next to a running gateway). Cost is in US dollars from the
+Reads the state database (``state.url``, or ``<data_dir>/state.sqlite``: WAL, safe next to a running
+gateway). Cost is in US dollars from the
 prices configured per role when each call was made (docs/models.md); ``-`` in the user column is
 work done for no person (a group's background job).
 """
