@@ -138,7 +138,12 @@ async def gateway_handle_turn(gateway: Gateway, turn: Turn) -> Reply | None:
     turn.user = user
     # Several nodes (gateway/cluster): one turn of a conversation scope at a time across all of them,
     # so two nodes never interleave one session's writes. One node: no lock, nothing changes.
-    async with gateway.cluster.turn_lock(scope_key_for(user, msg)):
+    async with gateway.cluster.turn_lock(scope_key_for(user, msg)) as held:
+        if held is not None and msg.message_id and gateway.state.dedupe.seen(msg.channel, msg.message_id):
+            # The same platform message reached another node as well (a redelivery, a chat platform
+            # connected from every node) and was answered there while this node waited for the lock.
+            log.info("duplicate %s message %s answered by another node", msg.channel, msg.message_id)
+            return None
         return await _serve(gateway, turn, user)
 
 
