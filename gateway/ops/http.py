@@ -9,7 +9,6 @@ as for every route. Then, without ``server.token`` the daemon is reachable from 
 
 from __future__ import annotations
 
-import logging
 from typing import TYPE_CHECKING
 
 from aiohttp import web
@@ -22,9 +21,6 @@ from gateway.ops.scrape import render_levels
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
-
-log = logging.getLogger("kith.metrics")
-
 
 def may_scrape(request: web.Request, gateway: Gateway) -> bool:
     config = gateway.config
