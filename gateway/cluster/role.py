@@ -26,7 +26,7 @@ from redis.exceptions import RedisError
 
 from gateway.cluster.lease import Lease
 from gateway.cluster.locks import HeldLock, acquire, keep, release, sync_redis_lock
-from gateway.cluster.node import node_id
+from gateway.cluster.node import embedded_index_dir, node_id
 from gateway.config import Config
 from gateway.memory.files import store as memory_store
 
@@ -85,6 +85,12 @@ class Cluster:
             self.lease = Lease(redis, LEASE_NAME, cfg.lease_ttl_s, holder=self.node_id, prefix=self.config.bus.prefix)
             self._task = asyncio.create_task(self._hold(), name="cluster:lease")
         log.info("cluster node %s%s", self.node_id, " (may lead)" if lead else "")
+        if self.config.state.url is None:
+            log.warning("cluster on the SQLite state file: every node must run on this machine (set state.url to a "
+                        "PostgreSQL database for nodes on several machines)")
+        if self.config.memory.qdrant_url is None:
+            log.warning("cluster without a Qdrant server: this node keeps its own index in %s, which misses what "
+                        "other nodes index until it restarts (set memory.qdrant_url)", embedded_index_dir(self.config))
 
     async def close(self) -> None:
         """Stop leader work, hand the lease over at once (no TTL wait for the next node)."""
