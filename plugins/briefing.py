@@ -11,8 +11,8 @@
 
 records it as a conversation on the ``briefing`` channel (a session of the person's own scope: the
 sleep cycle counts it in its "automated" share, ``sleep.automated_channels``) and returns it. It does
-not send it: the scheduler (S-SCHED's scheduled prompt kind ``briefing``) or ``deliver_briefing``
-hands it to the outbox, which routes it and keeps it through quiet hours.
+not send it: the schedule (a ``CRONS.json`` prompt of kind ``briefing``, ``gateway.schedule.engine``)
+or ``deliver_briefing`` hands it to the outbox, which routes it and keeps it through quiet hours.
 """
 
 from __future__ import annotations
@@ -163,9 +163,12 @@ def record(gateway: Gateway, user_id: str, text: str, now: datetime) -> str:
     return session_id
 
 
-async def run_briefing(gateway: Gateway, user_id: str) -> str:
-    """Assemble the person's briefing, record it on the ``briefing`` channel, and return its text."""
-    now = datetime.now(UTC)
+async def run_briefing(gateway: Gateway, user_id: str, now: datetime | None = None) -> str:
+    """Assemble the person's briefing, record it on the ``briefing`` channel, and return its text.
+
+    The schedule runs it for a scheduled prompt of kind ``briefing`` (``CRONS.json``: "every weekday
+    at 8 give me a briefing"; ``plugins/schedule.py`` registers it), at the schedule clock's ``now``."""
+    now = now or datetime.now(UTC)
     user = gateway.state.users.get(user_id)
     tz = zone(user.timezone if user else "UTC")
     sections = await asyncio.to_thread(builtin_sections, gateway, user_id, now)

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING, Any
 from gateway.bus import BusError, JobContext, JobRegistry
 from gateway.hookspecs import hookimpl
 from gateway.memory.files.scopes import user_scope
+from gateway.types import StashKey
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -66,12 +67,23 @@ def gateway_register_jobs(register: JobRegistry) -> None:
     register(purge_scope, name="memory.purge", timeout=600, max_tries=3, needs_index=True)
 
 
+#: Enqueues in flight at once per gateway. A burst of writes (a thousand files edited at once, a
+#: ``git pull``) otherwise opens one Redis connection per write and runs the client's pool out
+#: ("Too many connections"), which sent those files to in-process indexing (kith bench schedule).
+ENQUEUE_CONCURRENCY = 16
+_ENQUEUING: StashKey[asyncio.Semaphore] = StashKey()
+
+
 async def _enqueue_index(gateway: Gateway, scope: str, rel: str) -> None:
     bus = gateway.bus
+    limit = gateway.stash.get(_ENQUEUING)
+    if limit is None:
+        limit = gateway.stash[_ENQUEUING] = asyncio.Semaphore(ENQUEUE_CONCURRENCY)
     try:
         if bus is None:
             raise BusError("the job bus is not running")
-        await bus.enqueue("memory.index", {"scope": scope, "rel": rel}, job_id=_job_id("index", scope, rel))
+        async with limit:
+            await bus.enqueue("memory.index", {"scope": scope, "rel": rel}, job_id=_job_id("index", scope, rel))
     except BusError as exc:
         if gateway.memory is not None and not gateway.memory.detached:
             log.warning("re-indexing %s %s in-process: %s", scope, rel, exc)

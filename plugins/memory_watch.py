@@ -1,4 +1,5 @@
-"""Built-in plugin: runs the memory file watcher (``gateway.memory.files.watch``) in the daemon.
+"""Built-in plugin: re-indexing of hand edits, subscribed to the daemon's file watcher
+(``gateway.memory.files.watch``, shared with the schedule).
 
 Started after the index sink exists (``plugins.memory_index`` sets it in its own startup hook; this
 one is ``trylast``) and only where index jobs run (the daemon, not ``kith worker`` or read-only CLI
@@ -13,14 +14,12 @@ import logging
 from typing import TYPE_CHECKING
 
 from gateway.hookspecs import hookimpl
-from gateway.memory.files.watch import MemoryWatcher
-from gateway.types import StashKey
+from gateway.memory.files.watch import WATCHER, MemoryWatcher, shared
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
 
 log = logging.getLogger("kith.memory.watch")
-WATCHER: StashKey[MemoryWatcher] = StashKey()
 
 
 def watcher(gateway: Gateway) -> MemoryWatcher | None:
@@ -40,7 +39,8 @@ async def gateway_startup(gateway: Gateway) -> None:
         else:
             memory.enqueue_local(scope, rel)
 
-    w = MemoryWatcher(gateway.data_dir, enqueue)
+    w = shared(gateway)
+    w.index_with(enqueue)
 
     def reported(scope: str, rel: str) -> None:
         w.note_write(scope, rel)
@@ -48,7 +48,6 @@ async def gateway_startup(gateway: Gateway) -> None:
 
     memory.index_sink = reported
     await w.start()
-    gateway.stash[WATCHER] = w
 
 
 @hookimpl

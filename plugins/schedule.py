@@ -4,7 +4,8 @@
   their items are re-armed in the new zone at once.
 * First contact: the first reply carries one line saying which zone kith assumed and how to change it
   (once per person, recorded in ``users/<id>/.schedule/offered``).
-* The ``schedule_due`` job fires reminders, scheduled prompts and task alerts (``engine.fire``).
+* The ``schedule_due`` job fires reminders, scheduled prompts and task alerts (``engine.fire``); a
+  scheduled prompt of kind ``briefing`` runs ``plugins.briefing.run_briefing``.
 * Start-up arms every person's items (a hand edit made while kith was down); a watcher picks up hand
   edits while it runs; an invalid line is reported to the person once and left in the file.
 """
@@ -19,18 +20,20 @@ from gateway.bus.registry import JobRegistry
 from gateway.command_registry import CommandRegistry
 from gateway.config import Config
 from gateway.hookspecs import hookimpl
+from gateway.memory.files.watch import shared
 from gateway.schedule import engine
 from gateway.schedule.items import FILES
-from gateway.schedule.watch import ScheduleWatcher
+from gateway.schedule.watch import ScheduleEdits
 from gateway.schedule.zones import suggest, valid_zone
 from gateway.types import ConversationKind, LLMResponse, Reply, StashKey, Turn
+from plugins.briefing import run_briefing
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
     from gateway.bus.context import JobContext
 
 log = logging.getLogger("kith.schedule")
-WATCHER: StashKey[ScheduleWatcher] = StashKey()
+WATCHER: StashKey[ScheduleEdits] = StashKey()
 HELP = "/tz: show your time zone\n/tz ZONE: set it (an IANA name such as Europe/Berlin); reminders follow it"
 OFFER = "(I assumed the time zone {tz} for you; say /tz Europe/Berlin or your own zone to change it.)"
 
@@ -121,9 +124,10 @@ async def gateway_conversation_changed(gateway: Gateway, user_id: str) -> None:
 
 @hookimpl(trylast=True)
 async def gateway_startup(gateway: Gateway) -> None:
+    sched = engine.schedule_of(gateway)
+    sched.runners.setdefault("briefing", run_briefing)  # CRONS.json prompts of kind "briefing"
     if not gateway.run_jobs or gateway.memory is None or gateway.memory.detached:
         return
-    sched = engine.schedule_of(gateway)
 
     def is_own(uid: str, rel: str, text: str) -> bool:
         return sched.own.get((uid, rel)) == text
@@ -131,9 +135,9 @@ async def gateway_startup(gateway: Gateway) -> None:
     async def on_edit(uid: str, rels: tuple[str, ...]) -> None:
         await engine.sync_user(gateway, uid, tuple(r for r in FILES if r in rels))
 
-    w = ScheduleWatcher(Path(gateway.data_dir) / "users", on_edit, is_own)
-    await w.start()
-    gateway.stash[WATCHER] = w
+    watcher = shared(gateway)  # the one file watcher, shared with re-indexing
+    gateway.stash[WATCHER] = ScheduleEdits(watcher, on_edit, is_own)
+    await watcher.start()
     # Arming everyone's items at start-up is the scheduler role's (one node at a time, gateway/cluster);
     # a node that becomes the holder later arms them then (arming is idempotent: one job id per item).
     def arm_all() -> None:
@@ -142,9 +146,9 @@ async def gateway_startup(gateway: Gateway) -> None:
     gateway.cluster.on_leader(arm_all)
 
 
-
 @hookimpl
 async def gateway_shutdown(gateway: Gateway) -> None:
-    w = gateway.stash.get(WATCHER)
-    if w is not None:
-        await w.stop()
+    edits = gateway.stash.get(WATCHER)
+    if edits is not None:
+        await edits.watcher.stop()
+    await engine.recorder_of(gateway).close()

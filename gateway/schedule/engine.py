@@ -18,7 +18,7 @@ import json
 import logging
 import os
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
@@ -35,11 +35,9 @@ from gateway.schedule.items import (
     Item,
     Parsed,
     Problem,
-    mark_cron_run,
-    mark_task_alerted,
-    set_reminder,
     stamp,
 )
+from gateway.schedule.record import Mark, Recorder
 from gateway.schedule.rules import latest_due
 from gateway.schedule.zones import zone
 from gateway.types import ConversationAddress, ConversationKind, InboundMessage, StashKey
@@ -75,6 +73,8 @@ class BusTimer:
 
 
 Sender = Callable[..., Awaitable[None]]
+#: A scheduled prompt kind's runner (``Schedule.runners``): the text to deliver, e.g. the briefing.
+Runner = Callable[["Gateway", str, datetime], Awaitable[str]]
 
 
 @dataclass
@@ -87,6 +87,8 @@ class Schedule:
     own: dict[tuple[str, str], str] = field(default_factory=dict)  # (user, file) -> text this process wrote
     zones: dict[str, str] = field(default_factory=dict)  # user -> the zone their items were last armed in
     fired: int = 0  # deliveries made (tests, bench)
+    recorder: Recorder | None = None  # fired occurrences on their way into the files
+    runners: dict[str, Runner] = field(default_factory=dict)  # prompt kind -> runner (plugins register)
 
 
 SCHEDULE: StashKey[Schedule] = StashKey()
@@ -99,7 +101,20 @@ def schedule_of(gateway: Gateway) -> Schedule:
         gateway.stash[SCHEDULE] = sched
     if sched.timer is None:
         sched.timer = BusTimer(gateway, sched.clock)
+    if sched.recorder is None:
+        sched.recorder = Recorder(gateway, sched.own)
     return sched
+
+
+def recorder_of(gateway: Gateway) -> Recorder:
+    rec = schedule_of(gateway).recorder
+    assert rec is not None
+    return rec
+
+
+async def flush(gateway: Gateway) -> None:
+    """Until every fired occurrence is recorded in its file (tests, shutdown)."""
+    await recorder_of(gateway).flush()
 
 
 def user_zone(gateway: Gateway, user_id: str) -> str:
@@ -214,6 +229,9 @@ async def fire(gateway: Gateway, payload: dict[str, Any]) -> bool:
     tz = zone(user_zone(gateway, uid))
     parsed = read_file(gateway, uid, rel, now)
     item = next((i for i in parsed.items if i.id == item_id), None)
+    recorder = recorder_of(gateway)
+    if item is not None:
+        item = _with_mark(item, recorder.recorded(uid, rel, item_id))
     if item is None or not item.active:
         log.info("%s %s of %s is %s; not delivered", kind, item_id, uid, item.status if item else "gone")
         return False
@@ -230,25 +248,41 @@ async def fire(gateway: Gateway, payload: dict[str, Any]) -> bool:
     delivery_id = f"{kind}:{uid}:{item_id}:{stamp(occurrence)}"
     await _deliver(gateway, sched, uid, item, delivery_id)
     sched.fired += 1
-    # A guarded write syncs to disk: off the loop, so due items of other people are not held up by it.
-    await asyncio.to_thread(_record, gateway, uid, rel, item, occurrence, now)
+    # The outbox row makes this occurrence fire once; the file learns it in a batch, off the loop.
+    recorder.add(uid, rel, Mark(item.id, occurrence, now, one_shot=item.rule is None))
     if item.rule is not None and sched.timer is not None:
-        done = Item(item.kind, item.id, item.text, item.status, rule=item.rule, last=occurrence, since=item.since,
-                    zone=item.zone, origin=item.origin)
+        done = replace(item, last=occurrence)
         nxt = done.next_due(tz, now)
         if nxt is not None:
             await sched.timer.arm(uid, done, nxt)
     return True
 
 
+def _with_mark(item: Item, mark: Mark | None) -> Item:
+    """The item as the file will say once ``mark`` is written."""
+    if mark is None:
+        return item
+    if item.kind == "prompt" or (item.kind == "reminder" and item.rule is not None):
+        return replace(item, last=max(item.last, mark.occurrence) if item.last else mark.occurrence)
+    return replace(item, status="sent", last=mark.at)
+
+
 async def _deliver(gateway: Gateway, sched: Schedule, uid: str, item: Item, delivery_id: str) -> None:
+    kind: str = item.kind
     if item.kind == "reminder":
         text = f"Reminder: {item.text}"
     elif item.kind == "task":
         text = f"Task due: {item.text} (due {item.when})"
+    elif gateway.state.outbox.get(delivery_id) is not None:
+        return  # a retried job: this occurrence's turn ran and its answer is in the outbox already
+    elif item.action:
+        runner = sched.runners.get(item.action)
+        if runner is None:
+            raise LookupError(f"no runner for scheduled {item.action!r} (is its plugin loaded?)")
+        kind, text = item.action, await runner(gateway, uid, sched.clock.now())
     else:
         text = await run_prompt(gateway, uid, item)
-    await sched.send(gateway, user_id=uid, text=text, kind=item.kind, origin=address_of(gateway, uid, item.origin),
+    await sched.send(gateway, user_id=uid, text=text, kind=kind, origin=address_of(gateway, uid, item.origin),
                      delivery_id=delivery_id)
 
 
@@ -270,21 +304,6 @@ async def run_prompt(gateway: Gateway, user_id: str, item: Item) -> str:
                              timestamp=schedule_of(gateway).clock.now())
     reply = await gateway.handle_inbound(message)
     return reply.text if reply is not None and reply.text else f"(scheduled: {item.text}) no answer"
-
-
-def _record(gateway: Gateway, uid: str, rel: str, item: Item, occurrence: datetime, now: datetime) -> None:
-    latest = _read(gateway, uid, rel)
-    if rel == REMINDERS:
-        if item.rule is None:
-            new, changed = set_reminder(latest, item.id, status="sent", last=now)
-        else:
-            new, changed = set_reminder(latest, item.id, last=occurrence)
-    elif rel == TASKS:
-        new, changed = mark_task_alerted(latest, item.id, now)
-    else:
-        new, changed = mark_cron_run(latest, item.id, occurrence)
-    if changed:
-        _write(gateway, uid, rel, new, f"job:{JOB}")
 
 
 async def sweep(gateway: Gateway, *, pause: float = 0.0) -> int:

@@ -46,6 +46,10 @@ _RECURRING_VISIBLE = re.compile(r"^(?P<phrase>.+?)\s*\((?P<tz>[A-Za-z_]+(?:/[A-Z
 # "every day at 02:30: text": the phrase ends at the first colon followed by a space (not a time's)
 _RECURRING_HAND = re.compile(r"^(?P<phrase>(?:every|each|daily|weekly|monthly|hourly|yearly|on)\b.*?):\s+"
                              r"(?P<what>.+)$", re.I)
+#: A scheduled prompt's ``kind``: a turn on its prompt, or the person's briefing (plugins/briefing.py).
+#: Without a ``kind``, a prompt that asks for a briefing ("every weekday at 8 give me a briefing") is one.
+PROMPT_KINDS = ("prompt", "briefing")
+_BRIEFING = re.compile(r"\bbriefing\b", re.I)
 DUE_TIME = time(9, 0)  # a task due on a date alerts at 09:00 local that day
 STAMP = "%Y-%m-%dT%H:%M:%SZ"
 
@@ -81,6 +85,7 @@ class Item:
     zone: str = ""  # a zone written on the item; "" = the person's
     when: str = ""  # as shown ("2026-05-10 09:00", "every weekday at 08:00")
     origin: str = ""  # the conversation it was set in ("websocket:phone"): delivered there first
+    action: str = ""  # a scheduled prompt's kind: "" = a turn on its prompt, "briefing" = the briefing
 
     @property
     def active(self) -> bool:
@@ -276,20 +281,29 @@ def set_reminder(text: str, rid: str, **changes: Any) -> tuple[str, bool]:
     return "\n".join(out) + ("\n" if text.endswith("\n") else ""), changed
 
 
-# -------------------------------------------------------------------------------------- CRONS.json
+# ------------------------------------------------------------------------------ CRONS.json, TASKS.json
 
-def parse_crons(raw: str, tz_name: str, now: datetime) -> Parsed:
-    out = Parsed(text=raw)
+def _json_list(raw: str, rel: str, key: str, out: Parsed) -> tuple[Any, list[Any] | None]:
+    """The file's JSON and its ``key`` list (``{"crons": [...]}`` or a bare list); None (and a problem
+    in ``out`` unless the file is empty) when there is no list to read."""
     if not raw.strip():
-        return out
+        return None, None
     try:
         data = json.loads(raw)
     except ValueError as exc:
-        out.problems.append(Problem(CRONS, 0, f"not valid JSON ({exc})"))
-        return out
-    entries = data.get("crons") if isinstance(data, dict) else data
+        out.problems.append(Problem(rel, 0, f"not valid JSON ({exc})"))
+        return None, None
+    entries = data.get(key) if isinstance(data, dict) else data
     if not isinstance(entries, list):
-        out.problems.append(Problem(CRONS, 0, 'no "crons" list'))
+        out.problems.append(Problem(rel, 0, f'no "{key}" list'))
+        return data, None
+    return data, entries
+
+
+def parse_crons(raw: str, tz_name: str, now: datetime) -> Parsed:
+    out = Parsed(text=raw)
+    data, entries = _json_list(raw, CRONS, "crons", out)
+    if entries is None:
         return out
     changed = False
     for n, entry in enumerate(entries, 1):
@@ -322,9 +336,15 @@ def parse_crons(raw: str, tz_name: str, now: datetime) -> Parsed:
             entry["rule"], changed = rec.text, True
         if since is None:
             entry["created"], changed, since = stamp(now), True, now
+        kind = entry.get("kind")
+        if kind is not None and kind not in PROMPT_KINDS:
+            out.problems.append(Problem(CRONS, n, f"unknown kind {kind!r} (one of {', '.join(PROMPT_KINDS)})",
+                                        shown))  # fmt: skip
+            continue
+        action = kind if kind is not None else ("briefing" if _BRIEFING.search(prompt) else "prompt")
         status = "pending" if entry.get("enabled", True) is not False else "disabled"
         out.items.append(Item("prompt", str(entry["id"]), prompt.strip(), status, rule=rec, last=last, since=since,
-                              zone=entry_zone, when=rec.describe()))
+                              zone=entry_zone, when=rec.describe(), action="" if action == "prompt" else action))
     if changed:
         out.text = json.dumps({"crons": entries} if isinstance(data, dict) else entries, ensure_ascii=False,
                               indent=2) + "\n"
@@ -335,16 +355,8 @@ def parse_crons(raw: str, tz_name: str, now: datetime) -> Parsed:
 
 def parse_tasks(raw: str, tz_name: str, now: datetime) -> Parsed:
     out = Parsed(text=raw)
-    if not raw.strip():
-        return out
-    try:
-        data = json.loads(raw)
-    except ValueError as exc:
-        out.problems.append(Problem(TASKS, 0, f"not valid JSON ({exc})"))
-        return out
-    tasks = data.get("tasks") if isinstance(data, dict) else data
-    if not isinstance(tasks, list):
-        out.problems.append(Problem(TASKS, 0, 'no "tasks" list'))
+    _, tasks = _json_list(raw, TASKS, "tasks", out)
+    if tasks is None:
         return out
     tz = zone(tz_name)
     for n, task in enumerate(tasks, 1):
@@ -373,24 +385,22 @@ def task_due(raw: str, tz: ZoneInfo) -> datetime:
     return value.astimezone(UTC) if value.tzinfo else to_instant(value, tz)
 
 
-def mark_task_alerted(raw: str, task_id: str, when: datetime) -> tuple[str, bool]:
-    data = json.loads(raw)
-    tasks = data.get("tasks") if isinstance(data, dict) else data
-    for task in tasks:
-        if isinstance(task, dict) and str(task.get("id")) == task_id and not task.get("alerted"):
-            task["alerted"] = stamp(when)
+def _set_field(raw: str, key: str, entry_id: str, name: str, value: str, *, once: bool) -> tuple[str, bool]:
+    """Set ``name`` on the entry ``entry_id`` of the file's ``key`` list (``once``: only if unset)."""
+    data, entries = _json_list(raw, "", key, Parsed())
+    for entry in entries or []:
+        if isinstance(entry, dict) and str(entry.get("id")) == entry_id and not (once and entry.get(name)):
+            entry[name] = value
             return json.dumps(data, ensure_ascii=False, indent=2) + "\n", True
     return raw, False
+
+
+def mark_task_alerted(raw: str, task_id: str, when: datetime) -> tuple[str, bool]:
+    return _set_field(raw, "tasks", task_id, "alerted", stamp(when), once=True)
 
 
 def mark_cron_run(raw: str, cron_id: str, when: datetime) -> tuple[str, bool]:
-    data = json.loads(raw)
-    entries = data.get("crons") if isinstance(data, dict) else data
-    for entry in entries:
-        if isinstance(entry, dict) and str(entry.get("id")) == cron_id:
-            entry["last_run"] = stamp(when)
-            return json.dumps(data, ensure_ascii=False, indent=2) + "\n", True
-    return raw, False
+    return _set_field(raw, "crons", cron_id, "last_run", stamp(when), once=False)
 
 
 PARSERS = {REMINDERS: parse_reminders, CRONS: parse_crons, TASKS: parse_tasks}

@@ -66,6 +66,7 @@ class Harness:
                 delivered.append(when)
                 self.fired.append((when, payload))
         self.clock.set(max(until, self.clock.now()))
+        await engine.flush(self.gw)  # the fired occurrences are in the files
         return delivered
 
 

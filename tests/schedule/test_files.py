@@ -54,12 +54,12 @@ async def test_invalid_json_entries_are_reported_and_the_rest_run(harness) -> No
 async def test_a_scheduled_prompt_runs_as_a_turn_and_its_answer_is_delivered(harness) -> None:  # type: ignore[no-untyped-def]
     h = await harness(datetime(2026, 6, 1, 0, tzinfo=UTC))  # a Monday
     uid = h.user(tz="Europe/Berlin")
-    h.write(uid, CRONS, json.dumps({"crons": [{"when": "every weekday at 8", "prompt": "give me a briefing"}]}))
+    h.write(uid, CRONS, json.dumps({"crons": [{"when": "every weekday at 8", "prompt": "ask me about my plans"}]}))
     await engine.sync_user(h.gw, uid)
     fired = await h.walk(datetime(2026, 6, 8, 0, tzinfo=UTC))
     assert len(fired) == 5 and fired[0] == datetime(2026, 6, 1, 6, tzinfo=UTC)
     answers = outbox(h.gw, uid, "prompt")
-    assert len(answers) == 5 and all("give me a briefing" in a.text for a in answers)  # the echo model
+    assert len(answers) == 5 and all("ask me about my plans" in a.text for a in answers)  # the echo model
     assert h.gw.identities.lookup(engine.SCHEDULED_CHANNEL, uid) == uid  # a turn of the person
     assert json.loads(h.path(uid, CRONS).read_text())["crons"][0]["last_run"] == "2026-06-05T06:00:00Z"
 
