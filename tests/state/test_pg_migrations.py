@@ -1,5 +1,5 @@
-"""PostgreSQL schema migrations: applied on start-up, once, under an advisory lock (processes
-starting together), refused when newer, all or nothing. Each test has a database of its own."""
+"""PostgreSQL schema migrations: applied on start-up, once, under an advisory lock (nodes starting
+together), refused when newer, all or nothing."""
 
 from __future__ import annotations
 
@@ -15,56 +15,38 @@ from gateway.state.postgres import migrations
 from tests.pg import fresh_pg_database
 from tests.storage import select_rows, write_rows
 
+RACER = ("import sys, time; from gateway.state import open_state_url; go = float(sys.argv[2])\n"
+         "while time.time() < go: time.sleep(0.001)\n"
+         "open_state_url(sys.argv[1]).close()")  # fmt: skip
 
-def test_a_fresh_database_gets_every_component_once() -> None:
+
+def test_nodes_starting_together_on_a_fresh_database_apply_each_step_once() -> None:
+    """Two interpreters (as two nodes would) and two threads of this one, released together on a new
+    database: all open it. Step 1 creates its tables without IF NOT EXISTS, so a second application
+    would fail its racer."""
     with fresh_pg_database() as url:
-        open_state_url(url).close()
-        state = open_state_url(url)  # nothing to do the second time
-        try:
-            found = select_rows(state, "SELECT component, version FROM schema_version")
-            rows = {r["component"]: r["version"] for r in found}
-            assert rows == {c: migrations.latest(c) for c in migrations.COMPONENTS}
-        finally:
-            state.close()
-
-
-def test_nodes_starting_together_all_succeed_and_apply_each_step_once() -> None:
-    with fresh_pg_database() as url:
+        go = time.time() + 2.0  # the interpreters have imported by then
+        procs = [subprocess.Popen([sys.executable, "-c", RACER, url, str(go)], stderr=subprocess.PIPE)
+                 for _ in range(2)]  # fmt: skip
         errors: list[BaseException] = []
-        barrier = threading.Barrier(4)
 
         def start() -> None:
-            barrier.wait()
+            while time.time() < go:
+                time.sleep(0.001)
             try:
                 open_state_url(url).close()
             except BaseException as exc:  # collected and asserted below
                 errors.append(exc)
 
-        threads = [threading.Thread(target=start) for _ in range(4)]
+        threads = [threading.Thread(target=start) for _ in range(2)]
         for t in threads:
             t.start()
         for t in threads:
             t.join()
+        stderr = [p.communicate(timeout=60)[1] for p in procs]
+        assert [p.returncode for p in procs] == [0, 0], stderr
         assert errors == []
-        state = open_state_url(url)
-        try:
-            assert len(select_rows(state, "SELECT component FROM schema_version")) == len(migrations.COMPONENTS)
-        finally:
-            state.close()
-
-
-def test_two_processes_starting_together_apply_each_step_once() -> None:
-    """Two interpreters (as two nodes would), released together: both open. Step 1 creates its tables
-    without IF NOT EXISTS, so a second application would fail its process."""
-    with fresh_pg_database() as url:
-        code = ("import sys, time; from gateway.state import open_state_url; go = float(sys.argv[2])\n"
-                "while time.time() < go: time.sleep(0.001)\n"
-                "open_state_url(sys.argv[1]).close()")  # fmt: skip
-        go = str(time.time() + 3.0)  # both interpreters have imported by then
-        procs = [subprocess.Popen([sys.executable, "-c", code, url, go], stderr=subprocess.PIPE) for _ in range(2)]
-        errors = [p.communicate(timeout=60)[1] for p in procs]
-        assert [p.returncode for p in procs] == [0, 0], errors
-        state = open_state_url(url)
+        state = open_state_url(url)  # and once more: nothing to do
         try:
             found = select_rows(state, "SELECT component, version FROM schema_version")
             assert {r["component"]: r["version"] for r in found} == {c: migrations.latest(c)
@@ -73,18 +55,22 @@ def test_two_processes_starting_together_apply_each_step_once() -> None:
             state.close()
 
 
-def test_a_newer_schema_is_refused_and_a_failing_step_changes_nothing(monkeypatch: pytest.MonkeyPatch) -> None:
-    with fresh_pg_database() as url:
-        state = open_state_url(url)
+def test_a_newer_schema_is_refused_and_a_failing_step_changes_nothing(
+    pg_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    state = open_state_url(pg_url)
+    try:
         write_rows(state, "UPDATE schema_version SET version=99 WHERE component='usage'")
         with pytest.raises(SchemaError, match="newer kith"):
-            open_state_url(url)
+            open_state_url(pg_url)
         write_rows(state, "UPDATE schema_version SET version=1 WHERE component='usage'")
         bad = (*migrations.MIGRATIONS["usage"], ("a broken step", ("CREATE TABLE usage_extra (x BIGINT)",
                                                                     "SELECT no_such_function()")))  # fmt: skip
         monkeypatch.setitem(migrations.MIGRATIONS, "usage", bad)
         with pytest.raises(SchemaError, match="nothing was changed"):
-            open_state_url(url)
+            open_state_url(pg_url)
         assert select_rows(state, "SELECT to_regclass('usage_extra') IS NULL")[0][0] is True
         assert select_rows(state, "SELECT version FROM schema_version WHERE component='usage'")[0][0] == 1
+    finally:
+        write_rows(state, "UPDATE schema_version SET version=1 WHERE component='usage'")  # the session's database
         state.close()
