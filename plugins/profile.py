@@ -97,7 +97,10 @@ def take_snapshot(gateway: Gateway, turn: Turn) -> Snapshot:
         )))
     # The conversation's own dated memories (the person's calendar in a direct conversation).
     tz = zone(None if group else turn.user.timezone, gateway.config.timezone)
-    if days := dated.recent(wm_store, dated.local_day(turn.received_at, tz), mem.dated_days):
+    days = dated.recent(wm_store, dated.local_day(turn.received_at, tz), mem.dated_days)
+    if turn.session is not None:
+        dated.record_injected(gateway.stash, turn.session.session_id, days)
+    if days:
         out.append(("dated", _section(
             "memory.dated", f"Dated memories (memories/, last {mem.dated_days} days, newest first)",
             dated.section_text(days), 60, budget=mem.dated_budget_tokens, trim_rank=TRIM_DATED,

@@ -61,6 +61,11 @@ def dated_injected(gateway: Gateway, turn: Turn, tier: int) -> Callable[[str], b
     days = gateway.config.memory.dated_days
     if not days or not loads(tier, "dated"):
         return lambda rel: False
+    # The session's snapshot is frozen at its first turn: a dated file written since is not in the
+    # prompt, so only the files the snapshot holds are dropped.
+    recorded = dated.injected(gateway.stash, turn.session.session_id) if turn.session is not None else None
+    if recorded is not None:
+        return recorded.__contains__
     group = turn.message.kind == ConversationKind.GROUP
     tz = zone(None if group or turn.user is None else turn.user.timezone, gateway.config.timezone)
     today = dated.local_day(turn.received_at, tz)

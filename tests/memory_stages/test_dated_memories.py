@@ -56,19 +56,29 @@ async def test_last_days_load_at_session_start_in_the_persons_zone(
         gw.state.users.ensure("ada", display_name="Ada", timezone="Europe/Berlin")
         assert gw.state.users.set_timezone("ada", "Europe/Berlin")
         store = gw.memory_store("ada")
+        late = "memories/2026-05-09.md"
         for rel, text in FILES.items():
-            store.write(rel, text, source="test")
+            if rel != late:
+                store.write(rel, text, source="test")
         await gw.settle()
-        question = msg("What did I do on the ferry, the chapter and the fig tree?")
+        question = msg("What did I do on the ferry and with the chapter?")
         await gw.handle_inbound(replace(question, timestamp=NOW))
         system = last_turn_system(fake_anthropic)
         assert "Dated memories" in system
-        for line in ("ferry to Bergen", "lighthouse chapter", "fig tree"):
+        for line in ("ferry to Bergen", "lighthouse chapter"):
             assert system.count(line) == 1, line  # loaded once: recall does not quote them again
-        assert "umbrella" not in system.split("Dated memories")[1].split("---")[0]
-        section = system.split("Dated memories")[1]
-        assert section.index("ferry to Bergen") < section.index("lighthouse chapter") < section.index("fig tree")
-        assert "undated scratch" not in section.split("---")[0]
+        section = system.split("Dated memories")[1].split("\n---")[0]
+        assert "umbrella" not in section  # 8 May is outside Berlin's window (9-11 May)
+        assert "undated scratch" not in section
+        assert section.index("ferry to Bergen") < section.index("lighthouse chapter")  # newest first
+
+        # Written after the session started: not in its frozen snapshot, so recall may bring it.
+        store.write(late, FILES[late], source="test")
+        await gw.settle()
+        await gw.handle_inbound(replace(msg("When did I repot the fig tree?"), timestamp=NOW))
+        system = last_turn_system(fake_anthropic)
+        section = system.split("Dated memories")[1].split("\n---")[0]
+        assert "fig tree" not in section and system.count("repotted the fig tree") == 1
 
 
 async def test_over_budget_the_oldest_day_goes_first(

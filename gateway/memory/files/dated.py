@@ -5,21 +5,28 @@ such a file only when a message shares its words, yet "what happened this week" 
 conversation picks up on. So the session-start injection loads the files of the last
 ``memory.dated_days`` days (the person's calendar, today included) whole, newest first: when the
 section is over its budget the budgeter cuts from the end, and the oldest day goes first.
-The recall stage drops hits from the same files (they are in the prompt already).
+The recall stage drops hits from the same files (they are in the prompt already): the files this
+session's snapshot holds (``record_injected``), or, before the snapshot exists (the session's first
+turn, where it is being taken from the same window), the window's files.
 """
 
 from __future__ import annotations
 
 import re
+from collections import OrderedDict
 from datetime import date, datetime, timedelta, tzinfo
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from gateway.memory.files.errors import MemoryStoreError
+from gateway.types import StashKey
 
 if TYPE_CHECKING:
     from gateway.memory.files.store import MemoryStore
 
 DIR = "memories"
+_MAX_SESSIONS = 4096
+# session id -> the dated files its session-start snapshot holds (per gateway: ``gateway.stash``)
+INJECTED: StashKey[OrderedDict[str, frozenset[str]]] = StashKey()
 _NAME = re.compile(r"^(\d{4}-\d{2}-\d{2})\.md$")
 _PATH = re.compile(r"^memories/(\d{4}-\d{2}-\d{2})\.md$")
 
@@ -73,3 +80,22 @@ def _body(text: str) -> str:
 
 def section_text(files: list[tuple[date, str]]) -> str:
     return "\n\n".join(f"## {day:%A %d %B %Y}\n{_body(text)}" for day, text in files)
+
+
+def path_of(day: date) -> str:
+    return f"{DIR}/{day.isoformat()}.md"
+
+
+def record_injected(stash: Any, session_id: str, files: list[tuple[date, str]]) -> None:
+    """Note which dated files the snapshot of ``session_id`` loaded (``stash``: ``gateway.stash``)."""
+    seen = stash.setdefault(INJECTED, OrderedDict())
+    seen[session_id] = frozenset(path_of(day) for day, _ in files)
+    seen.move_to_end(session_id)
+    while len(seen) > _MAX_SESSIONS:
+        seen.popitem(last=False)
+
+
+def injected(stash: Any, session_id: str) -> frozenset[str] | None:
+    """The dated files the snapshot of ``session_id`` loaded; None before it was taken."""
+    seen = stash.get(INJECTED)
+    return None if seen is None else seen.get(session_id)

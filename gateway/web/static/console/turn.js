@@ -5,6 +5,14 @@ import { empty, h, when } from "./dom.js";
 
 const num = (n) => (typeof n === "number" ? n.toLocaleString() : "–");
 
+// The recall filter tier's decision (docs/memory.md): used, timeout, error or off, and what it kept.
+const FILTER = { used: "chose", timeout: "timed out: the usual ranking was used", error: "failed: the usual ranking was used", off: "off" };
+function filterText(f) {
+  const head = FILTER[f.outcome] || f.outcome;
+  if (f.outcome === "off") return head;
+  return `${head} · ${Math.round(f.latency_ms)} ms · kept ${(f.kept || []).length} of ${f.candidates}` + (f.reason ? ` · ${f.reason}` : "");
+}
+
 export async function turnView(ctx) {
   const c = await get(`/api/users/${enc(ctx.uid)}/turns/${enc(ctx.arg)}/context`);
   const sections = c.sections || [];
@@ -23,7 +31,8 @@ export async function turnView(ctx) {
       h("dt", {}, "Sections"), h("dd", {}, num(c.system_tokens), " tokens in ", String(sections.length), " sections"),
       h("dt", {}, "History"), h("dd", {}, num(c.history_tokens), " tokens in ", num(c.history_messages), " messages"),
       h("dt", {}, "The message"), h("dd", {}, num(c.message_tokens), " tokens"),
-      h("dt", {}, "Total"), h("dd", {}, h("strong", {}, num(total)), " tokens")),
+      h("dt", {}, "Total"), h("dd", {}, h("strong", {}, num(total)), " tokens"),
+      c.recall_filter ? [h("dt", {}, "Recall filter"), h("dd", {}, filterText(c.recall_filter))] : null),
     h("h3", {}, "Sections, in prompt order"),
     sections.length ? h("table", { class: "sections" },
       h("thead", {}, h("tr", {}, h("th", { scope: "col" }, "Section"), h("th", { scope: "col" }, "Tokens"), h("th", { scope: "col" }, "Notes"))),
