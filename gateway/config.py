@@ -753,6 +753,16 @@ class MetricsConfig(Section):
     token: SecretStr | None = None
 
 
+class DeliveryConfig(Section):
+    """The delivery outbox (docs/proactive.md#delivery-guarantees)."""
+
+    # Sent and failed rows are deleted this many days after their last attempt (0 = kept forever). A
+    # row is what makes a fired occurrence deliver once; the schedule records it in the person's file
+    # within seconds, so the retention only has to outlast a crash's restart, not the schedule.
+    retention_days: float = Field(30.0, ge=0)
+    prune_interval_s: float = Field(3600.0, gt=0)  # how often the sweep looks for rows to delete
+
+
 # --------------------------------------------------------------------------------------------- root
 
 
@@ -777,6 +787,7 @@ class Config(Section):
     mcp: McpConfig = Field(default_factory=McpConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
+    delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
     # Sections owned by third-party plugins, validated by them in gateway_configure.
     extensions: dict[str, Any] = Field(default_factory=dict)
 

@@ -1,4 +1,5 @@
-"""The daemon's outbox sweep: every few seconds, due rows are attempted.
+"""The daemon's outbox sweep: every few seconds, due rows are attempted (and, every hour, old sent
+and failed rows deleted: ``gateway.delivery.prune``).
 
 Due rows are the ones held through quiet hours whose window ended, the ones waiting to be retried,
 and the ones left ``sending`` by a crashed process once their lease ran out. The sweep is one indexed
@@ -9,10 +10,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import time
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from gateway.delivery.outbox import attempt
+from gateway.delivery.prune import prune_once
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -43,11 +46,20 @@ async def sweep_once(gateway: Gateway, now: datetime | None = None) -> int:
 
 
 async def run_sweeper(gateway: Gateway, stop: asyncio.Event, interval: float = SWEEP_INTERVAL_S) -> None:
+    """Sweep every ``interval`` seconds; delete old sent and failed rows every
+    ``delivery.prune_interval_s`` (the first time right away)."""
+    next_prune = 0.0
     while not stop.is_set():
         try:
             await sweep_once(gateway)
         except Exception:
             log.exception("outbox sweep failed")
+        if time.monotonic() >= next_prune:
+            next_prune = time.monotonic() + gateway.config.delivery.prune_interval_s
+            try:
+                await prune_once(gateway)
+            except Exception:
+                log.exception("outbox pruning failed")
         try:
             await asyncio.wait_for(stop.wait(), timeout=interval)
         except TimeoutError:

@@ -104,6 +104,14 @@ class SqliteOutbox:
     def counts(self) -> dict[str, int]:
         return {str(r[0]): int(r[1]) for r in self._db.all("SELECT status, COUNT(*) FROM outbox GROUP BY status")}
 
+    def prune(self, *, before: datetime, limit: int = 500) -> int:
+        """Delete up to ``limit`` sent or failed rows whose last attempt (``due_at``) was before
+        ``before``; how many. Pending, sending and missed rows are never deleted."""
+        cur = self._db.run(
+            "DELETE FROM outbox WHERE delivery_id IN (SELECT delivery_id FROM outbox"
+            " WHERE status IN ('sent','failed') AND due_at<? LIMIT ?)", (ts(before), limit))  # fmt: skip
+        return max(cur.rowcount, 0)
+
     def merge(self, *, into: str, source: str) -> None:
         with self._db.tx():
             self._db.run("UPDATE outbox SET user_id=? WHERE user_id=?", (into, source))
