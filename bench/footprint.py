@@ -30,7 +30,7 @@ import sys
 import tempfile
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -135,9 +135,12 @@ class Daemon:
         out: dict[str, float] = {}
         for line in Path(f"/proc/{self.proc.pid}/status").read_text().splitlines():
             key, _, rest = line.partition(":")
-            if key in ("VmRSS", "VmHWM"):
+            if key in ("VmRSS", "VmHWM", "RssAnon", "RssFile"):
                 out[key] = round(int(rest.split()[0]) / 1024, 1)
-        return {"rss_mb": out.get("VmRSS", 0.0), "peak_rss_mb": out.get("VmHWM", 0.0)}
+        # RssFile: pages of mapped files (shared libraries, the index's memory-mapped segments),
+        # which the kernel can drop under pressure; RssAnon: the heap and other private memory.
+        return {"rss_mb": out.get("VmRSS", 0.0), "peak_rss_mb": out.get("VmHWM", 0.0),
+                "anon_mb": out.get("RssAnon", 0.0), "file_mb": out.get("RssFile", 0.0)}
 
     def disk(self) -> dict[str, float]:
         return disk_usage(self.data)
@@ -275,6 +278,7 @@ async def rss_after(turns: int, *, core: bool) -> dict[str, Any]:
         per_k = 1000 / max(turns - half, 1)
         return {
             "turns": turns, "at_start": at_start, "rss_mb": end["rss_mb"], "peak_rss_mb": end["peak_rss_mb"],
+            "anon_mb": end["anon_mb"], "file_mb": end["file_mb"],
             "disk_allocated_mb": end_disk["allocated_mb"], "disk_apparent_mb": end_disk["apparent_mb"],
             "rss_growth_mb_per_1k_turns": round((end["rss_mb"] - mid_rss) * per_k, 2),
             "disk_growth_mb_per_1k_turns": round((end_disk["allocated_mb"] - mid_disk) * per_k, 2),
@@ -335,24 +339,26 @@ def embedder_rss() -> dict[str, Any]:
     return data
 
 
-async def measure(args: argparse.Namespace) -> dict[str, Any]:
-    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
-    if args.soak:
-        return {"bench": "footprint-soak", **await soak(args.soak, args.every), "machine": machine()}
-    out: dict[str, Any] = {"bench": "footprint"}
-    if "cli" not in skip:
-        out["cli"] = cli_times()
-    if "startup" not in skip:
-        out["startup"] = await startups(args.starts)
-        if "cli" in out:
-            out["startup"]["python_floor_s"] = out["cli"]["python_floor_s"]
-    if "rss" not in skip:
-        out["all_stages"] = await rss_after(args.turns, core=False)
-        out["core"] = await rss_after(args.turns, core=True)
-    if "embedder" not in skip:
-        out["embedder"] = embedder_rss()
-    out["machine"] = machine()
-    return out
+PARTS = ("cli", "startup", "rss", "embedder")
+
+
+async def measure_part(part: str, args: argparse.Namespace) -> dict[str, Any]:
+    if part == "cli":
+        return {"cli": cli_times()}
+    if part == "startup":
+        return {"startup": await startups(args.starts)}
+    if part == "rss":
+        return {"all_stages": await rss_after(args.turns, core=False), "core": await rss_after(args.turns, core=True)}
+    return {"embedder": embedder_rss()}
+
+
+@contextlib.contextmanager
+def source_tree(path: str) -> Iterator[None]:
+    _TREE.append(path)
+    try:
+        yield
+    finally:
+        _TREE.pop()
 
 
 def _ratios(new: Any, old: Any) -> Any:
@@ -366,15 +372,27 @@ def _ratios(new: Any, old: Any) -> Any:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    _TREE.append(args.tree)
+    """Every part on this tree and, with ``--against``, on the baseline tree just before it: part by
+    part, so both meet the same load on a shared machine."""
+    if args.soak:
+        with source_tree(args.tree):
+            return {"bench": "footprint-soak", **await soak(args.soak, args.every), "machine": machine()}
+    skip = {s.strip() for s in args.skip.split(",") if s.strip()}
+    current: dict[str, Any] = {"bench": "footprint"}
+    baseline: dict[str, Any] = {}
+    for part in PARTS:
+        if part in skip:
+            continue
+        if args.against:
+            with source_tree(args.against):
+                baseline.update(await measure_part(part, args))
+        with source_tree(args.tree):
+            current.update(await measure_part(part, args))
+    if "cli" in current and "startup" in current:
+        current["startup"]["python_floor_s"] = current["cli"]["python_floor_s"]
+    current["machine"] = machine()
     if not args.against:
-        return await measure(args)
-    _TREE.append(args.against)
-    try:
-        baseline = await measure(args)
-    finally:
-        _TREE.pop()
-    current = await measure(args)
+        return current
     return {**current, "baseline_tree": args.against, "baseline": baseline,
             "ratio_to_baseline": _ratios(current, baseline)}
 

@@ -76,3 +76,24 @@ async def test_a_turn_before_the_index_is_ready_goes_without_recall_and_says_so(
         assert any("lapsang" in h.text for h in hits)  # the write made while loading was indexed
     finally:
         await gw.close()
+
+
+CORE = ["plugins.memory_index", "plugins.recall", "plugins.profile", "plugins.people", "plugins.compaction",
+        "plugins.memory_writer", "plugins.sleep_cycle", "plugins.distill", "plugins.retention", "plugins.known_facts",
+        "plugins.tools"]
+
+
+async def test_without_recall_and_live_indexing_memory_loads_on_first_use(tmp_path: Path) -> None:
+    """The "core" gateway (memory stages denied) never needs the embedder per turn: the daemon does not
+    load it (~65 MB) until something asks, and then that caller waits for it."""
+    cfg = make_config(tmp_path, identity_links=LINKS, plugins={"entry_points": False, "deny": CORE})
+    async with Gateway(cfg, entry_points=False, serve_http=False, background_load=True) as gw:
+        memory = gw.memory
+        assert memory is not None
+        for text in ("hello", "what did I say about tea?"):
+            reply = await gw.handle_inbound(msg(text))
+            assert reply is not None and reply.text
+        await gw.settle()
+        assert not memory.ready  # nothing loaded it: no recall stage, no live indexing
+        assert await memory.recall(scope=user_scope("ada"), query="tea", k=3) == []  # loads, then answers
+        assert memory.ready and memory.load_error == ""

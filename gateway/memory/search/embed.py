@@ -159,10 +159,12 @@ class MiniLMEmbedder:
         # cores embed 1.1-1.6x as many per second on this shared machine (docs/benchmarks.md).
         opts.intra_op_num_threads = 1
         opts.inter_op_num_threads = 1
-        # The CPU memory arena and memory patterns stay on: with one text per run their buffers are
-        # a few MB, and turning them off measured no smaller (within 1 MB) and 10-20% slower. The
-        # resident share is the int8 weights, their prepacked GEMM copies and the tokenizer; the one
-        # big float copy (the token embedding table, 47 MB) is avoided by the graph rewrite.
+        # Memory patterns off: onnxruntime keeps one buffer plan per input shape, i.e. per token
+        # count, and a daemon meets most of the 256 counts: 13 MB more after 200 turns, for no speed
+        # measured (0.98-1.01x alternating runs). The CPU arena stays on (off: no smaller, 10-20%
+        # slower). The rest of the resident share is the int8 weights, their prepacked GEMM copies
+        # and the tokenizer; the big float copy of the token table is avoided by the graph rewrite.
+        opts.enable_mem_pattern = False
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="kith-embed") if threads > 1 else None
         self._session = ort.InferenceSession(
             graph,

@@ -49,6 +49,9 @@ log = logging.getLogger(__name__)
 
 __all__ = ["MemoryService", "ScopeError", "channel_scope", "user_scope"]
 
+# Stages that use the index on every turn: with both denied, the daemon loads it on first use only.
+_EVERY_TURN = ("plugins.recall", "plugins.memory_index")
+
 _LAST_TURNS = 4096  # sessions whose previous turn is remembered for dense context
 
 IndexSink = Callable[[str, str], None]
@@ -112,6 +115,7 @@ class MemoryService:
         self._ready = asyncio.Event()  # set once start-up loading has ended, whatever its outcome
         self._loader: asyncio.Task[None] | None = None
         self.load_error = ""  # why background loading failed ("" = it did not)
+        self._deferred = False  # start() left loading to the first use (no stage needs it every turn)
 
     # -------------------------------------------------------------------------------- lifecycle
 
@@ -123,7 +127,12 @@ class MemoryService:
         self._loop = asyncio.get_running_loop()
         self._index_pool = ThreadPoolExecutor(1, thread_name_prefix="kith-index")
         self._query_pool = ThreadPoolExecutor(2, thread_name_prefix="kith-recall")
-        if background:
+        if background and not any(plugin_allowed(p, self.config.plugins) for p in _EVERY_TURN):
+            # No stage recalls or indexes per turn (the "core" gateway, memory stages denied): the
+            # embedder (~65 MB) and the index are loaded by the first thing that needs them, if any.
+            self._deferred = True
+            log.info("memory: recall and live indexing are off; the embedder and index load on first use")
+        elif background:
             self._loader = asyncio.create_task(self._load(background=True), name="memory:load")
         else:
             await self._load(background=False)
@@ -131,7 +140,11 @@ class MemoryService:
     async def wait_ready(self) -> None:
         """Until background loading has ended. Index work that arrives meanwhile (start-up syncs,
         bus jobs, imports) waits here instead of failing on an index that is not open yet."""
-        if self._loader is not None and not self._ready.is_set():
+        if self._ready.is_set():
+            return
+        if self._loader is None and self._deferred:
+            self._loader = asyncio.create_task(self._load(background=True), name="memory:load")
+        if self._loader is not None:
             await self._ready.wait()
 
     @property
@@ -592,6 +605,8 @@ class MemoryService:
             self.root_for(s)
         if self._index is None and self.paused:
             return []  # started on a full disk without the index: answer without recall
+        if self._deferred:
+            await self.wait_ready()  # loaded on first use: this caller waits for it
         if not self._ready.is_set() or (self.load_error and self._index is None):
             return []  # still loading in the background (or it failed): answer without recall
         index, embedder, indexer = self._require_index(), self._require_embedder(), self._require_indexer()
