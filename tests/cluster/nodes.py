@@ -19,6 +19,7 @@ import re
 import signal
 import time
 from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -29,6 +30,8 @@ from gateway.bus import JobBus
 from gateway.bus.server import EmbeddedRedis
 from gateway.cluster.lease import Grant, Lease
 from gateway.config import parse_config
+from gateway.state import open_configured
+from gateway.state.delivery import OutboxEntry
 from tests.cluster.probe_jobs import DONE
 from tests.kith_run import Daemon, free_port, write_config
 
@@ -56,6 +59,7 @@ class Outcome:
     data_dir: Path = Path()
     state_url: str = ""
     persons: int = 0
+    reminders: dict[str, str] = field(default_factory=dict)  # user id -> reminder text planted by hand
 
 
 def _config(tmp: Path, name: str, port: int, redis_url: str, state_url: str) -> Path:
@@ -77,6 +81,7 @@ class Client:
         self.index, self.person, self.nodes, self.http = index, person, nodes, http
         self.prefer = index % len(nodes)
         self.ws: aiohttp.ClientWebSocketResponse | None = None
+        self.user_id = ""
 
     async def _connect(self) -> aiohttp.ClientWebSocketResponse:
         for offset in range(len(self.nodes)):
@@ -89,6 +94,7 @@ class Client:
                 await ws.send_json({"type": "hello", "client_id": self.person, "name": self.person})
                 ready = await self._frame(ws, lambda f: f["type"] in ("ready", "error"), 20)
                 if ready["type"] == "ready":
+                    self.user_id = str(ready.get("user_id", ""))
                     return ws
                 await ws.close()
             except (aiohttp.ClientError, OSError, TimeoutError, ConnectionError):
@@ -148,7 +154,7 @@ async def _holder(lease: Lease) -> str | None:
 
 
 async def run_cluster(tmp: Path, state_url: str, *, clients: int, turns: int, kills: int,
-                      probes: int) -> Outcome:
+                      probes: int, reminders: int = 0) -> Outcome:
     """Run the scenario; nodes and the Redis server are stopped however it ends."""
     out = Outcome(data_dir=tmp / "data", state_url=state_url, persons=clients // 2)
     server = EmbeddedRedis(tmp / "redis-home")
@@ -204,8 +210,24 @@ async def run_cluster(tmp: Path, state_url: str, *, clients: int, turns: int, ki
                 await asyncio.to_thread(node.daemon.start, 180)  # same port, same node id
                 node.starts += 1
 
+        async def plant() -> None:
+            # Hand-written reminders (the schedule's file watcher arms them) due at the next minute
+            # but one, so they fire while turns run and nodes are being killed.
+            while any(not c.user_id for c in pool[: reminders * 2 : 2]):
+                advanced.clear()
+                await advanced.wait()
+            due = datetime.now(UTC).replace(second=0, microsecond=0) + timedelta(minutes=2)
+            for n, c in enumerate(pool[: reminders * 2 : 2]):
+                text = f"ping {n}"
+                home = out.data_dir / "users" / c.user_id
+                home.mkdir(parents=True, exist_ok=True)
+                (home / "REMINDERS.md").write_text(f"# Reminders\n\n- [ ] {due:%Y-%m-%d %H:%M} (UTC) {text}\n")
+                out.reminders[c.user_id] = text
+
         drivers = [asyncio.create_task(drive(c)) for c in pool]
         extra = [asyncio.create_task(produce()), asyncio.create_task(kill_leaders())]
+        if reminders:
+            extra.append(asyncio.create_task(plant()))
         await asyncio.gather(*drivers, *extra)
         for c in pool:
             await c.close()
@@ -213,6 +235,11 @@ async def run_cluster(tmp: Path, state_url: str, *, clients: int, turns: int, ki
         while await redis.scard(DONE) < probes:  # claimed after a kill within ~claim_idle_ms
             assert time.monotonic() < deadline, f"probe jobs lost: {probes - await redis.scard(DONE)} never ran"
             await asyncio.sleep(0.1)
+        if out.reminders:
+            deadline = time.monotonic() + 240
+            while not all((await asyncio.to_thread(reminder_rows, out)).values()):
+                assert time.monotonic() < deadline, "a reminder never reached the outbox"
+                await asyncio.sleep(0.5)
         out.probes_done = set(await redis.smembers(DONE))
         out.dead_letters = len(await bus.dead())
         out.grants = await lease.history()
@@ -224,6 +251,18 @@ async def run_cluster(tmp: Path, state_url: str, *, clients: int, turns: int, ki
         await redis.aclose()
         await server.stop()
     return out
+
+
+def _reminder_rows(out: Outcome, user_id: str, text: str) -> list[OutboxEntry]:
+    state = open_configured(out.data_dir, out.state_url)
+    try:
+        return [e for e in state.outbox.list_for(user_id, limit=1000) if e.kind == "reminder" and text in e.text]
+    finally:
+        state.close()
+
+
+def reminder_rows(out: Outcome) -> dict[str, list[OutboxEntry]]:
+    return {uid: _reminder_rows(out, uid, text) for uid, text in out.reminders.items()}
 
 
 def session_log_ids(data_dir: Path) -> dict[str, int]:
