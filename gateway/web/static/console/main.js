@@ -12,6 +12,7 @@ import { tidyView } from "./tidy.js";
 import { sessionsView, sessionView } from "./sessions.js";
 import { turnView } from "./turn.js";
 import { pairingView } from "./pairing.js";
+import { scheduleView } from "./schedule.js";
 
 const VIEWS = {
   files: { label: "Files", render: filesView },
@@ -24,6 +25,7 @@ const VIEWS = {
   sessions: { label: "Turns", render: sessionsView },
   session: { render: sessionView, parent: "sessions" },
   turn: { render: turnView, parent: "sessions" },
+  schedule: { label: "Schedule", render: scheduleView },
   pairing: { label: "Pairing", render: pairingView, operator: true },
 };
 
