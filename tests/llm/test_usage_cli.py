@@ -9,13 +9,14 @@ from pathlib import Path
 import pytest
 
 from gateway.cli.main import main
-from gateway.state import open_state
+from gateway.state import open_configured
 
 
-def _seed(tmp_path: Path) -> Path:
+def _seed(tmp_path: Path, state_url: str | None) -> Path:
+    """The rows, on SQLite or PostgreSQL (tests/pg.py), and a config naming where they are."""
     data = tmp_path / "data"
     data.mkdir()
-    state = open_state(data / "state.sqlite")
+    state = open_configured(data, state_url)
     state.users.create("ualice", display_name="Alice", timezone="UTC")
     state.users.create("ubob", display_name="Bob", timezone="UTC")
     today = datetime.now(UTC).date()
@@ -27,12 +28,14 @@ def _seed(tmp_path: Path) -> Path:
                         cost_usd=tokens / 1e6)
     state.close()
     cfg = tmp_path / "config.yaml"
-    cfg.write_text(f"data_dir: {data}\nllm: {{daily_budget_usd: 0.5}}\n")
+    cfg.write_text(f"data_dir: {data}\nllm: {{daily_budget_usd: 0.5}}\n"
+                   + (f"state: {{url: '{state_url}'}}\n" if state_url else ""))
     return cfg
 
 
-def test_usage_json_per_person_role_and_day(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    cfg = _seed(tmp_path)
+def test_usage_json_per_person_role_and_day(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                            state_url: str | None) -> None:  # fmt: skip
+    cfg = _seed(tmp_path, state_url)
     assert main(["-c", str(cfg), "usage", "--user", "Alice", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)
     assert {(r["role"], r["calls"], r["input_tokens"]) for r in rows} == {("main", 2, 1500), ("cheap", 1, 4000)}
@@ -41,8 +44,9 @@ def test_usage_json_per_person_role_and_day(tmp_path: Path, capsys: pytest.Captu
     assert len(json.loads(capsys.readouterr().out)) == 4  # the old day and Bob too
 
 
-def test_usage_table_and_unknown_user(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    cfg = _seed(tmp_path)
+def test_usage_table_and_unknown_user(tmp_path: Path, capsys: pytest.CaptureFixture[str],
+                                      state_url: str | None) -> None:  # fmt: skip
+    cfg = _seed(tmp_path, state_url)
     assert main(["-c", str(cfg), "usage"]) == 0
     out = capsys.readouterr().out
     assert "ualice" in out and "ubob" in out and "m-cheap" in out and "daily budget per person: $0.50" in out

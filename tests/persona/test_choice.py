@@ -131,15 +131,15 @@ async def test_personas_share_the_persons_memory(make_gateway: GatewayFactory, f
     assert "PERIWINKLE" not in messages, "the other persona's session history stays in its session"
 
 
-def test_choices_survive_a_restart(tmp_path: Path) -> None:
-    from gateway.state import open_state
-    state = open_state(tmp_path / "s.sqlite")
+def test_choices_survive_a_restart(tmp_path: Path, state_url: str | None) -> None:
+    from gateway.state import open_configured
+    state = open_configured(tmp_path, state_url)  # SQLite and PostgreSQL (tests/pg.py)
     from datetime import UTC, datetime
     state.persona_choices.choose("u1", "websocket:a", "developer", datetime.now(UTC))
     state.persona_choices.choose("u1", "", "kith", datetime.now(UTC))
     state.persona_choices.choose("u2", "websocket:a", "kith", datetime.now(UTC))
     state.close()
-    state = open_state(tmp_path / "s.sqlite")
+    state = open_configured(tmp_path, state_url)
     assert state.persona_choices.choices("u1") == {"": "kith", "websocket:a": "developer"}
     state.persona_choices.merge(into="u2", source="u1")
     assert state.persona_choices.choices("u2") == {"": "kith", "websocket:a": "kith"}, "the survivor's wins"
