@@ -554,7 +554,8 @@ class BackgroundConfig(Section):
 
 
 class StateConfig(Section):
-    """Where kith keeps its tables (docs/configuration.md#state, docs/architecture.md#storage)."""
+    """Where kith keeps its tables (docs/configuration.md#state-sqlite-or-postgresql,
+    docs/architecture.md#storage)."""
 
     # None = the SQLite file <data_dir>/state.sqlite; "postgresql://user:pass@host:5432/db" = PostgreSQL
     url: SecretStr | None = None

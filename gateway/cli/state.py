@@ -4,7 +4,8 @@ install's state into PostgreSQL, then compare every table's row count and checks
 Stop the daemon first: rows written after the copy would be missing from it (the comparison then
 fails, and says where). The target's schema is created by migrations; a target holding rows is
 refused unless ``--force``, which empties it first. Exit 0 when every table matches, 1 on any
-mismatch, 2 on a usage error. Afterwards set ``state.url`` in the config (docs/configuration.md#state).
+mismatch, 2 on a usage error. Afterwards set ``state.url`` in the config
+(docs/configuration.md#state-sqlite-or-postgresql).
 """
 
 from __future__ import annotations
@@ -98,5 +99,6 @@ def main(args: argparse.Namespace) -> int:
     if not ok:
         print("MISMATCH: the target differs from the source (was the daemon still running?)", file=sys.stderr)
         return 1
-    print("every table matches: set state.url in the config to use PostgreSQL (docs/configuration.md#state)")
+    print("every table matches: set state.url in the config to use PostgreSQL"
+          " (docs/configuration.md#state-sqlite-or-postgresql)")
     return 0
