@@ -88,8 +88,9 @@ def test_signals_off_rank_exactly_as_fusion_neighbours_and_recency() -> None:
     # b: dense 0.5 x (0.85-0.2)/0.7 + BM25 0.5 x 1, no neighbour, 400 days at a 180-day half-life.
     want_b = (0.5 * 0.65 / 0.7 + 0.5) * (0.75 + 0.25 * 0.5 ** (400 / 180))
     assert abs(top[0][0] - want_b) < 1e-9
-    # Candidates beyond ``candidates`` per list are cut before fusion: c is in neither first place.
-    assert ids(rank(q, k=3, settings=dataclasses.replace(default, candidates=1))) == ["a", "b"]
+    # Candidates beyond max(``candidates``, k) per list are cut before fusion: c is in neither first place.
+    assert ids(rank(q, k=1, settings=dataclasses.replace(default, candidates=1))) == ["a"]
+    assert ids(rank(q, k=3, settings=dataclasses.replace(default, candidates=1))) == ["b", "a", "c"]
 
 
 def test_leave_one_out_tunes_without_the_held_out_conversation() -> None:
