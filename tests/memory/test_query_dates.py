@@ -120,3 +120,14 @@ def test_several_expressions_and_containment() -> None:
     assert len(ranges) == 2
     r = TimeRange(10.0, 20.0)
     assert 10.0 in r and 19.9 in r and 20.0 not in r
+
+
+@pytest.mark.parametrize(
+    "query",
+    ["9999-12-31", "31 December 9999", "May 0000", "0001-01-01", "999 years ago", "999 months ago",
+     "2023-02-30", "31 February", "on 45 May", "summer 1899", "next December", "in December"],
+)
+def test_odd_dates_never_raise(query: str) -> None:
+    for now in (NOW, datetime(2023, 12, 31, 23, 59, tzinfo=UTC), datetime(2024, 1, 1, tzinfo=UTC)):
+        for r in time_ranges(query, now, "Pacific/Kiritimati"):
+            assert r.start < r.end

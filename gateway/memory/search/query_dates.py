@@ -36,12 +36,13 @@ _UNITS = {"day": 1, "week": 7, "month": 30, "year": 365}
 
 _MONTH_RE = "|".join(sorted(MONTHS, key=len, reverse=True))
 _NUM_RE = r"\d{1,3}|a few|a couple of|couple of|several|an?|one|two|three|four|five|six|seven|eight|nine|ten|few"
-_ISO = re.compile(r"\b(\d{4})-(\d{2})-(\d{2})\b")
+_Y = r"(?:19|20)\d{2}"  # years this century and the last: no date arithmetic can overflow
+_ISO = re.compile(rf"\b({_Y})-(\d{{2}})-(\d{{2}})\b")
 # "8 May 2023", "8th of May", "May 8, 2023", "May 8th"
-_DAY_MONTH = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH_RE})\.?(?:,?\s+(\d{{4}}))?\b", re.I)
-_MONTH_DAY = re.compile(rf"\b({_MONTH_RE})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?(?!\d)(?:,?\s+(\d{{4}}))?\b", re.I)
+_DAY_MONTH = re.compile(rf"\b(\d{{1,2}})(?:st|nd|rd|th)?\s+(?:of\s+)?({_MONTH_RE})\.?(?:,?\s+({_Y}))?\b", re.I)
+_MONTH_DAY = re.compile(rf"\b({_MONTH_RE})\.?\s+(\d{{1,2}})(?:st|nd|rd|th)?(?!\d)(?:,?\s+({_Y}))?\b", re.I)
 # "May 2023", "in May", "during March", "last April", "this June" (a bare "may"/"march" is a verb)
-_MONTH_YEAR = re.compile(rf"\b({_MONTH_RE})\.?,?\s+(\d{{4}})\b", re.I)
+_MONTH_YEAR = re.compile(rf"\b({_MONTH_RE})\.?,?\s+({_Y})\b", re.I)
 _IN_MONTH = re.compile(rf"\b(in|during|since|over|early|late|mid|last|this|next|of)\s+({_MONTH_RE})\b", re.I)
 _YEAR = re.compile(r"\b(in|during|since|of|back in)\s+((?:19|20)\d{2})\b", re.I)
 _AGO = re.compile(rf"\b({_NUM_RE})\s+(day|week|month|year)s?\s+ago\b", re.I)
