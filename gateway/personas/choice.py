@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from gateway.config import Config
 from gateway.personas import PersonaError, check_name, resolve
 from gateway.state import State
+from gateway.types import StashKey
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -100,6 +101,11 @@ def clear(gateway: Gateway, user_id: str, *, conversation_key: str | None = None
     return gateway.state.persona_choices.clear(user_id, DEFAULT_KEY if conversation_key is None else conversation_key)
 
 
+# name asked for -> persona that answers, per turn: the persona and lore stages both ask, and each
+# answer checks the persona's files on disk.
+RESOLVED: StashKey[dict[str, str]] = StashKey()
+
+
 def turn_persona(gateway: Gateway, turn: Turn) -> str:
     """The persona speaking in ``turn``: its session's (a session keeps the persona it started with),
     else the conversation's choice; one that no longer exists falls back to the default."""
@@ -110,4 +116,7 @@ def turn_persona(gateway: Gateway, turn: Turn) -> str:
     else:
         msg = turn.message
         name = gateway.config.personas.for_conversation(msg.channel, msg.conversation_key)
-    return resolve(gateway, name)
+    resolved = turn.stash.setdefault(RESOLVED, {})
+    if name not in resolved:
+        resolved[name] = resolve(gateway, name)
+    return resolved[name]
