@@ -50,6 +50,7 @@ JOB = "schedule_due"
 SCHEDULED_CHANNEL = "scheduled"  # the conversation a scheduled prompt runs on
 _KIND_FILE = {"reminder": REMINDERS, "prompt": CRONS, "task": TASKS}
 _LATE_GRACE = timedelta(seconds=1)
+ARM_CONCURRENCY = 8  # a person's items armed at once (each one bus round trip)
 
 
 class Timer(Protocol):
@@ -158,16 +159,19 @@ async def sync_user(gateway: Gateway, user_id: str, files: tuple[str, ...] = FIL
     tz = zone(user_zone(gateway, user_id))
     sched.zones[user_id] = tz.key
     problems: list[Problem] = []
+    arms: list[tuple[Item, datetime]] = []
     for rel in files:
         raw = _read(gateway, user_id, rel)
         parsed = PARSERS[rel](raw, tz.key, now)
         if parsed.text != raw:
             _write(gateway, user_id, rel, parsed.text, "schedule:sync")  # hand-added lines get ids
         problems += parsed.problems
-        for item in parsed.items:
-            due = item.next_due(tz, now)
-            if due is not None and sched.timer is not None:
-                await sched.timer.arm(user_id, item, due)
+        arms += [(item, due) for item in parsed.items if (due := item.next_due(tz, now)) is not None]
+    if sched.timer is not None:
+        timer = sched.timer
+        # A few arms at once: one round trip each, overlapped, without opening a connection per item.
+        for start in range(0, len(arms), ARM_CONCURRENCY):
+            await asyncio.gather(*(timer.arm(user_id, item, due) for item, due in arms[start:start + ARM_CONCURRENCY]))
     await report_problems(gateway, user_id, problems, files)
     return problems
 
