@@ -166,6 +166,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             mem[key] = val
     rows: list[tuple[int, dict[str, float]]] = []
     questions: list[Question] = []
+    row_convs: list[str] = []  # the conversation (scope) of each row
     latencies: list[float] = []
     n_turns = 0
     ingest_s = 0.0
@@ -193,6 +194,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     latencies.append((time.perf_counter() - t1) * 1000)
                     ranked = [tid for h in hits for tid in h.turn_ids]
                     rows.append((int(qa["category"]), score(ranked, gold)))
+                    row_convs.append(scope)
                     if args.grid != "none":
                         found = await asyncio.to_thread(
                             retrieve, svc.index, svc.embedder, svc.sparse, scopes=[scope],
@@ -206,10 +208,10 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
             await svc.close()
     threads = svc.mem.embedding_threads
     out = summarise(rows, latencies, n_turns, ingest_s, args) | {"embedder": embedder, "threads": threads}
+    # The settings in force (the defaults), scored per conversation: the figures no fold may fall below.
     out["per_conversation"] = {
-        c: _mean([r for q, (_c, r) in zip(questions, rows, strict=True) if q.conv == c])
-        for c in dict.fromkeys(q.conv for q in questions)
-    } if questions else {}
+        c: _mean([r for rc, (_c, r) in zip(row_convs, rows, strict=True) if rc == c]) for c in dict.fromkeys(row_convs)
+    }
     if questions:
         out["ranking_cost"] = ranking_cost(questions, svc.settings)
     if args.grid != "none":
