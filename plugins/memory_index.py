@@ -115,13 +115,29 @@ async def gateway_startup(gateway: Gateway) -> None:
             loop.call_soon_threadsafe(start)
 
     memory.index_sink = sink
-    if gateway.run_jobs and not memory.detached:
+    if not gateway.run_jobs or memory.detached:
+        return
+    if gateway.cluster.enabled and memory.embedded:
+        # Several nodes, each with an index of its own (no Qdrant server): a bus job would sync
+        # whichever node took it, so each node catches its own index up from the Markdown here.
+        for scope in memory.known_scopes():
+            memory.enqueue_sync(scope)
+        return
+
+    async def sync_all() -> None:
         for scope in memory.known_scopes():
             try:
                 await bus.enqueue("memory.sync", {"scope": scope}, job_id=_job_id("sync", scope))
             except BusError as exc:  # e.g. redis refusing writes on a full disk: catch up in-process
                 log.warning("startup sync of %s in-process: %s", scope, exc)
                 memory.enqueue_sync(scope)
+
+    if not gateway.cluster.enabled:
+        await sync_all()
+    else:
+        # One shared index (a Qdrant server): the scheduler lease's holder catches it up, once, not
+        # every node at its start.
+        gateway.cluster.on_leader(sync_all)
 
 
 @hookimpl

@@ -129,10 +129,14 @@ class Cluster:
         """Run ``start`` whenever this node becomes the leader and ``stop`` when it stops being it;
         when it leads already, ``start`` is scheduled now."""
         self._roles.append((start, stop))
-        if not self._leading:
-            return
+        if self._leading:
+            self._begin(start)  # at once: with one node, the work starts exactly where it did before
+
+    def _begin(self, start: Step) -> None:
+        """Run ``start``; a coroutine runs as a task of its own, so a long start never holds up the
+        lease's renewals."""
         try:
-            result = start()  # at once: with one node, the work starts exactly where it did before
+            result = start()
         except Exception:
             log.exception("leader role: start failed")
             return
@@ -141,13 +145,13 @@ class Cluster:
             self._starting.add(task)
             task.add_done_callback(self._starting.discard)
 
-    async def _step_up(self) -> None:
+    def _step_up(self) -> None:
         self._leading = True
         self.changes += 1
         assert self.lease is not None
         log.info("node %s leads (scheduler lease, fencing token %s)", self.node_id, self.lease.token)
         for start, _ in list(self._roles):
-            await _call(start, "start")
+            self._begin(start)
 
     async def _step_down(self, why: str) -> None:
         if not self._leading:
@@ -168,7 +172,7 @@ class Cluster:
             try:
                 if lease.token is None:
                     if await asyncio.wait_for(lease.acquire(), timeout=interval) and not self._leading:
-                        await self._step_up()
+                        self._step_up()
                 elif not await asyncio.wait_for(lease.renew(), timeout=max(lease.remaining(), 0.01)):
                     await self._step_down("the lease was taken or ran out")
             except (RedisError, OSError, TimeoutError) as exc:
