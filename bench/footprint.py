@@ -13,6 +13,10 @@ echo model, the memory stages on or denied), over the WebSocket gateway, as a pe
 * ``embedder``: RSS of a bare process before and after loading the MiniLM embedder and embedding.
 * ``--soak N``: one daemon, every stage on, N turns; RSS and disk sampled every ``--every`` turns,
   and the RSS growth per 1k turns in the first and the last quarter (levelling off = the last is ~0).
+
+Before/after in one run: ``--against DIR`` measures a baseline source tree (``git archive <commit> |
+tar -x -C DIR``) part by part just before this one, and reports ``ratio_to_baseline``; ``--tree DIR``
+measures another tree instead of the installed one (spawned processes get it on ``PYTHONPATH``).
 """
 
 from __future__ import annotations
@@ -295,14 +299,18 @@ async def soak(turns: int, every: int) -> dict[str, Any]:
                 samples.append({"turn": i, **d.rss(), "disk_mb": d.disk()["allocated_mb"],
                                 "elapsed_s": round(time.perf_counter() - t0, 1)})
 
-    def slope(a: dict[str, float], b: dict[str, float]) -> float:
-        return round((b["rss_mb"] - a["rss_mb"]) * 1000 / max(b["turn"] - a["turn"], 1), 2)
+    def slope(a: dict[str, float], b: dict[str, float], key: str = "rss_mb") -> float:
+        return round((b[key] - a[key]) * 1000 / max(b["turn"] - a["turn"], 1), 2)
 
     q = max(len(samples) // 4, 1)
+    first, last = (samples[0], samples[min(q, len(samples) - 1)]), (samples[max(len(samples) - 1 - q, 0)], samples[-1])
     return {
         "turns": turns, "samples": samples,
-        "rss_growth_mb_per_1k_first_quarter": slope(samples[0], samples[min(q, len(samples) - 1)]),
-        "rss_growth_mb_per_1k_last_quarter": slope(samples[max(len(samples) - 1 - q, 0)], samples[-1]),
+        "rss_growth_mb_per_1k_first_quarter": slope(*first),
+        "rss_growth_mb_per_1k_last_quarter": slope(*last),
+        # The heap (anon) should level off; mapped index files (file) grow with the data on disk.
+        "anon_growth_mb_per_1k_last_quarter": slope(*last, key="anon_mb"),
+        "file_growth_mb_per_1k_last_quarter": slope(*last, key="file_mb"),
         "disk_mb_per_1k_turns": round((samples[-1]["disk_mb"] - samples[0]["disk_mb"]) * 1000
                                       / max(samples[-1]["turn"] - samples[0]["turn"], 1), 2),
     }
