@@ -160,11 +160,9 @@ async def sync_user(gateway: Gateway, user_id: str, files: tuple[str, ...] = FIL
     sched.zones[user_id] = tz.key
     problems: list[Problem] = []
     arms: list[tuple[Item, datetime]] = []
-    for rel in files:
-        raw = _read(gateway, user_id, rel)
-        parsed = PARSERS[rel](raw, tz.key, now)
-        if parsed.text != raw:
-            _write(gateway, user_id, rel, parsed.text, "schedule:sync")  # hand-added lines get ids
+    # Reading, parsing and (for hand-added lines) writing the files in a worker thread: a big file or a
+    # write's disk syncs never hold the event loop (the start-up sweep runs this for every person).
+    for parsed in await asyncio.to_thread(_load, gateway, user_id, files, tz.key, now):
         problems += parsed.problems
         arms += [(item, due) for item in parsed.items if (due := item.next_due(tz, now)) is not None]
     if sched.timer is not None:
@@ -174,6 +172,18 @@ async def sync_user(gateway: Gateway, user_id: str, files: tuple[str, ...] = FIL
             await asyncio.gather(*(timer.arm(user_id, item, due) for item, due in arms[start:start + ARM_CONCURRENCY]))
     await report_problems(gateway, user_id, problems, files)
     return problems
+
+
+def _load(gateway: Gateway, user_id: str, files: tuple[str, ...], tz_name: str, now: datetime) -> list[Parsed]:
+    """Blocking: parse each file; a hand-added line gets its id written into the file."""
+    out = []
+    for rel in files:
+        raw = _read(gateway, user_id, rel)
+        parsed = PARSERS[rel](raw, tz_name, now)
+        if parsed.text != raw:
+            _write(gateway, user_id, rel, parsed.text, "schedule:sync")
+        out.append(parsed)
+    return out
 
 
 # ------------------------------------------------------------------------------------------ problems
