@@ -85,6 +85,7 @@ class Recorder:
         self._limit = asyncio.Semaphore(concurrency)
         self._unindexed: dict[Key, float] = {}  # written, not yet re-indexed: first write's monotonic time
         self._wake = asyncio.Event()
+        self._hurry = asyncio.Event()  # flush: write the batch without waiting out the window
         self._idle = asyncio.Event()
         self._idle.set()
         self._task: asyncio.Task[None] | None = None
@@ -112,6 +113,7 @@ class Recorder:
         """Until every mark made so far is in its file (tests; shutdown)."""
         while self.pending or self.writing:
             self._wake.set()
+            self._hurry.set()
             if self._task is None or self._task.done():
                 self._task = asyncio.create_task(self._run(), name="schedule:record")
             await self._idle.wait()
@@ -139,7 +141,9 @@ class Recorder:
                     await asyncio.wait_for(self._wake.wait(), timeout=timeout)
             self._wake.clear()
             if self.pending:
-                await asyncio.sleep(self.window)  # let the fires of the same instant join the batch
+                with contextlib.suppress(TimeoutError):  # the fires of the same instant join the batch
+                    await asyncio.wait_for(self._hurry.wait(), timeout=self.window)
+                self._hurry.clear()
                 batch, self.pending = self.pending, {}
                 self.writing.update(batch)
                 await asyncio.gather(*(self._write(key, marks) for key, marks in batch.items()))
