@@ -882,7 +882,8 @@ def _role_problems(cfg: Config) -> list[str]:
     named = {"background.writer.backend": bg.writer.backend, "background.sleep.backend": bg.sleep.backend,
              "background.sleep.curation_backend": bg.sleep.curation_backend,
              **{f"background.distill.{t}.backend": getattr(bg.distill, t).backend for t in ("short", "mid", "long")},
-             "background.hygiene.backend": bg.hygiene.backend, "memory.filter_tier.backend": cfg.memory.filter_tier.backend}
+             "background.hygiene.backend": bg.hygiene.backend,
+             "memory.filter_tier.backend": cfg.memory.filter_tier.backend}
     return [f"{path}: unknown model role {role!r} (known: {', '.join(known)}; add it under llm.roles)"
             for path, role in named.items() if role not in known]
 
