@@ -120,7 +120,7 @@ def test_live_indexing_upserts_in_slices_bounded_by_time(indexer: Indexer, tmp_p
     now = [0.0]
 
     def clock() -> float:
-        now[0] += SLICE_S / 2.5  # each reading: a text's embedding time passed
+        now[0] += SLICE_S / 2  # between two readings: a slice took half the time a slice may take
         return now[0]
 
     indexer.clock = clock
@@ -136,9 +136,13 @@ def test_live_indexing_upserts_in_slices_bounded_by_time(indexer: Indexer, tmp_p
     store.write(LOG, "# Sessions 2026-11-24\n" + _entries(0, 7), source="test")
     report = indexer.index_path("user:a", store, LOG, background=True)
     assert report.embedded == 7
-    assert len(batches) > 1 and max(batches) < 7 and sum(batches) == 7
+    assert batches == [4, 3]  # the first slice, then one sized to the pace of the first (up to 8)
+    store.append(LOG, _entries(7, 20), source="test")
+    batches.clear()
+    indexer.index_path("user:a", store, LOG, background=True)
+    assert batches == [4, 8, 8]  # each later slice sized from the one before
     emb = indexer.embedder
-    assert isinstance(emb, _Counting) and all(bg and n == 1 for n, bg in emb.documents)
+    assert isinstance(emb, _Counting) and all(bg for _n, bg in emb.documents)
 
 
 def test_appended_turns_alone_are_embedded(indexer: Indexer, tmp_path: Path) -> None:

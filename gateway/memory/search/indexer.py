@@ -32,8 +32,9 @@ from gateway.memory.search.index import IndexPoint, VectorIndex, point_id
 from gateway.memory.search.sparse import SparseEncoder
 
 INDEXED_SUFFIXES = (".md", ".txt")
-SLICE_S = 0.25  # live indexing upserts what it has embedded at least this often
+SLICE_S = 0.25  # live indexing upserts what it has embedded about this often
 SLICE_MAX = 256  # and at most this many points at once
+SLICE_FIRST = 4  # texts in a pass's first slice, before its pace is known
 _TAILS = 512  # session logs whose last pass is remembered
 
 
@@ -136,18 +137,18 @@ class Indexer:
         return report
 
     def _upsert_sliced(self, scope: str, todo: Sequence[Chunk]) -> None:
-        """Embed one text at a time on the background thread; upsert every ``SLICE_S`` (or
-        ``SLICE_MAX`` points), so no single step of a long pass holds the interpreter for long."""
-        pending: list[IndexPoint] = []
-        since = self.clock()
-        for c in todo:
-            pending.extend(self.points(scope, [c], background=True))
-            if len(pending) >= SLICE_MAX or self.clock() - since >= SLICE_S:
-                self.index.upsert(pending)
-                pending = []
-                since = self.clock()
-        if pending:
-            self.index.upsert(pending)
+        """Embed on the background thread and upsert in slices of about ``SLICE_S`` of work (at
+        most ``SLICE_MAX`` points), each slice sized from the pace of the one before: a long pass
+        becomes searchable bit by bit, and each slice is one hand-over to the background thread
+        (on a loaded machine every wake-up of a thread waits its turn for a core)."""
+        size, done = SLICE_FIRST, 0
+        while done < len(todo):
+            part = todo[done : done + size]
+            started = self.clock()
+            self.index.upsert(self.points(scope, part, background=True))
+            spent = self.clock() - started
+            done += len(part)
+            size = SLICE_MAX if spent <= 0 else max(1, min(SLICE_MAX, int(len(part) * SLICE_S / spent)))
 
     def index_chunks(self, scope: str, chunks: Sequence[Chunk]) -> IndexReport:
         """Index units that arrive outside a file pass (live transcript turns); never deletes."""
