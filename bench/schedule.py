@@ -25,9 +25,12 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import faulthandler
 import json
 import random
 import resource
+import signal
+import sys
 import tempfile
 import time
 from datetime import UTC, datetime, timedelta
@@ -126,6 +129,7 @@ async def _people(gw: Gateway, count: int, *, sink: bool) -> list[str]:
 
 
 async def lateness(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
+    from gateway.schedule import engine
     from gateway.schedule.engine import sync_user
 
     Sink.received = {}
@@ -150,13 +154,16 @@ async def lateness(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
                 break
             await asyncio.sleep(0.5)
         late = [Sink.received[t] - d for t, d in due.items() if t in Sink.received]
-        counts = gw.state.outbox.counts()
-    return {
-        "users": args.users, "items": len(due), "delivered": len(late), "missing": len(due) - len(late),
-        "arm_s": round(armed_s, 2), "armed_before_first_due": armed_s < args.lead,
-        "lateness_p50_s": round(percentile(late, 0.5), 3), "lateness_p99_s": round(percentile(late, 0.99), 3),
-        "lateness_max_s": round(max(late, default=0.0), 3), "outbox": counts,
-    }
+        out = {
+            "users": args.users, "items": len(due), "delivered": len(late), "missing": len(due) - len(late),
+            "arm_s": round(armed_s, 2), "armed_before_first_due": armed_s < args.lead,
+            "lateness_p50_s": round(percentile(late, 0.5), 3),
+            "lateness_p99_s": round(percentile(late, 0.99), 3),
+            "lateness_max_s": round(max(late, default=0.0), 3), "outbox": gw.state.outbox.counts(),
+            "file_writes": engine.recorder_of(gw).writes,
+        }  # fmt: skip
+        print(json.dumps({"lateness": out}), file=sys.stderr, flush=True)  # measured; the shutdown follows
+    return out
 
 
 async def lateness_outbox(args: argparse.Namespace, tmp: Path) -> dict[str, Any]:
@@ -259,6 +266,7 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def main(args: argparse.Namespace) -> int:
+    faulthandler.register(signal.SIGUSR1)  # kill -USR1 <pid>: every thread's stack on stderr
     summary = asyncio.run(run(args))
     print(json.dumps(summary))
     return 0

@@ -15,7 +15,7 @@ arms the occurrence again, the fire finds its outbox row already sent and sends 
 
 These writes are bookkeeping, not something a person said: they are not re-indexed one by one. The
 memory watcher is told they are this process's own (so it does not queue them either), and each
-file is re-indexed once, ``reindex_after`` seconds after its first unindexed mark.
+file is re-indexed once, ``reindex_after`` seconds (ten minutes) after its first unindexed mark.
 """
 
 from __future__ import annotations
@@ -42,7 +42,10 @@ log = logging.getLogger("kith.schedule")
 
 WINDOW_S = 0.05  # how long the first mark of a batch waits for others (one fire's worth of latency)
 CONCURRENCY = 4  # file writes in flight at once (each in a worker thread)
-REINDEX_AFTER_S = 30.0  # a file's bookkeeping is re-indexed at most this often
+# A file's bookkeeping is re-indexed at most this often. Long: a re-index is a bus job that embeds the
+# file, and a thousand of them queued in the middle of a busy minute held its fires up (kith bench
+# schedule: p99 59 s with 30 s here); the marks it would index are comments and check boxes.
+REINDEX_AFTER_S = 600.0
 _RETRIES = 5  # conditioned writes redone when the file changed under us
 
 
