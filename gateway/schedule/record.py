@@ -129,8 +129,16 @@ class Recorder:
         await self.flush()
         self._closed = True
         if self._task is not None:
-            self._task.cancel()
-            await asyncio.gather(self._task, return_exceptions=True)
+            # The task is told to end, not cancelled: on Python 3.11 ``wait_for`` swallows a
+            # cancellation that arrives as the event it waits on is set (flush() sets it), and the
+            # task then waited for ever, holding up the gateway's shutdown.
+            self._wake.set()
+            self._hurry.set()
+            try:
+                await asyncio.wait_for(asyncio.shield(self._task), timeout=10)
+            except TimeoutError:
+                self._task.cancel()
+                await asyncio.gather(self._task, return_exceptions=True)
             self._task = None
 
     # ------------------------------------------------------------------------------------ task
@@ -143,6 +151,8 @@ class Recorder:
                 with contextlib.suppress(TimeoutError):
                     await asyncio.wait_for(self._wake.wait(), timeout=timeout)
             self._wake.clear()
+            if self._closed:  # close() flushed first; later marks are written directly
+                return
             if self.pending:
                 with contextlib.suppress(TimeoutError):  # the fires of the same instant join the batch
                     await asyncio.wait_for(self._hurry.wait(), timeout=self.window)
