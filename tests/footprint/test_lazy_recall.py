@@ -97,3 +97,33 @@ async def test_without_recall_and_live_indexing_memory_loads_on_first_use(tmp_pa
         assert not memory.ready  # nothing loaded it: no recall stage, no live indexing
         assert await memory.recall(scope=user_scope("ada"), query="tea", k=3) == []  # loads, then answers
         assert memory.ready and memory.load_error == ""
+
+
+async def test_a_failed_background_load_is_tried_again_and_recall_comes_back(tmp_path: Path) -> None:
+    """Loading that fails for a passing reason (here: a file where the index directory goes; in the
+    field, no descriptors left under a connection flood) leaves the daemon answering without recall
+    and is tried again until it works, instead of leaving recall off until a restart."""
+    cfg = make_config(tmp_path, identity_links=LINKS)
+    blocker = Path(cfg.data_dir) / "qdrant"
+    blocker.parent.mkdir(parents=True, exist_ok=True)
+    blocker.write_text("not a directory")
+    gw = Gateway(cfg, entry_points=False, serve_http=False, background_load=True)
+    try:
+        await gw.start()
+        memory = gw.memory
+        assert memory is not None
+        deadline = time.monotonic() + 30
+        while not memory.load_error:
+            assert time.monotonic() < deadline, "loading did not fail on the blocked index directory"
+            await asyncio.sleep(0.05)
+        reply = await gw.handle_inbound(msg("What do I drink in the garden every morning?"))
+        assert reply is not None and reply.text  # answered without recall
+        assert str(_last_record(gw)["recall_skipped"]).startswith("the memory index did not load")
+        blocker.unlink()
+        while memory.load_error or memory.stats()["backend"] is None:
+            assert time.monotonic() < deadline + 30, f"loading was not tried again: {memory.load_error}"
+            await asyncio.sleep(0.05)
+        await gw.handle_inbound(msg("and the tea?"))
+        assert "recall_skipped" not in _last_record(gw) or not _last_record(gw)["recall_skipped"]
+    finally:
+        await gw.close()

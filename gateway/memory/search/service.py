@@ -51,6 +51,7 @@ __all__ = ["MemoryService", "ScopeError", "channel_scope", "user_scope"]
 
 # Stages that use the index on every turn: with both denied, the daemon loads it on first use only.
 _EVERY_TURN = ("plugins.recall", "plugins.memory_index")
+LOAD_RETRY_S = (1.0, 2.0, 5.0, 15.0, 60.0)  # waits between attempts when background loading failed
 
 _LAST_TURNS = 4096  # sessions whose previous turn is remembered for dense context
 
@@ -162,11 +163,13 @@ class MemoryService:
             if not background:
                 raise
             # The daemon is up and answering: a model or index that does not load costs recall,
-            # not the service. /healthz names it; index work fails (and is logged) until a restart.
+            # not the service. /healthz names it, and loading is tried again with a backoff: the
+            # cause is often passing (out of file descriptors under a connection flood, a full disk).
             self.load_error = f"{type(exc).__name__}: {exc}"
-            log.exception("memory: loading the embedder or opening the index failed; turns are answered"
-                          " without recall")
-            attached = True
+            log.warning("memory: loading the embedder or opening the index failed (%s); turns are answered"
+                        " without recall, trying again in %.0fs", self.load_error, LOAD_RETRY_S[0])
+            self._ready.set()
+            attached = await self._load_again()
         finally:
             self._ready.set()
         if background:
@@ -177,11 +180,31 @@ class MemoryService:
         if self.floor.min_free_bytes and not self.load_error:
             self._watch = asyncio.create_task(self._watch_disk(), name="memory:disk-watch")
 
+    async def _load_again(self) -> bool:
+        """Retry loading until it works (backoff up to a minute; one log line per attempt). Index
+        work that arrives meanwhile fails and is retried by the bus; recall stays off until then."""
+        attempt = 0
+        while True:
+            await asyncio.sleep(LOAD_RETRY_S[min(attempt, len(LOAD_RETRY_S) - 1)])
+            attempt += 1
+            try:
+                attached = await self._open()
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                self.load_error = f"{type(exc).__name__}: {exc}"
+                log.warning("memory: loading failed again (%s; attempt %d)", self.load_error, attempt + 1)
+                continue
+            self.load_error = ""
+            log.info("memory: loaded on attempt %d; recall is on", attempt + 1)
+            return attached
+
     async def _open(self) -> bool:
         """The embedder and the index; False when running detached (another process holds it)."""
-        self._embedder = await asyncio.to_thread(
-            load_embedder, self.mem.embedding_model, threads=self.mem.embedding_threads
-        )
+        if self._embedder is None:  # a retry after the index failed to open keeps the loaded model
+            self._embedder = await asyncio.to_thread(
+                load_embedder, self.mem.embedding_model, threads=self.mem.embedding_threads
+            )
         if self._index is None:
             try:
                 self._index = await asyncio.to_thread(self._open_index, self._embedder)
@@ -237,7 +260,10 @@ class MemoryService:
         self.index_sink = None
         if self._loader is not None:
             # Loading runs in worker threads that cannot be interrupted: wait for it, so the index
-            # it opens is closed below (an abandoned shard keeps its write-ahead-log lock).
+            # it opens is closed below (an abandoned shard keeps its write-ahead-log lock). A load
+            # that failed and waits to try again is stopped instead of waited for.
+            if self.load_error:
+                self._loader.cancel()
             await asyncio.gather(self._loader, return_exceptions=True)
             self._loader = None
         if self._watch is not None:
