@@ -21,6 +21,7 @@ Off-The-Record turns never get here (nor into the transcript).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
 from collections import OrderedDict
@@ -47,6 +48,7 @@ RETRY_MAX_S = 60.0
 MAX_PENDING = 20_000  # entries held while the log cannot be written; the rest waits in the transcript
 RECONCILE_DAYS = 7  # how far back a start compares the transcript with the logs
 RECONCILE_PAGE = 500
+RECONCILE_ON_STOP_S = 15.0  # how long a stop waits for a start-up catch-up still running
 WATERMARK = "session_log"
 SOURCE = "session_log"
 
@@ -240,6 +242,12 @@ class SessionLog:
     async def close(self) -> None:
         self.closing = True
         self.wake.set()
+        if self.reconciler is not None and not self.reconciler.done():
+            # A daemon stopped right after its start (a restart loop, a node of a cluster taken down
+            # again) still finishes its catch-up when it is short: otherwise what a killed run left
+            # out of the logs waits for a start that lives long enough.
+            with contextlib.suppress(Exception):  # TimeoutError included: then cancelled below
+                await asyncio.wait_for(asyncio.shield(self.reconciler), timeout=RECONCILE_ON_STOP_S)
         for task in (self.reconciler, self.task):
             if task is not None and not task.done():
                 task.cancel()  # a wait, or the reconciler between pages; never a batch (shielded)
