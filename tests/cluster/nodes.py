@@ -117,11 +117,12 @@ class Client:
     async def turn(self, k: int, out: Outcome) -> None:
         ref = f"c{self.index}-k{k}"  # message ids are per person: unique across their clients
         text = f"client {self.index} turn {k}"
-        attempts = 0
+        # Bounded by time, not attempts: after a kill the dead node's turn lock on this person lives
+        # for cluster.lock_ttl_s, and the node now serving answers "busy" until it is free.
+        deadline, last_error = time.monotonic() + 240, ""
         while True:
-            attempts += 1
-            if attempts > 200:
-                raise AssertionError(f"client {self.index} turn {k}: no answer after 200 attempts")
+            if time.monotonic() > deadline:
+                raise AssertionError(f"client {self.index} turn {k}: no answer in 240 s (last error: {last_error})")
             try:
                 if self.ws is None or self.ws.closed:
                     self.ws = await self._connect()
@@ -138,6 +139,7 @@ class Client:
                 await asyncio.sleep(0.1)
                 continue
             if frame["type"] == "error":  # busy / rate limited: try again shortly
+                last_error = str(frame.get("text") or frame.get("message") or frame)
                 await asyncio.sleep(0.1)
                 continue
             out.turns[(self.index, k)] = "" if frame.get("dropped") else str(frame.get("turn_id", ""))
