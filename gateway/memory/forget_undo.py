@@ -15,37 +15,17 @@ import hashlib
 import json
 import os
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from gateway.memory.files import guarded_fs
-from gateway.memory.files.errors import PathEscapeError
 
 DIR = ".forgotten"
 KEEP_DAYS = 7
 
 
-@contextlib.contextmanager
-def _dir_fd(root: Path, *, create: bool) -> Iterator[int | None]:
-    rfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        if create:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(DIR, 0o700, dir_fd=rfd)
-        try:
-            fd = os.open(DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=rfd)
-        except FileNotFoundError:
-            yield None
-            return
-        except OSError as exc:  # ELOOP / ENOTDIR: something planted in the store's place
-            raise PathEscapeError(DIR, f"not a plain directory ({exc.strerror})") from None
-        try:
-            yield fd
-        finally:
-            os.close(fd)
-    finally:
-        os.close(rfd)
+def _dir_fd(root: Path, *, create: bool) -> contextlib.AbstractContextManager[int | None]:
+    return guarded_fs.private_dir(root, DIR, create=create)
 
 
 def save(root: Path, record: dict[str, Any]) -> None:

@@ -241,3 +241,28 @@ def remove_stale_temps(root_fd: int, older_than: float) -> int:
 
 def _is_temp(name: str, st: os.stat_result) -> bool:
     return stat.S_ISREG(st.st_mode) and name.startswith(".") and ".tmp-" in name
+
+
+@contextlib.contextmanager
+def private_dir(root: os.PathLike[str] | str, name: str, *, create: bool) -> Iterator[int | None]:
+    """A descriptor of the store's own directory ``name`` (``.forgotten``, ``.hygiene``) directly under
+    ``root``, made mode 0700 when ``create``; None when it does not exist. A symlink or file planted
+    in its place is refused (PathEscapeError), never followed."""
+    rfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        if create:
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(name, 0o700, dir_fd=rfd)
+        try:
+            fd = os.open(name, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=rfd)
+        except FileNotFoundError:
+            yield None
+            return
+        except OSError as exc:  # ELOOP / ENOTDIR: something planted in the store's place
+            raise PathEscapeError(name, f"not a plain directory ({exc.strerror})") from None
+        try:
+            yield fd
+        finally:
+            os.close(fd)
+    finally:
+        os.close(rfd)

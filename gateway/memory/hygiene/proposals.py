@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any, Literal
 
 from gateway.memory.files import guarded_fs
-from gateway.memory.files.errors import MemoryFileNotFoundError, PathEscapeError
+from gateway.memory.files.errors import MemoryFileNotFoundError
 
 DIR = ".hygiene"
 FILE = "proposals.json"
@@ -76,26 +76,8 @@ def new_id() -> str:
     return "h" + datetime.now(UTC).strftime("%y%m%d") + secrets.token_hex(3)
 
 
-@contextlib.contextmanager
-def _dir(root: Path, *, create: bool) -> Iterator[int | None]:
-    rfd = os.open(root, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-    try:
-        if create:
-            with contextlib.suppress(FileExistsError):
-                os.mkdir(DIR, 0o700, dir_fd=rfd)
-        try:
-            fd = os.open(DIR, os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=rfd)
-        except FileNotFoundError:
-            yield None
-            return
-        except OSError as exc:  # ELOOP / ENOTDIR: something planted in the store's place
-            raise PathEscapeError(DIR, f"not a plain directory ({exc.strerror})") from None
-        try:
-            yield fd
-        finally:
-            os.close(fd)
-    finally:
-        os.close(rfd)
+def _dir(root: Path, *, create: bool) -> contextlib.AbstractContextManager[int | None]:
+    return guarded_fs.private_dir(root, DIR, create=create)
 
 
 def _read(fd: int) -> list[Proposal]:
