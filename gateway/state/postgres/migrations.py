@@ -20,13 +20,14 @@ versions current.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
+from contextlib import contextmanager
 
 import psycopg
 
-from gateway.state.errors import SchemaError
+from gateway.state.migrate import Dialect
+from gateway.state.migrate import migrate as run_migrations
 from gateway.state.sqlite.migrations import MIGRATIONS as SQLITE_MIGRATIONS
-from gateway.state.timestamps import ts
 
 # pg_advisory_xact_lock key of schema migrations (any constant unlikely to clash: "kith" "mig").
 MIGRATION_LOCK = 0x6B697468_6D6967
@@ -350,53 +351,29 @@ def latest(component: str) -> int:
     return len(MIGRATIONS[component])
 
 
-def _versions(conn: psycopg.Connection) -> dict[str, int]:
-    exists = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
-    if not exists or not exists[0]:
-        return {}
-    return {str(c): int(v) for c, v in conn.execute("SELECT component, version FROM schema_version")}
+class _Postgres(Dialect[psycopg.Connection, tuple[str, tuple[str, ...]]]):
+    placeholder = "%s"
+    version_table = ('CREATE TABLE IF NOT EXISTS schema_version (component TEXT COLLATE "C" PRIMARY KEY,'
+                     ' version BIGINT NOT NULL, updated_at TEXT COLLATE "C" NOT NULL)')  # fmt: skip
+    errors = psycopg.Error
 
+    def versions(self, conn: psycopg.Connection) -> dict[str, int]:
+        exists = conn.execute("SELECT to_regclass('schema_version') IS NOT NULL").fetchone()
+        if not exists or not exists[0]:
+            return {}
+        return {str(c): int(v) for c, v in conn.execute("SELECT component, version FROM schema_version")}
 
-def _check(found: dict[str, int], components: Iterable[str]) -> bool:
-    current = True
-    for component in components:
-        have = found.get(component, 0)
-        if have > latest(component):
-            raise SchemaError(
-                f"the database holds {component} schema version {have}, this kith knows up to "
-                f"{latest(component)}: it was written by a newer kith (upgrade kith, or restore a backup)"
-            )
-        current &= have == latest(component)
-    return current
+    @contextmanager
+    def locked(self, conn: psycopg.Connection) -> Iterator[None]:
+        with conn.transaction():
+            conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
+            yield
+
+    def apply(self, conn: psycopg.Connection, step: tuple[str, tuple[str, ...]]) -> None:
+        for statement in step[1]:
+            conn.execute(statement)
 
 
 def migrate(conn: psycopg.Connection, components: Iterable[str] = COMPONENTS) -> None:
     """Bring ``components`` up to their latest step. ``conn`` is in autocommit mode."""
-    components = tuple(components)
-    unknown = [c for c in components if c not in MIGRATIONS]
-    if unknown:
-        raise ValueError(f"unknown schema components: {unknown}")
-    try:
-        if _check(_versions(conn), components):
-            return  # the common start: nothing to do, no lock taken
-        with conn.transaction():
-            conn.execute("SELECT pg_advisory_xact_lock(%s)", (MIGRATION_LOCK,))
-            conn.execute(
-                'CREATE TABLE IF NOT EXISTS schema_version (component TEXT COLLATE "C" PRIMARY KEY,'
-                " version BIGINT NOT NULL, updated_at TEXT COLLATE \"C\" NOT NULL)"
-            )
-            found = _versions(conn)  # again, under the lock: another process may have migrated meanwhile
-            _check(found, components)
-            for component in components:
-                steps = MIGRATIONS[component]
-                for version in range(found.get(component, 0) + 1, len(steps) + 1):
-                    for statement in steps[version - 1][1]:
-                        conn.execute(statement)
-                    conn.execute(
-                        "INSERT INTO schema_version(component, version, updated_at) VALUES (%s,%s,%s)"
-                        " ON CONFLICT(component) DO UPDATE SET version=excluded.version,"
-                        " updated_at=excluded.updated_at",
-                        (component, version, ts()),
-                    )
-    except psycopg.Error as exc:
-        raise SchemaError(f"migrating the database failed, nothing was changed: {exc}") from exc
+    run_migrations(conn, _Postgres(), MIGRATIONS, components)

@@ -20,11 +20,12 @@ by the code before this module and checks that it keeps its rows).
 from __future__ import annotations
 
 import sqlite3
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass
 
-from gateway.state.errors import SchemaError
-from gateway.state.timestamps import ts
+from gateway.state.migrate import Dialect
+from gateway.state.migrate import migrate as run_migrations
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,65 +377,40 @@ def latest(component: str) -> int:
     return len(MIGRATIONS[component])
 
 
-def versions(conn: sqlite3.Connection) -> dict[str, int]:
-    """Applied steps per component ({} for a database older than migrations, or a new one)."""
-    try:
-        return {str(c): int(v) for c, v in conn.execute("SELECT component, version FROM schema_version")}
-    except sqlite3.OperationalError as exc:
-        if "no such table" in str(exc):
-            return {}
-        raise
+class _Sqlite(Dialect[sqlite3.Connection, Migration]):
+    placeholder = "?"
+    version_table = ("CREATE TABLE IF NOT EXISTS schema_version (component TEXT PRIMARY KEY, version INTEGER NOT NULL,"
+                     " updated_at TEXT NOT NULL)")  # fmt: skip
+    errors = sqlite3.Error
 
+    def versions(self, conn: sqlite3.Connection) -> dict[str, int]:
+        try:
+            return {str(c): int(v) for c, v in conn.execute("SELECT component, version FROM schema_version")}
+        except sqlite3.OperationalError as exc:
+            if "no such table" in str(exc):  # a database older than migrations, or a new one
+                return {}
+            raise
 
-def _check(found: dict[str, int], components: Iterable[str]) -> bool:
-    """True when every component is current; SchemaError when one is newer than this kith."""
-    current = True
-    for component in components:
-        have = found.get(component, 0)
-        if have > latest(component):
-            raise SchemaError(
-                f"the database holds {component} schema version {have}, this kith knows up to "
-                f"{latest(component)}: it was written by a newer kith (upgrade kith, or restore a backup)"
-            )
-        current &= have == latest(component)
-    return current
-
-
-def migrate(conn: sqlite3.Connection, components: Iterable[str] = COMPONENTS) -> None:
-    """Bring ``components`` up to their latest step. ``conn`` is in autocommit mode."""
-    components = tuple(components)
-    unknown = [c for c in components if c not in MIGRATIONS]
-    if unknown:
-        raise ValueError(f"unknown schema components: {unknown}")
-    if _check(versions(conn), components):
-        return  # the common start: nothing to do, and no write lock taken
-    try:
+    @contextmanager
+    def locked(self, conn: sqlite3.Connection) -> Iterator[None]:
+        # BEGIN IMMEDIATE takes the write lock at once: a second process migrating waits for it
+        # (busy timeout), then finds the versions current.
         conn.execute("BEGIN IMMEDIATE")
         try:
-            conn.execute(
-                "CREATE TABLE IF NOT EXISTS schema_version (component TEXT PRIMARY KEY, version INTEGER NOT NULL,"
-                " updated_at TEXT NOT NULL)"
-            )
-            found = versions(conn)  # again, under the write lock: another process may have migrated meanwhile
-            _check(found, components)
-            for component in components:
-                steps = MIGRATIONS[component]
-                for version in range(found.get(component, 0) + 1, len(steps) + 1):
-                    step = steps[version - 1]
-                    for statement in step.statements:
-                        conn.execute(statement)
-                    if step.apply is not None:
-                        step.apply(conn)
-                    conn.execute(
-                        "INSERT INTO schema_version(component, version, updated_at) VALUES (?,?,?)"
-                        " ON CONFLICT(component) DO UPDATE SET version=excluded.version,"
-                        " updated_at=excluded.updated_at",
-                        (component, version, ts()),
-                    )
+            yield
             conn.execute("COMMIT")
         except BaseException:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             raise
-    except sqlite3.Error as exc:
-        raise SchemaError(f"migrating the database failed, nothing was changed: {exc}") from exc
+
+    def apply(self, conn: sqlite3.Connection, step: Migration) -> None:
+        for statement in step.statements:
+            conn.execute(statement)
+        if step.apply is not None:
+            step.apply(conn)
+
+
+def migrate(conn: sqlite3.Connection, components: Iterable[str] = COMPONENTS) -> None:
+    """Bring ``components`` up to their latest step. ``conn`` is in autocommit mode."""
+    run_migrations(conn, _Sqlite(), MIGRATIONS, components)
