@@ -8,19 +8,11 @@ vacuums the tables it touched (PostgreSQL keeps deleted rows until a vacuum recl
 
 from __future__ import annotations
 
-from typing import Any
-
 from gateway.state.postgres.database import PgDatabase
 from gateway.state.records import Fact, NewFact
-from gateway.state.sqlite.knowledge import SqliteKnowledge
+from gateway.state.sqlite.knowledge import INSERT_FACT, SqliteKnowledge, insert_args
 from gateway.state.sqlite.people import SqlitePeople
 from gateway.state.sqlite.transcript import SqliteTurns
-from gateway.state.timestamps import ts
-
-Rows = dict[str, list[dict[str, Any]]]
-
-# How rows() orders a table: insertion order, which the identity columns keep; ctid elsewhere.
-_ORDER = {"turns": "seq", "kg_facts": "id"}
 
 
 def table_columns(db: PgDatabase) -> dict[str, list[str]]:
@@ -41,14 +33,7 @@ class PgKnowledge(SqliteKnowledge):
         self._pg = db
 
     def insert(self, fact: NewFact) -> Fact:
-        row = self._pg.one(
-            "INSERT INTO kg_facts (user_id, subject, subject_key, predicate, object, object_key, valid_from, "
-            "valid_until, confidence, source_type, source_ref, replay_key, created_at) "
-            "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) RETURNING id",
-            (fact.user_id, fact.subject, fact.subject_key, fact.predicate, fact.object, fact.object_key,
-             ts(fact.valid_from), ts(fact.valid_until) if fact.valid_until is not None else None,
-             fact.confidence, fact.source_type, fact.source_ref, fact.replay_key, ts(fact.created_at)),
-        )  # fmt: skip
+        row = self._pg.one(INSERT_FACT + " RETURNING id", insert_args(fact))
         assert row is not None
         inserted = self.get(int(row[0]))
         assert inserted is not None
@@ -99,41 +84,11 @@ class PgPeople(SqlitePeople):
     def fts_tables(self) -> frozenset[str]:
         return frozenset()  # full text is an index of turns, not a table
 
-    def rows(self, user_id: str) -> Rows:
-        """Every row of the person, by table (column name -> value), in insertion order."""
-
-        def read(where: dict[str, str], params: dict[str, str]) -> Rows:
-            out: Rows = {}
-            for table, clause in where.items():
-                order = _ORDER.get(table, "ctid")
-                cur = self._pg.run(f'SELECT * FROM "{table}" WHERE {clause} ORDER BY {order}', params)
-                assert cur.description is not None
-                cols = [d.name for d in cur.description]
-                found = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
-                if found:
-                    out[table] = found
-            return out
-
-        return dict(self._scoped(user_id, read))
-
     def erase_user(self, user_id: str) -> dict[str, int]:
         """Delete every row of the person; rows deleted per table. Then vacuum the tables touched, so the
         dead rows' space is marked free for reuse (their bytes go when it is reused: see
         docs/architecture.md "Storage" on what a server keeps)."""
-
-        def erase(where: dict[str, str], params: dict[str, str]) -> dict[str, int]:
-            counts: dict[str, int] = {}
-            kept = self._pg.run("UPDATE sessions SET user_id='' WHERE user_id=:uid AND scope_key != :scope",
-                                params).rowcount  # fmt: skip
-            if kept:
-                counts["sessions (group, kept without the person)"] = kept
-            for table, clause in where.items():
-                n = self._pg.run(f'DELETE FROM "{table}" WHERE {clause}', params).rowcount
-                if n:
-                    counts[table] = n
-            return counts
-
-        counts: dict[str, int] = self._scoped(user_id, erase)
+        counts: dict[str, int] = self._scoped(user_id, self._erase)
         self._vacuum(sorted({t.split(" ")[0] for t in counts}))
         return counts
 

@@ -25,6 +25,19 @@ def _fact(r: Row) -> Fact:
                 created_at=parse_ts(str(r[10])))  # fmt: skip
 
 
+# PostgreSQL runs it with RETURNING id (it has no lastrowid): gateway.state.postgres.stores.
+INSERT_FACT = (
+    "INSERT INTO kg_facts (user_id, subject, subject_key, predicate, object, object_key, valid_from, "
+    "valid_until, confidence, source_type, source_ref, replay_key, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+)
+
+
+def insert_args(fact: NewFact) -> tuple[object, ...]:
+    return (fact.user_id, fact.subject, fact.subject_key, fact.predicate, fact.object, fact.object_key,
+            ts(fact.valid_from), ts(fact.valid_until) if fact.valid_until is not None else None,
+            fact.confidence, fact.source_type, fact.source_ref, fact.replay_key, ts(fact.created_at))  # fmt: skip
+
+
 class SqliteKnowledge:
     def __init__(self, db: Database) -> None:
         self._db = db
@@ -78,14 +91,7 @@ class SqliteKnowledge:
     # ----------------------------------------------------------------------------------- writes
     def insert(self, fact: NewFact) -> Fact:
         with self._db.lock:
-            cur = self._db.run(
-                "INSERT INTO kg_facts (user_id, subject, subject_key, predicate, object, object_key, valid_from, "
-                "valid_until, confidence, source_type, source_ref, replay_key, created_at) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
-                (fact.user_id, fact.subject, fact.subject_key, fact.predicate, fact.object, fact.object_key,
-                 ts(fact.valid_from), ts(fact.valid_until) if fact.valid_until is not None else None,
-                 fact.confidence, fact.source_type, fact.source_ref, fact.replay_key, ts(fact.created_at)),
-            )  # fmt: skip
+            cur = self._db.run(INSERT_FACT, insert_args(fact))
             inserted = self.get(int(cur.lastrowid or 0))
         assert inserted is not None
         return inserted

@@ -60,6 +60,9 @@ _KEEP_EXISTING = ("identities", "access_approved", "conversations")
 
 
 _FTS_SHADOWS = ("_data", "_idx", "_config", "_docsize", "_content")
+# How rows() orders a table: insertion order. The AUTOINCREMENT keys are SQLite's rowid and
+# PostgreSQL's identity columns; elsewhere the row id (``rowid``, which PostgreSQL runs as ``ctid``).
+_INSERTION_ORDER = {"turns": "seq", "kg_facts": "id"}
 
 
 def classify(tables: dict[str, list[str]], fts: frozenset[str] = frozenset()) -> dict[str, str]:
@@ -131,7 +134,8 @@ class SqlitePeople:
         def read(where: dict[str, str], params: dict[str, str]) -> Rows:
             out: Rows = {}
             for table, clause in where.items():
-                cur = self._db.run(f"SELECT * FROM {_quote(table)} WHERE {clause} ORDER BY rowid", params)
+                order = _INSERTION_ORDER.get(table, "rowid")
+                cur = self._db.run(f"SELECT * FROM {_quote(table)} WHERE {clause} ORDER BY {order}", params)
                 cols = [d[0] for d in cur.description]
                 found = [dict(zip(cols, r, strict=True)) for r in cur.fetchall()]
                 if found:
@@ -167,32 +171,32 @@ class SqlitePeople:
         """Delete every row of the person (see the module docstring); rows deleted per table. The
         deleted bytes are overwritten and the write-ahead log truncated, so no copy stays in the file."""
         conn = self._db.conn
-
-        def erase(where: dict[str, str], params: dict[str, str]) -> dict[str, int]:
-            counts: dict[str, int] = {}
-            # A group session the person opened is kept for the others in it, without their id.
-            kept = self._db.run("UPDATE sessions SET user_id='' WHERE user_id=:uid AND scope_key != :scope",
-                                params).rowcount  # fmt: skip
-            if kept:
-                counts["sessions (group, kept without the person)"] = kept
-            for table, clause in where.items():
-                n = self._db.run(f"DELETE FROM {_quote(table)} WHERE {clause}", params).rowcount
-                if n:
-                    counts[table] = n
-            # Deleting from a full-text index only adds delete markers; merging its segments into one
-            # drops the deleted terms for good.
-            for fts in sorted(self.fts_tables()):
-                self._db.run(f"INSERT INTO {_quote(fts)}({_quote(fts)}) VALUES ('optimize')")
-            return counts
-
         with self._db.lock:
             before = conn.execute("PRAGMA secure_delete").fetchone()[0]
             conn.execute("PRAGMA secure_delete=ON")
             try:
-                counts: dict[str, int] = self._scoped(user_id, erase)
+                counts: dict[str, int] = self._scoped(user_id, self._erase)
             finally:
                 conn.execute(f"PRAGMA secure_delete={int(before)}")
             self.scrub()
+        return counts
+
+    def _erase(self, where: dict[str, str], params: dict[str, str]) -> dict[str, int]:
+        """The deletes of ``erase_user``, inside ``_scoped``; rows deleted per table."""
+        counts: dict[str, int] = {}
+        # A group session the person opened is kept for the others in it, without their id.
+        kept = self._db.run("UPDATE sessions SET user_id='' WHERE user_id=:uid AND scope_key != :scope",
+                            params).rowcount  # fmt: skip
+        if kept:
+            counts["sessions (group, kept without the person)"] = kept
+        for table, clause in where.items():
+            n = self._db.run(f"DELETE FROM {_quote(table)} WHERE {clause}", params).rowcount
+            if n:
+                counts[table] = n
+        # Deleting from a full-text index only adds delete markers; merging its segments into one
+        # drops the deleted terms for good.
+        for fts in sorted(self.fts_tables()):
+            self._db.run(f"INSERT INTO {_quote(fts)}({_quote(fts)}) VALUES ('optimize')")
         return counts
 
     def scrub(self) -> None:
