@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING
 
 from gateway.config import PERSONA_NAME
 from gateway.memory.files.errors import MemoryStoreError
-from gateway.memory.files.store import MemoryStore
+from gateway.memory.files.store import MemoryEntry, MemoryStore
 from gateway.types import StashKey
 
 if TYPE_CHECKING:
@@ -143,14 +143,18 @@ class FileCache:
         self._cache: dict[tuple[str, str], tuple[int, float, str]] = {}
         self.max_entries = max_entries
 
-    def read(self, store: MemoryStore, rel: str) -> tuple[str, float]:
-        """(text, mtime); ("", 0) when the file is missing or unreadable."""
+    def read(self, store: MemoryStore, rel: str, *, seen: MemoryEntry | None = None) -> tuple[str, float]:
+        """(text, mtime); ("", 0) when the file is missing or unreadable. ``seen``: the file's entry
+        from a listing made just now (``MemoryStore.files``), which spares a second stat."""
         key = (str(store.root), rel)
-        try:
-            st = store.stat(rel)
-        except MemoryStoreError:
-            self._cache.pop(key, None)
-            return "", 0.0
+        if seen is not None:
+            st = seen
+        else:
+            try:
+                st = store.stat(rel)
+            except MemoryStoreError:
+                self._cache.pop(key, None)
+                return "", 0.0
         hit = self._cache.get(key)
         if hit is not None and hit[0] == st.size and hit[1] == st.mtime:
             return hit[2], st.mtime

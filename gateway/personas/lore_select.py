@@ -61,6 +61,10 @@ def _book_meta(store: MemoryStore, files: FileCache, book: str) -> tuple[int, in
 def load_books(store: MemoryStore, files: FileCache) -> list[Book]:
     """Every book of the persona whose root is ``store`` (none when it has no ``lore/``)."""
     try:
+        # Most personas have no lore: one stat answers that, where a walk opens the root and the
+        # directory (this runs every turn).
+        if not store.stat(LORE_DIR).is_dir:
+            return []
         listed = store.files(LORE_DIR)
     except MemoryStoreError:
         return []
@@ -70,7 +74,7 @@ def load_books(store: MemoryStore, files: FileCache) -> list[Book]:
             continue
         parts = entry.path.split("/")
         book = parts[1] if len(parts) > 2 else ""
-        text, _ = files.read(store, entry.path)
+        text, _ = files.read(store, entry.path, seen=entry)
         parsed = parse_entry(text)
         # A file without a marker has no keys: it never triggers, only recall finds it (plugins/lore.py).
         rule = rule_of(*parsed) if parsed else LoreRule(title=parts[-1][:-3], content=text.strip())

@@ -126,8 +126,19 @@ class MemoryStore:
 
     def stat(self, rel: str) -> MemoryEntry:
         parts = guarded_fs.split_rel(rel)
-        with self._root_fd() as rfd, guarded_fs.parent_dir(rfd, parts, rel) as dfd:
-            st = guarded_fs.lstat_target(dfd, parts[-1])
+        if len(parts) == 1:
+            # A name directly in the root: one lstat of the joined path, not a descriptor walk (open,
+            # dup, lstat, close, close), since a turn stats its persona and memory files every time.
+            # Equally guarded: the root was resolved at start and is opened by path anyway, and lstat
+            # never follows the name itself. Deeper paths keep the walk (no component swapped for a
+            # symlink between two lstats can redirect it).
+            try:
+                st: os.stat_result | None = os.lstat(f"{self.root}/{parts[0]}")
+            except FileNotFoundError:
+                st = None
+        else:
+            with self._root_fd() as rfd, guarded_fs.parent_dir(rfd, parts, rel) as dfd:
+                st = guarded_fs.lstat_target(dfd, parts[-1])
         if st is None:
             raise MemoryFileNotFoundError(rel)
         if stat.S_ISLNK(st.st_mode):
