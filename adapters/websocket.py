@@ -136,9 +136,10 @@ class Connection:
         """The person this client's account belongs to now (a /link merge may have moved it)."""
         return self.adapter.gateway.identities.resolve(self._message_obj("", ""), create=False)
 
-    async def push_state(self) -> None:
-        """Send a ``state`` frame when the conversation changed since this client last saw it."""
-        user = self.user()
+    async def push_state(self, user: UserRef | None = None) -> None:
+        """Send a ``state`` frame when the conversation changed since this client last saw it.
+        ``user``: this client's person as resolved just now (else it is looked up)."""
+        user = user or self.user()
         if user is None or not self.client_id:
             return
         self.user_id = user.user_id
@@ -349,7 +350,7 @@ class Connection:
         user = self.user()
         if user is not None:
             self.user_id = user.user_id
-            await self.adapter.push_state(user.user_id)
+            await self.adapter.push_state(user.user_id, resolved=(self, user))
 
 
 class WebSocketAdapter(Adapter):
@@ -378,8 +379,9 @@ class WebSocketAdapter(Adapter):
             for conn in list(conns):
                 await conn.ws.close(code=WSCloseCode.GOING_AWAY, message=b"server shutdown")
 
-    async def push_state(self, user_id: str) -> None:
+    async def push_state(self, user_id: str, *, resolved: tuple[Connection, UserRef] | None = None) -> None:
         """Every open client of ``user_id`` whose view of its conversation is stale gets a ``state`` frame.
+        ``resolved``: a client whose person was looked up just now, and that person (not looked up again).
 
         Matched by the person each connection last resolved to, not by a lookup per connection: this
         runs after every turn, and looking every open client up made a turn cost O(clients) queries
@@ -388,7 +390,7 @@ class WebSocketAdapter(Adapter):
         for conns in list(self.connections.values()):
             for conn in list(conns):
                 if conn.client_id and conn.user_id == user_id:
-                    await conn.push_state()
+                    await conn.push_state(resolved[1] if resolved is not None and resolved[0] is conn else None)
 
     def users_merged(self, into: str, source: str) -> None:
         for conns in self.connections.values():

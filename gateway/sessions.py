@@ -16,8 +16,8 @@ from datetime import UTC, datetime, timedelta
 
 from gateway.config import Config
 from gateway.personas.choice import resolve_for
-from gateway.state import State, StorageError, StoredSession, TranscriptEntry
-from gateway.types import ConversationKind, HistoryMessage, InboundMessage, Session, UserRef
+from gateway.state import Compaction, State, StorageError, StoredSession, TranscriptEntry
+from gateway.types import ConversationKind, HistoryMessage, InboundMessage, Session, StashKey, Turn, UserRef
 
 log = logging.getLogger("kith.sessions")
 _MAX_AWAITING = 10_000
@@ -27,6 +27,22 @@ def scope_key_for(user: UserRef, message: InboundMessage) -> str:
     if message.kind is ConversationKind.GROUP:
         return f"conv:{message.conversation_key}"
     return f"user:{user.user_id}"
+
+
+# (session id, its compaction) as read in this turn.
+COMPACTION: StashKey[tuple[str, Compaction | None]] = StashKey()
+
+
+def compaction_in_turn(state: State, turn: Turn | None, session_id: str) -> Compaction | None:
+    """The session's compaction, read once per turn: the history, the summary section and the
+    after-turn check all ask. One advanced by a job during the turn is seen at the next turn (the
+    after-turn check then counts a few turns more than it should: the job finds nothing to do)."""
+    if turn is not None and (hit := turn.stash.get(COMPACTION)) is not None and hit[0] == session_id:
+        return hit[1]
+    row = state.compactions.get(session_id)
+    if turn is not None:
+        turn.stash[COMPACTION] = (session_id, row)
+    return row
 
 
 @dataclass(slots=True)
@@ -42,6 +58,10 @@ class Sessions:
         self.otr: dict[str, OtrSession] = {}
         # turn id -> session id of messages stored by ``record_message`` whose reply is not stored yet
         self._awaiting_reply: OrderedDict[str, str] = OrderedDict()
+        # Sessions known to hold a whole turn (a reply): such a session keeps turns (a failed model call
+        # takes back only its own message; erasing a person deletes the session with them), so "is it
+        # still fresh" needs no query for it again, on any node.
+        self._with_turns: OrderedDict[str, None] = OrderedDict()
 
     @property
     def idle_gap(self) -> timedelta:
@@ -97,7 +117,7 @@ class Sessions:
         if stored is None or now - stored.last_active_at > self.idle_gap:
             return None
         # A session opened by /new has no turns yet: its first turn is still its start.
-        fresh = not self.state.turns.has_turns(stored.session_id)
+        fresh = stored.session_id not in self._with_turns and not self.state.turns.has_turns(stored.session_id)
         return Session(
             is_new=fresh,
             session_id=stored.session_id,
@@ -139,7 +159,7 @@ class Sessions:
     def is_otr(self, user: UserRef, message: InboundMessage) -> bool:
         return scope_key_for(user, message) in self.otr
 
-    def history(self, session: Session) -> tuple[HistoryMessage, ...]:
+    def history(self, session: Session, turn: Turn | None = None) -> tuple[HistoryMessage, ...]:
         limit = self.config.sessions.history_turns * 2
         if session.otr:
             otr = self.otr.get(session.scope)
@@ -148,7 +168,7 @@ class Sessions:
             return ()
         # Turns a compaction summarised are replaced by its summary (a context section); the
         # transcript keeps them all.
-        compacted = self.state.compactions.get(session.session_id)
+        compacted = compaction_in_turn(self.state, turn, session.session_id)
         return tuple(
             HistoryMessage(role=r.role, content=r.content, timestamp=r.created_at, turn_id=r.turn_id)
             for r in self.state.turns.history(session.session_id, limit, compacted.upto_seq if compacted else 0)
@@ -217,3 +237,7 @@ class Sessions:
             self.state.turns.append(*rows)
             self.state.sessions.touch(session.session_id, reply_at)
         self._awaiting_reply.pop(turn_id, None)
+        self._with_turns[session.session_id] = None
+        self._with_turns.move_to_end(session.session_id)
+        while len(self._with_turns) > _MAX_AWAITING:
+            self._with_turns.popitem(last=False)

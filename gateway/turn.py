@@ -165,7 +165,7 @@ async def _serve(gateway: Gateway, turn: Turn, user: UserRef) -> Reply | None:
     turn.session = session
     if session.is_new:
         await hooks.session_started(gateway, turn, session)
-    turn.history = gateway.sessions.history(session)
+    turn.history = gateway.sessions.history(session, turn)
     prepared = await hooks.prepare_message(gateway, turn)
     if isinstance(prepared, Reply):  # a refused attachment: answered, nothing recorded
         if not session.otr:

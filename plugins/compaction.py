@@ -18,6 +18,7 @@ from gateway.llm.provider import model_configured
 from gateway.memory.background import jobscope
 from gateway.memory.background.compaction import compact, needs_compaction
 from gateway.memory.files.store import MemoryStore
+from gateway.sessions import compaction_in_turn
 from gateway.types import ContextSection, LLMResponse, Reply, Stability, Turn
 
 if TYPE_CHECKING:
@@ -32,7 +33,9 @@ async def gateway_after_turn(gateway: Gateway, turn: Turn, reply: Reply, respons
     session, bus = turn.session, gateway.bus
     if session is None or bus is None:
         return
-    if not needs_compaction(gateway.state, gateway.config.sessions, session.session_id):
+    compacted = compaction_in_turn(gateway.state, turn, session.session_id)
+    if not needs_compaction(gateway.state, gateway.config.sessions, session.session_id,
+                            upto_seq=compacted.upto_seq if compacted else 0):
         return
     # One compaction per session at a time: the id is idempotent while the job is pending or running.
     await bus.enqueue(JOB, {"session_id": session.session_id}, job_id=f"compact:{session.session_id}")
@@ -69,7 +72,7 @@ def gateway_context_sections(gateway: Gateway, turn: Turn) -> ContextSection | N
     session = turn.session
     if session is None or session.otr:
         return None
-    compacted = gateway.state.compactions.get(session.session_id)
+    compacted = compaction_in_turn(gateway.state, turn, session.session_id)
     if compacted is None:
         return None
     return ContextSection(
