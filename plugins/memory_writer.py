@@ -4,8 +4,10 @@ Triggers, all from the turn path and all just an enqueue keyed by ids:
 
 * **turns**: after a turn, when the session has ``writer.turn_threshold`` unsummarised user turns
   (job id ``writer:<session>:<watermark>``, so a burst of turns queues one run);
-* **idle**: every turn queues a delayed check ``writer.idle_seconds`` later; it runs only if that turn
-  is still the session's latest (a newer turn has its own check);
+* **idle**: a turn queues a delayed check ``writer.idle_seconds`` later; it runs only if that turn is
+  still the session's latest. A check that finds the session went on queues the check of its latest
+  turn, due ``idle_seconds`` after the session's last activity; so while a check this process queued
+  for a session is still due, the session's next turns queue none (one Redis round trip a turn less);
 * **session end**: a new session in a scope (idle gap, ``/new``) queues the previous one.
 
 Off-The-Record turns never reach ``gateway_after_turn``, and an OTR session start is ignored.
@@ -14,6 +16,8 @@ Off-The-Record turns never reach ``gateway_after_turn``, and an OTR session star
 from __future__ import annotations
 
 import logging
+import time
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
 from gateway.bus.context import JobContext
@@ -22,13 +26,16 @@ from gateway.hookspecs import hookimpl
 from gateway.llm.provider import model_configured
 from gateway.memory.background import jobscope
 from gateway.memory.background.writer import count_pending, run_writer
-from gateway.types import LLMResponse, Reply, Session, Turn
+from gateway.types import LLMResponse, Reply, Session, StashKey, Turn
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
 
 log = logging.getLogger("kith.plugins.memory_writer")
 JOB = "memory_writer"
+# session id -> when (monotonic) the idle check this process queued for it is due
+IDLE_CHECKS: StashKey[dict[str, float]] = StashKey()
+MAX_IDLE_CHECKS = 10_000
 
 
 async def memory_writer(ctx: JobContext, payload: dict[str, Any]) -> None:
@@ -44,7 +51,13 @@ async def memory_writer(ctx: JobContext, payload: dict[str, Any]) -> None:
     if payload.get("reason") == "idle":
         latest = gw.state.turns.latest_message(session_id)
         if latest is not None and latest != payload.get("turn_id"):
-            return  # the session went on; the newer turn's check decides
+            # The session went on. Its later turns may not have queued a check of their own (see
+            # gateway_after_turn): queue the latest turn's, due once the session has been idle long
+            # enough. Its job id is the one that turn would have used, so it is queued only once.
+            due = session.last_active_at + timedelta(seconds=cfg.idle_seconds) - datetime.now(UTC)
+            await ctx.bus.enqueue(JOB, {"session_id": session_id, "turn_id": latest, "reason": "idle"},
+                                  job_id=f"writer-idle:{latest}", delay=max(due.total_seconds(), 0.0))  # fmt: skip
+            return
     scope = jobscope.for_session_scope(gw, session.scope_key)
     result = await run_writer(state=gw.state, store=jobscope.store(gw, scope), provider=gw.model(cfg.backend, owner),
                               session_id=session_id, settings=cfg, tz=scope.tz)  # fmt: skip
@@ -65,8 +78,19 @@ async def gateway_after_turn(gateway: Gateway, turn: Turn, reply: Reply, respons
     if count_pending(gateway.state, sid) >= cfg.turn_threshold:
         wm = gateway.state.progress.writer_watermark(sid)
         await gateway.bus.enqueue(JOB, {"session_id": sid, "reason": "turns"}, job_id=f"writer:{sid}:{wm}")
+    # A check this process queued for the session and that is not due yet will pass the idle check on
+    # to this turn (see memory_writer): none is queued now. Once it is due (it may have run), the next
+    # turn queues one again, so a lost check costs at most one idle period.
+    checks = gateway.stash.setdefault(IDLE_CHECKS, {})
+    now = time.monotonic()
+    if checks.get(sid, 0.0) > now:
+        return
     await gateway.bus.enqueue(JOB, {"session_id": sid, "turn_id": turn.turn_id, "reason": "idle"},
                               job_id=f"writer-idle:{turn.turn_id}", delay=cfg.idle_seconds)  # fmt: skip
+    if len(checks) >= MAX_IDLE_CHECKS:
+        for key in [k for k, due in checks.items() if due <= now] or [next(iter(checks))]:
+            del checks[key]
+    checks[sid] = now + cfg.idle_seconds
 
 
 @hookimpl

@@ -133,8 +133,11 @@ class JobBus:
             raise BusError(f"enqueue of {job} ({job_id}) failed: {exc}") from exc
         if not int(created):
             log.debug("job %s (%s) already %s; not queued again", job_id, job, state)
-        elif delay_ms and self.worker is not None:
-            self.worker.promote_wake.set()  # it may be due before the promoter's next poll
+        elif 0 < delay_ms < PROMOTER_MAX_SLEEP_MS and self.worker is not None:
+            # Due before the promoter's next poll, perhaps. A later one never is: the promoter sleeps at
+            # most that long and then sees it. (Waking it for every delayed job, as the memory writer
+            # queues one each turn, cost a Redis round trip a turn.)
+            self.worker.promote_wake.set()
         return job_id
 
     # ---------------------------------------------------------------------------------- workers
@@ -209,6 +212,10 @@ class JobBus:
     async def retry(self, ident: str) -> str:
         """Re-enqueue a dead letter by job id or entry id: "queued", "already-queued", "not-found"."""
         return await retry_dead(self.redis, self.scripts, self.keys, self.specs, ident)
+
+
+#: The longest sleep of ``upkeep.promote_loop`` between two promotions of due delayed jobs.
+PROMOTER_MAX_SLEEP_MS = 1000
 
 
 def _new_id() -> str:

@@ -106,6 +106,25 @@ async def test_idle_timeout_triggers_a_run(bg_gateway: BgFactory, fake_anthropic
     assert slot_files(gw, user_id(gw))
 
 
+async def test_a_turn_queues_no_idle_check_while_one_is_due_and_the_first_passes_it_on(
+    bg_gateway: BgFactory, fake_anthropic: Any
+) -> None:
+    gw = await bg_gateway(background={"writer": {"idle_seconds": 1}})
+    await say(gw, "Remind me: the boat is at pier 17.", "And the keys are with Bo.")
+    delayed = [d.decode() if isinstance(d, bytes) else d for d in await gw.bus.redis.zrange(gw.bus.keys.delayed, 0, -1)]
+    assert len([d for d in delayed if d.startswith("writer-idle:")]) == 1  # the second turn's check: not queued
+    fake_anthropic.enqueue(WRITER_OK)
+    for _ in range(100):  # the first check finds the session went on and queues the second turn's
+        await asyncio.sleep(0.05)
+        if slot_files(gw, user_id(gw)):
+            break
+    await gw.settle()
+    assert slot_files(gw, user_id(gw))
+    session = str(select_one(gw.state, "SELECT session_id FROM sessions")[0])
+    last = select_one(gw.state, "SELECT max(seq) FROM turns WHERE session_id=?", session)[0]
+    assert gw.state.progress.writer_watermark(session) == last
+
+
 async def test_session_end_triggers_a_run_and_a_superseded_idle_check_does_nothing(
     bg_gateway: BgFactory, fake_anthropic: Any
 ) -> None:
