@@ -6,20 +6,19 @@ prefix is served from the prompt cache (tools come before the system prompt in t
 a turn's tool list is sorted and changes only with its tier).
 
 Tools: a ``tool_use`` answer is answered with ``tool_result`` blocks from ``request.run_tool`` and the
-model is asked again, streamed or not, for at most ``request.max_tool_rounds`` rounds.
+model is asked again, streamed or not, for at most ``request.max_tool_rounds`` rounds (``tool_loop``).
 """
 
 from __future__ import annotations
 
 import base64
-import inspect
 import logging
-from collections.abc import Awaitable
 from typing import Any
 
 from gateway.config import LLMConfig
 from gateway.context import render_section
-from gateway.llm.base import NO_VISION_NOTE, DeltaCallback, LLMError
+from gateway.llm.base import NO_VISION_NOTE, DeltaCallback, sdk_errors
+from gateway.llm.tool_loop import Answer, emit, run_tool_loop
 from gateway.types import HistoryMessage, ImagePart, LLMRequest, LLMResponse, ToolCall, ToolResult
 
 log = logging.getLogger("kith.llm.anthropic")
@@ -94,18 +93,27 @@ def assistant_blocks(content: list[Any]) -> list[dict[str, Any]]:
     return out
 
 
-def _separated(on_delta: DeltaCallback | None, texts: list[str]) -> DeltaCallback | None:
-    """Text of a round after a tool round starts a new paragraph, in the stream as in the reply."""
-    if on_delta is None or not texts:
-        return on_delta
-    pending = ["\n\n"]
+def _answer(message: Any) -> Answer:
+    """The loop's view of a Messages API answer: tool calls only when the model stopped for them."""
+    text = "".join(getattr(b, "text", "") for b in message.content if getattr(b, "type", "") == "text")
+    u = message.usage
+    answer = Answer(text=text, model=message.model, stop_reason=message.stop_reason or "",
+                    input_tokens=u.input_tokens, output_tokens=u.output_tokens,
+                    cache_read_tokens=u.cache_read_input_tokens or 0,
+                    cache_write_tokens=u.cache_creation_input_tokens or 0)  # fmt: skip
+    if message.stop_reason == "tool_use":
+        answer.calls = [ToolCall(id=b.id, name=b.name, input=b.input if isinstance(b.input, dict) else {})
+                        for b in message.content if getattr(b, "type", "") == "tool_use"]  # fmt: skip
+        answer.reply = {"role": "assistant", "content": assistant_blocks(message.content)}
+    return answer
 
-    def relay(piece: str) -> Awaitable[None] | None:
-        if pending and piece:
-            piece = pending.pop() + piece
-        return on_delta(piece)
 
-    return relay
+def _tool_results(done: list[tuple[ToolCall, ToolResult]]) -> list[dict[str, Any]]:
+    """One user message answering every call of the round."""
+    return [{"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": call.id, "content": result.content,
+         **({"is_error": True} if result.is_error else {})}
+        for call, result in done]}]  # fmt: skip
 
 
 class AnthropicProvider:
@@ -129,9 +137,7 @@ class AnthropicProvider:
         return request.model or self.config.model  # each role has its own provider (LLMConfig.role)
 
     async def complete(self, request: LLMRequest, on_delta: DeltaCallback | None = None) -> LLMResponse:
-        """One answer; with tools, a loop: each ``tool_use`` turn is answered with the tools' results and
-        the model asked again, for at most ``request.max_tool_rounds`` rounds. The last allowed call
-        forbids further tools (``tool_choice: none``), so the loop always ends in text."""
+        """One answer; with tools, the tool loop (``gateway.llm.tool_loop``), which always ends in text."""
         import anthropic  # loaded by __init__ already: a dictionary lookup
 
         base: dict[str, Any] = {
@@ -143,81 +149,20 @@ class AnthropicProvider:
             base["system"] = system
         caps = self.config.capabilities
         tools = tool_params(request) if request.run_tool is not None and caps.tools else []
-        messages = api_messages(request.messages, vision=caps.vision)
-        texts: list[str] = []
-        calls: list[ToolCall] = []
-        results: list[ToolResult] = []
-        usage = {"in": 0, "out": 0, "cache_read": 0, "cache_write": 0}
-        stream = on_delta is not None and request.stream
-        rounds = 0
-        try:
-            while True:
-                rounds += 1
-                kwargs: dict[str, Any] = {**base, "messages": messages}
-                last_round = rounds > request.max_tool_rounds
-                if tools:
-                    kwargs["tools"] = tools
-                    if last_round:
-                        kwargs["tool_choice"] = {"type": "none"}
-                message = await self._call(kwargs, _separated(on_delta, texts) if stream else None)
-                u = message.usage
-                usage["in"] += u.input_tokens
-                usage["out"] += u.output_tokens
-                usage["cache_read"] += u.cache_read_input_tokens or 0
-                usage["cache_write"] += u.cache_creation_input_tokens or 0
-                text = "".join(getattr(b, "text", "") for b in message.content if getattr(b, "type", "") == "text")
-                if text:
-                    texts.append(text)
-                uses = [b for b in message.content if getattr(b, "type", "") == "tool_use"]
-                if not tools or not uses or message.stop_reason != "tool_use" or last_round:
-                    break
-                assert request.run_tool is not None
-                messages.append({"role": "assistant", "content": assistant_blocks(message.content)})
-                answers: list[dict[str, Any]] = []
-                for block in uses:
-                    call = ToolCall(id=block.id, name=block.name, input=block.input if isinstance(block.input, dict)
-                                    else {})
-                    result = await request.run_tool(call)
-                    calls.append(call)
-                    results.append(result)
-                    answers.append({"type": "tool_result", "tool_use_id": block.id, "content": result.content,
-                                    **({"is_error": True} if result.is_error else {})})
-                messages.append({"role": "user", "content": answers})
-        except anthropic.AuthenticationError as exc:
-            raise LLMError(f"anthropic rejected the API key: {exc}",
-                           user_message="The model rejected kith's API key; the operator must fix it.") from exc
-        except anthropic.RateLimitError as exc:
-            raise LLMError(f"anthropic rate limit: {exc}", retryable=True,
-                           user_message="The model is rate-limited right now. Please try again in a minute.") from exc
-        except anthropic.APITimeoutError as exc:
-            raise LLMError("anthropic request timed out", retryable=True) from exc
-        except anthropic.APIStatusError as exc:
-            raise LLMError(f"anthropic error {exc.status_code}: {exc}", retryable=exc.status_code >= 500) from exc
-        except anthropic.APIConnectionError as exc:
-            raise LLMError(f"cannot reach anthropic: {exc}", retryable=True) from exc
-        return LLMResponse(
-            text="\n\n".join(texts),
-            model=message.model,
-            input_tokens=usage["in"],
-            output_tokens=usage["out"],
-            cache_read_tokens=usage["cache_read"],
-            cache_write_tokens=usage["cache_write"],
-            stop_reason=message.stop_reason or "",
-            provider=self.name,
-            tool_calls=tuple(calls),
-            tool_results=tuple(results),
-            rounds=rounds,
-        )
 
-    async def _call(self, kwargs: dict[str, Any], on_delta: DeltaCallback | None) -> Any:
+        with sdk_errors(anthropic, "anthropic", server="anthropic"):
+            return await run_tool_loop(request, on_delta, body=base,
+                                       messages=api_messages(request.messages, vision=caps.vision),
+                                       tools=tools, no_tools={"type": "none"}, ask=self._call,
+                                       tool_messages=_tool_results, provider=self.name)  # fmt: skip
+
+    async def _call(self, kwargs: dict[str, Any], on_delta: DeltaCallback | None) -> Answer:
         if on_delta is None:
-            return await self.client.messages.create(**kwargs)
+            return _answer(await self.client.messages.create(**kwargs))
         async with self.client.messages.stream(**kwargs) as stream:
             async for text in stream.text_stream:
-                result = on_delta(text)
-                if inspect.isawaitable(result):
-                    await result
-            return await stream.get_final_message()
+                await emit(on_delta, text)
+            return _answer(await stream.get_final_message())
 
     async def close(self) -> None:
         await self.client.close()

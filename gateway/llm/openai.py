@@ -5,15 +5,13 @@ llama.cpp server, LM Studio), with extra ``headers`` for those that want them. R
 and connection errors are the SDK's (exponential backoff, ``Retry-After`` honoured), ``max_retries`` times.
 
 Tools: streamed tool-call deltas are assembled by their ``index``; each round's calls are answered with
-``tool`` messages from ``request.run_tool`` and the model asked again, for at most
-``request.max_tool_rounds`` rounds; the last allowed call sets ``tool_choice: none``, so the loop always
-ends in text (the same semantics as the Anthropic provider).
+``tool`` messages from ``request.run_tool`` and the model asked again, in the loop the Anthropic provider
+runs too (``tool_loop``).
 """
 
 from __future__ import annotations
 
 import base64
-import inspect
 import json
 import logging
 from dataclasses import dataclass, field
@@ -24,7 +22,8 @@ import openai
 
 from gateway.config import LLMConfig
 from gateway.context import render_section
-from gateway.llm.base import NO_VISION_NOTE, DeltaCallback, LLMError
+from gateway.llm.base import NO_VISION_NOTE, DeltaCallback, LLMError, sdk_errors
+from gateway.llm.tool_loop import Answer, emit, run_tool_loop
 from gateway.types import HistoryMessage, ImagePart, LLMRequest, LLMResponse, ToolCall, ToolResult
 
 log = logging.getLogger("kith.llm.openai")
@@ -94,11 +93,25 @@ class _Round:
     model: str = ""
     usage: tuple[int, int, int] | None = None  # prompt, completion, cached prompt tokens
 
+    def for_loop(self, model: str) -> Answer:
+        """The tool loop's view: ``model`` when the server names none."""
+        prompt, completion, cached = self.usage or (0, 0, 0)
+        answer = Answer(text=self.text, model=self.model or model, stop_reason=_stop_reason(self.finish_reason),
+                        input_tokens=prompt, output_tokens=completion, cache_read_tokens=cached)  # fmt: skip
+        if self.calls:
+            pending = [self.calls[i] for i in sorted(self.calls)]
+            answer.calls = [ToolCall(id=c.id, name=c.name, input=_arguments(c.arguments)) for c in pending]
+            answer.reply = {"role": "assistant", "content": self.text or None, "tool_calls": [
+                {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments or "{}"}}
+                for c in pending]}  # fmt: skip
+        return answer
 
-async def _emit(on_delta: DeltaCallback, piece: str) -> None:
-    result = on_delta(piece)
-    if inspect.isawaitable(result):
-        await result
+
+def _tool_messages(done: list[tuple[ToolCall, ToolResult]]) -> list[dict[str, Any]]:
+    """A ``tool`` message per call, in the calls' order."""
+    return [{"role": "tool", "tool_call_id": call.id,
+             "content": f"Error: {result.content}" if result.is_error else result.content}
+            for call, result in done]  # fmt: skip
 
 
 class OpenAIProvider:
@@ -124,73 +137,19 @@ class OpenAIProvider:
         base: dict[str, Any] = {"model": request.model or self.config.model,
                                 "max_tokens": request.max_tokens or self.config.max_tokens}
         tools = tool_params(request) if request.run_tool is not None and caps.tools and request.tools else []
-        messages = api_messages(request, vision=caps.vision)
-        stream = on_delta is not None and request.stream
-        texts: list[str] = []
-        calls: list[ToolCall] = []
-        results: list[ToolResult] = []
-        usage = {"in": 0, "out": 0, "cache_read": 0}
-        rounds = 0
-        answer = _Round()
+
         try:
-            while True:
-                rounds += 1
-                last_round = rounds > request.max_tool_rounds
-                kwargs: dict[str, Any] = {**base, "messages": messages}
-                if tools:
-                    kwargs["tools"] = tools
-                    if last_round:
-                        kwargs["tool_choice"] = "none"
-                relay = on_delta if stream else None
-                if relay is not None and texts:
-                    relay = _paragraph(relay)
-                answer = await (self._stream(kwargs, relay) if relay is not None else self._whole(kwargs))
-                if answer.usage is not None:
-                    usage["in"] += answer.usage[0]
-                    usage["out"] += answer.usage[1]
-                    usage["cache_read"] += answer.usage[2]
-                if answer.text:
-                    texts.append(answer.text)
-                if not tools or not answer.calls or last_round:
-                    break
-                assert request.run_tool is not None
-                pending = [answer.calls[i] for i in sorted(answer.calls)]
-                messages.append({"role": "assistant", "content": answer.text or None, "tool_calls": [
-                    {"id": c.id, "type": "function", "function": {"name": c.name, "arguments": c.arguments or "{}"}}
-                    for c in pending]})
-                for c in pending:
-                    call = ToolCall(id=c.id, name=c.name, input=_arguments(c.arguments))
-                    result = await request.run_tool(call)
-                    calls.append(call)
-                    results.append(result)
-                    content = f"Error: {result.content}" if result.is_error else result.content
-                    messages.append({"role": "tool", "tool_call_id": c.id, "content": content})
-        except openai.AuthenticationError as exc:
-            raise LLMError(f"openai rejected the API key: {exc}",
-                           user_message="The model rejected kith's API key; the operator must fix it.") from exc
-        except openai.RateLimitError as exc:
-            raise LLMError(f"openai rate limit: {exc}", retryable=True,
-                           user_message="The model is rate-limited right now. Please try again in a minute.") from exc
-        except openai.APITimeoutError as exc:
-            raise LLMError("openai request timed out", retryable=True) from exc
-        except openai.APIStatusError as exc:
-            raise LLMError(f"openai error {exc.status_code}: {exc}", retryable=exc.status_code >= 500) from exc
-        except (openai.APIConnectionError, httpx.TransportError) as exc:
-            raise LLMError(f"cannot reach the model server: {exc}", retryable=True) from exc
+            with sdk_errors(openai, "openai", server="the model server", unreachable=(httpx.TransportError,)):
+                return await run_tool_loop(request, on_delta, body=base,
+                                           messages=api_messages(request, vision=caps.vision),
+                                           tools=tools, no_tools="none", ask=self._ask,
+                                           tool_messages=_tool_messages, provider=self.name)  # fmt: skip
         except (ValueError, KeyError, TypeError) as exc:  # not the OpenAI wire format
             raise LLMError(f"the model server sent an answer kith cannot read: {exc!r}") from exc
-        return LLMResponse(
-            text="\n\n".join(texts),
-            model=answer.model or base["model"],
-            input_tokens=usage["in"],
-            output_tokens=usage["out"],
-            cache_read_tokens=usage["cache_read"],
-            stop_reason=_stop_reason(answer.finish_reason),
-            provider=self.name,
-            tool_calls=tuple(calls),
-            tool_results=tuple(results),
-            rounds=rounds,
-        )
+
+    async def _ask(self, kwargs: dict[str, Any], on_delta: DeltaCallback | None) -> Answer:
+        parsed = await (self._stream(kwargs, on_delta) if on_delta is not None else self._whole(kwargs))
+        return parsed.for_loop(kwargs["model"])
 
     # Requests go through the SDK's client (auth, headers, retries with Retry-After, typed errors), but
     # its typed request transform and response models are skipped: walking them cost more CPU than the
@@ -237,7 +196,7 @@ class OpenAIProvider:
                     content = delta.get("content")
                     if content:
                         pieces.append(content)
-                        await _emit(on_delta, content)
+                        await emit(on_delta, content)
                     for tc in delta.get("tool_calls") or ():
                         pending = out.calls.setdefault(int(tc.get("index", 0)), _PendingCall())
                         pending.id = tc.get("id") or pending.id
@@ -276,15 +235,3 @@ def _usage(raw: dict[str, Any]) -> tuple[int, int, int]:
 def _stop_reason(finish_reason: str) -> str:
     """In the Anthropic vocabulary the rest of kith logs and tests read."""
     return {"stop": "end_turn", "length": "max_tokens", "tool_calls": "tool_use"}.get(finish_reason, finish_reason)
-
-
-def _paragraph(on_delta: DeltaCallback) -> DeltaCallback:
-    """Text of a round after a tool round starts a new paragraph, in the stream as in the reply."""
-    pending = ["\n\n"]
-
-    def relay(piece: str) -> Any:
-        if pending and piece:
-            piece = pending.pop() + piece
-        return on_delta(piece)
-
-    return relay
