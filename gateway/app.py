@@ -49,6 +49,11 @@ from gateway.types import ConversationAddress, InboundMessage, Reply, Stash, Tur
 
 log = logging.getLogger("kith.gateway")
 
+# ``background_load`` (``kith run``): the embedder and the index start loading once the first turn is
+# answered, or this long after the gateway began serving. Loading holds the GIL for most of a second;
+# the start and the first reply should not share the CPU with it (docs/memory.md, "Start-up").
+LOAD_AFTER_S = 1.0
+
 DeltaCallback = Callable[[str], Awaitable[None] | None]
 GATEWAY_KEY: web.AppKey[Gateway] = web.AppKey("gateway")
 
@@ -95,6 +100,7 @@ class Gateway:
         self._providers: dict[str, Provider] = {}
         self.started_at = time.time()
         self._background: set[asyncio.Task[Any]] = set()
+        self._load_timer: asyncio.TimerHandle | None = None  # background_load: begins the memory's load
         # Per-gateway state of plugins (modules), under typed keys (``gateway.stash[KEY]``): two
         # gateways in one process (tests, kith worker next to a daemon) never share it.
         self.stash = Stash()
@@ -158,10 +164,17 @@ class Gateway:
             await self._start_http()
         if self.supervise:
             self.supervisor.start(self.adapters)
+        if self.memory is not None and self.background_load:
+            self._load_timer = asyncio.get_running_loop().call_later(LOAD_AFTER_S, self._begin_loading)
         log.info("kith started: %d adapters (%s), model: %s", len(self.adapters), ", ".join(self.adapters),
                  self.model_help if not self.model_ready else self.config.llm.provider)
 
     async def close(self) -> None:
+        if self._load_timer is not None:
+            self._load_timer.cancel()
+            self._load_timer = None
+        if self.memory is not None:
+            self.memory.abandon_load()  # index jobs waiting for a load that never began: the bus drains them
         await self.supervisor.stop()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -194,6 +207,15 @@ class Gateway:
         self._providers.clear()
         if hasattr(self, "state"):
             self.state.close()
+
+    def _begin_loading(self) -> None:
+        """The embedder and the index start loading (``background_load``): after the first turn is
+        answered, or ``LOAD_AFTER_S`` after the gateway began serving, whichever comes first."""
+        if self._load_timer is not None:
+            self._load_timer.cancel()
+            self._load_timer = None
+            if self.memory is not None:
+                self.memory.begin_loading()
 
     def _create_adapters(self) -> None:
         """One adapter per registered class whose channel is enabled; its webhook routes are mounted."""
@@ -257,6 +279,8 @@ class Gateway:
         finally:
             observe_turn(message.channel, outcome, time.perf_counter() - started)
             TURN_ID.reset(token)
+            if self._load_timer is not None:  # the first turn since start is answered
+                self._begin_loading()
 
     async def send(self, address: ConversationAddress, reply: Reply) -> None:
         """Deliver a message outside a turn (reminders, notices) through the owning adapter."""

@@ -10,7 +10,6 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 
 from gateway.hookspecs import hookimpl
-from gateway.media.pipeline import take_in
 from gateway.types import PreparedMessage, Reply, Turn
 
 if TYPE_CHECKING:
@@ -19,4 +18,8 @@ if TYPE_CHECKING:
 
 @hookimpl(trylast=True)
 async def gateway_prepare_message(gateway: Gateway, turn: Turn) -> PreparedMessage | Reply | None:
+    if not turn.message.attachments:
+        return None  # most messages: Pillow and the document readers load with the first attachment
+    from gateway.media.pipeline import take_in
+
     return await take_in(gateway, turn)

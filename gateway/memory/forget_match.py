@@ -22,8 +22,6 @@ import unicodedata
 from dataclasses import dataclass
 from typing import Any, Literal
 
-import numpy as np
-
 from gateway.memory.files.errors import MemoryStoreError
 from gateway.memory.search.chunk import chunk_file
 from gateway.memory.search.indexer import indexable
@@ -170,6 +168,8 @@ def close_lines(embedder: Any, text: str, candidates: list[LineMatch]) -> list[L
     """The candidates whose embedding is within ``SEMANTIC_MIN`` cosine of ``text`` (blocking)."""
     if not candidates:
         return []
+    import numpy as np  # here, not at import: the tool that imports this loads at every start
+
     bodies = [content_of(c.path, c.text) or "" for c in candidates]
     vectors = np.asarray(embedder.embed_documents([text, *bodies]), dtype=np.float32)
     scores = vectors[1:] @ vectors[0]  # vectors are L2-normalised: the dot product is the cosine

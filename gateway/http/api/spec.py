@@ -51,20 +51,27 @@ def error_response(status: int, message: str, code: str | None = None,
     return web.json_response(body, status=status, headers={"Cache-Control": "no-store", **(headers or {})})
 
 
+# The API's models (subclasses of these bases) build their validator and schema on first use, not
+# when imported: ``kith run`` imports every route's models at start-up, and most are not used in its
+# first minutes (``defer_build``; docs/benchmarks.md, "Footprint").
+
+
 class Query(BaseModel):
     """Base of query-string models: unknown parameters are ignored (as a browser adds cache busters)."""
 
-    model_config = ConfigDict(extra="ignore")
+    model_config = ConfigDict(extra="ignore", defer_build=True)
 
 
 class Body(BaseModel):
     """Base of request bodies: exact JSON types, no unknown fields (a typo is a 400, not a silent no-op)."""
 
-    model_config = ConfigDict(extra="forbid", strict=True)
+    model_config = ConfigDict(extra="forbid", strict=True, defer_build=True)
 
 
 class Answer(BaseModel):
     """Base of answers."""
+
+    model_config = ConfigDict(defer_build=True)
 
 
 class ErrorAnswer(Answer):

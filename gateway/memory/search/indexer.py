@@ -22,14 +22,17 @@ import time
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
+from typing import TYPE_CHECKING
 
 from gateway.memory.files.errors import MemoryFileNotFoundError, MemoryStoreError
 from gateway.memory.files.session_log import TurnRecord, parse_current, starts_with_marker
 from gateway.memory.files.store import MemoryStore
 from gateway.memory.search.chunk import Chunk, chunk_file, turn_chunk
-from gateway.memory.search.embed import Embedder
 from gateway.memory.search.index import IndexPoint, VectorIndex, point_id
 from gateway.memory.search.sparse import SparseEncoder
+
+if TYPE_CHECKING:  # numpy: loaded with the embedder, not by every importer of the indexer
+    from gateway.memory.search.embed import Embedder
 
 INDEXED_SUFFIXES = (".md", ".txt")
 SLICE_S = 0.25  # live indexing upserts what it has embedded about this often

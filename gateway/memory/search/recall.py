@@ -21,11 +21,14 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import datetime, tzinfo
+from typing import TYPE_CHECKING
 
-from gateway.memory.search.embed import Embedder
 from gateway.memory.search.index import Candidate, SparseVec, VectorIndex, require_scopes
 from gateway.memory.search.query_dates import TimeRange, time_ranges
 from gateway.memory.search.sparse import SparseEncoder
+
+if TYPE_CHECKING:  # numpy: loaded with the embedder, not by every importer of recall
+    from gateway.memory.search.embed import Embedder
 
 _DAY = 86400.0
 _WORD = re.compile(r"[^\W\d_]+")

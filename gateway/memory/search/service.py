@@ -29,7 +29,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import replace
 from datetime import UTC, datetime, tzinfo
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.cluster.node import embedded_index_dir
 from gateway.config import Config
@@ -38,12 +38,14 @@ from gateway.memory.files.scopes import ScopeError, channel_scope, known_scopes,
 from gateway.memory.files.session_log import TurnRecord
 from gateway.memory.files.store import MemoryStore
 from gateway.memory.search.chunk import Chunk, turn_chunk
-from gateway.memory.search.embed import Embedder, load_embedder
 from gateway.memory.search.index import IndexBusyError, VectorIndex, open_index
 from gateway.memory.search.indexer import Indexer, IndexReport
 from gateway.memory.search.recall import Hit, RecallSettings, recall
 from gateway.memory.search.sparse import SparseEncoder
 from gateway.plugins import plugin_allowed
+
+if TYPE_CHECKING:  # numpy and onnxruntime: imported by the load (_open), off the start-up path
+    from gateway.memory.search.embed import Embedder
 
 log = logging.getLogger(__name__)
 
@@ -117,6 +119,7 @@ class MemoryService:
         self._loader: asyncio.Task[None] | None = None
         self.load_error = ""  # why background loading failed ("" = it did not)
         self._deferred = False  # start() left loading to the first use (no stage needs it every turn)
+        self._load_pending = False  # start() left loading to the gateway, once it serves (begin_loading)
 
     # -------------------------------------------------------------------------------- lifecycle
 
@@ -134,7 +137,10 @@ class MemoryService:
             self._deferred = True
             log.info("memory: recall and live indexing are off; the embedder and index load on first use")
         elif background:
-            self._loader = asyncio.create_task(self._load(background=True), name="memory:load")
+            # Loading holds the GIL for most of a second (imports, the model's graph): the gateway
+            # begins it once it serves and has answered a first turn (``begin_loading``), so neither
+            # shares the CPU with it. Index work that arrives before then waits (``wait_ready``).
+            self._load_pending = True
         else:
             await self._load(background=False)
 
@@ -144,9 +150,27 @@ class MemoryService:
         if self._ready.is_set():
             return
         if self._loader is None and self._deferred:
-            self._loader = asyncio.create_task(self._load(background=True), name="memory:load")
-        if self._loader is not None:
+            self._start_loader()
+        if self._loader is not None or self._load_pending:
             await self._ready.wait()
+
+    def begin_loading(self) -> None:
+        """Begin the background load ``start(background=True)`` left to the gateway (a no-op when it
+        runs already, or when nothing needs it every turn and it waits for a first use instead)."""
+        if self._loader is None and self._load_pending:
+            self._start_loader()
+
+    def abandon_load(self) -> None:
+        """The gateway stops before it began loading: whoever waits for the index is let go (their
+        work fails and is retried at the next start) instead of holding up the shutdown."""
+        if self._load_pending:
+            self._load_pending = False
+            self.load_error = "the gateway stopped before loading the embedder and the index"
+            self._ready.set()
+
+    def _start_loader(self) -> None:
+        self._load_pending = False
+        self._loader = asyncio.create_task(self._load(background=True), name="memory:load")
 
     @property
     def ready(self) -> bool:
@@ -202,6 +226,8 @@ class MemoryService:
     async def _open(self) -> bool:
         """The embedder and the index; False when running detached (another process holds it)."""
         if self._embedder is None:  # a retry after the index failed to open keeps the loaded model
+            from gateway.memory.search.embed import load_embedder
+
             self._embedder = await asyncio.to_thread(
                 load_embedder, self.mem.embedding_model, threads=self.mem.embedding_threads
             )
@@ -258,6 +284,7 @@ class MemoryService:
 
     async def close(self) -> None:
         self.index_sink = None
+        self.abandon_load()
         if self._loader is not None:
             # Loading runs in worker threads that cannot be interrupted: wait for it, so the index
             # it opens is closed below (an abandoned shard keeps its write-ahead-log lock). A load

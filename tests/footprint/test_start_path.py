@@ -1,0 +1,70 @@
+"""What ``kith run`` does before its first reply (docs/benchmarks.md, "Footprint"): the gateway's
+modules and every plugin import without numpy, the embedder's runtime or the media readers, and the
+embedder and index begin loading only once the first turn is answered (or ``LOAD_AFTER_S`` after the
+gateway serves), so neither the start nor the first reply shares the CPU with them. Checked on
+``sys.modules`` of a fresh interpreter and on the memory service's state, not by timing."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+from gateway.app import Gateway
+from tests.conftest import make_config
+from tests.kith_run import ROOT, write_config
+from tests.memory_stages.conftest import msg
+
+# Loaded in the background (the embedder) or on first use (an attachment), never on the way to the first reply.
+LATER = ("numpy", "onnxruntime", "tokenizers", "PIL", "pypdf", "gateway.media.pipeline",
+         "gateway.memory.search.embed")
+LINKS = [{"user": "ada", "accounts": ["websocket:ada"]}]
+
+_PROBE = """
+import json, sys
+from gateway.config import load_config
+from gateway.app import Gateway
+from gateway.cli import run
+gw = Gateway(load_config(sys.argv[1]))  # every plugin of the default config imported and registered
+print(json.dumps(sorted(m for m in json.loads(sys.argv[2]) if m in sys.modules)))
+"""
+
+
+def test_the_gateway_and_its_plugins_import_nothing_the_first_reply_does_not_use(tmp_path: Path) -> None:
+    cfg = write_config(tmp_path / "config.yaml", tmp_path / "data", 18797)
+    res = subprocess.run([sys.executable, "-c", _PROBE, str(cfg), json.dumps(LATER)], capture_output=True, text=True,
+                         cwd=ROOT, timeout=120, check=True)  # fmt: skip
+    assert json.loads(res.stdout.strip().splitlines()[-1]) == []
+
+
+async def test_the_memory_begins_loading_after_the_first_turn(tmp_path: Path) -> None:
+    cfg = make_config(tmp_path, identity_links=LINKS)
+    async with Gateway(cfg, entry_points=False, serve_http=False, background_load=True) as gw:
+        memory = gw.memory
+        assert memory is not None
+        assert memory._loader is None and not memory.ready  # started and serving, nothing loading yet
+        reply = await gw.handle_inbound(msg("hello"))
+        assert reply is not None and reply.text
+        assert memory._loader is not None  # the first turn is answered: loading has begun
+        await memory.wait_ready()
+        assert memory.ready and memory.load_error == ""
+
+
+async def test_a_gateway_stopped_before_loading_lets_index_work_go(tmp_path: Path) -> None:
+    """Index work waits for the load; a gateway stopped before the load began lets it go (it fails
+    and is retried at the next start) instead of hanging the shutdown, and loads nothing."""
+    cfg = make_config(tmp_path, identity_links=LINKS)
+    gw = Gateway(cfg, entry_points=False, serve_http=False, background_load=True)
+    try:
+        await gw.start()
+        memory = gw.memory
+        assert memory is not None
+        waiter = asyncio.create_task(memory.wait_ready())
+        await asyncio.sleep(0)
+        assert not waiter.done()  # waits for the load, does not start it
+    finally:
+        await gw.close()
+    await asyncio.wait_for(waiter, 30)
+    assert memory._loader is None and memory.load_error  # nothing was loaded
