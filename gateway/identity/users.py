@@ -47,8 +47,10 @@ class Identities:
         return self.state.identities.lookup(channel, account_id)
 
     def resolve(self, message: InboundMessage, *, create: bool = True) -> UserRef | None:
-        user_id = self.lookup(message.channel, message.account_id)
-        if user_id is None:
+        found = self.state.identities.lookup_user(message.channel, message.account_id)
+        if found is not None:
+            user_id, user = found
+        else:
             if not create:
                 return None
             user_id = new_user_id()
@@ -58,7 +60,7 @@ class Identities:
                                         at=now)  # fmt: skip
                 self.state.identities.add(message.channel, message.account_id, user_id,
                                           display_name=message.display_name, source="auto", at=now)  # fmt: skip
-        user = self.state.users.get(user_id)
+            user = self.state.users.get(user_id)
         return UserRef(
             user_id=user_id,
             display_name=(user.display_name if user else "") or message.display_name,

@@ -59,8 +59,9 @@ def resolve_for(state: State, config: Config, user_id: str, conversation_key: st
     if group:
         return pc.conversations.get(conversation_key) or pc.channels.get(channel) or pc.default
     permitted = pc.user_personas.get(user_id)
+    chosen = state.persona_choices.choices(user_id)  # both keys in one query: this runs every turn
     for key in (conversation_key, DEFAULT_KEY):
-        name = state.persona_choices.chosen(user_id, key)
+        name = chosen.get(key)
         if name and (permitted is None or name in permitted or name == pc.user_defaults.get(user_id)):
             return name
     return (pc.conversations.get(conversation_key) or pc.user_defaults.get(user_id) or pc.channels.get(channel)

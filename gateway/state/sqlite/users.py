@@ -104,6 +104,18 @@ class SqliteIdentities:
         row = self._db.one("SELECT user_id FROM identities WHERE channel=? AND account_id=?", (channel, account_id))
         return row[0] if row else None
 
+    def lookup_user(self, channel: str, account_id: str) -> tuple[str, User | None] | None:
+        """``lookup`` and the user's row in one statement (every turn resolves its sender):
+        None for an unknown account, ``(user id, None)`` for an account whose user row is missing."""
+        row = self._db.one(
+            "SELECT i.user_id, u.user_id, u.display_name, u.timezone, u.created_at, u.tier FROM identities i"
+            " LEFT JOIN users u ON u.user_id = i.user_id WHERE i.channel=? AND i.account_id=?",
+            (channel, account_id),
+        )
+        if row is None:
+            return None
+        return row[0], (_user(row[1:]) if row[1] is not None else None)
+
     def add(self, channel: str, account_id: str, user_id: str, *, display_name: str = "", source: str,
             at: datetime | None = None) -> None:  # fmt: skip
         self._db.run(
