@@ -37,8 +37,10 @@ def test_rewrite_finds_every_projection_and_gelu_of_the_shipped_model() -> None:
     # 6 layers x (q, k, v, attention output, FFN in, FFN out), each with its bias; per layer one
     # GELU and one softmax NaN guard.
     assert (report.quantized_matmuls, report.biases_folded, report.gelus, report.nan_guards) == (36, 36, 6, 6)
+    assert report.attentions == 6  # one MultiHeadAttention a layer
     _, exact_report = optimise_transformer(model, quantize=False)
     assert (exact_report.quantized_matmuls, exact_report.gelus, exact_report.nan_guards) == (0, 6, 6)
+    assert exact_report.attentions == 6
     unchanged, none = optimise_transformer(b"")
     assert unchanged == b"" and none.quantized_matmuls == none.gelus == none.nan_guards == 0
 
@@ -54,6 +56,29 @@ def test_exact_path_equals_the_unmodified_model(exact: MiniLMEmbedder) -> None:
         want = session.run(None, feeds)[0].mean(axis=1)
         want /= np.linalg.norm(want)
         assert np.abs(exact._forward([seq])[0] - want).max() < 1e-4
+
+
+def test_fused_attention_gives_the_unfused_graph_s_vectors(int8: MiniLMEmbedder) -> None:
+    """Fused attention is the same arithmetic in another order: short texts' int8 vectors match up
+    to rounding (carried through the activations' quantisation); a long one's may differ by a
+    rounding step of an activation scale, no more."""
+    import onnxruntime as ort
+
+    graph, report = optimise_transformer(_model_bytes(), attention=False)
+    assert report.attentions == 0
+    # As the embedder opens its own (SkipLayerNormFusion off): otherwise that fusion's different
+    # rounding is what the comparison sees.
+    off = ["SkipLayerNormFusion"]
+    session = ort.InferenceSession(graph, providers=["CPUExecutionProvider"], disabled_optimizers=off)
+    for seq in int8._encode(TEXTS):
+        ids = np.array([seq], dtype=np.int64)
+        feeds = {"input_ids": ids, "attention_mask": np.ones_like(ids), "token_type_ids": np.zeros_like(ids)}
+        want = session.run(None, feeds)[0].mean(axis=1)[0]
+        want /= np.linalg.norm(want)
+        got = int8._forward([seq])[0]
+        if len(seq) <= 32:
+            assert np.abs(got - want).max() < 1e-3
+        assert float(got @ want) > 0.999
 
 
 def test_int8_vectors_stay_close_to_the_float_ones(int8: MiniLMEmbedder, exact: MiniLMEmbedder) -> None:

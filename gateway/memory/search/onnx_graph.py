@@ -10,6 +10,8 @@ float32 matrix products, which were ~70% of ingest time. Rewrites:
   of the float path (retrieval quality measured in docs/benchmarks.md).
 * ``x * 0.5 * (1 + erf(x / sqrt 2))`` spelled as five nodes (how torch's exporter writes GELU, which
   onnxruntime's own fusion does not match) -> ``com.microsoft.Gelu(x)``: the same formula in one kernel.
+* scaled dot-product attention (head split and merge, K transposed through a Shape/Slice/Concat
+  chain, two MatMuls, mask, softmax) -> ``com.microsoft.MultiHeadAttention``: one kernel a layer.
 * ``Where(IsNaN(p), 0, p)`` after each attention softmax is dropped where it cannot fire (exact).
 * ``Gather(Cast(table_int8) * row_scale, ids)`` (the token embedding table) -> ``Gather(table_int8,
   ids)`` cast and scaled by ``Gather(row_scale, ids)``: the rows a text uses are dequantised when it
@@ -32,9 +34,9 @@ from dataclasses import dataclass, field
 _MODEL_GRAPH, _MODEL_OPSET = 7, 8
 _GRAPH_NODE, _GRAPH_INITIALIZER = 1, 5
 _NODE_INPUT, _NODE_OUTPUT, _NODE_NAME, _NODE_OP_TYPE, _NODE_ATTRIBUTE, _NODE_DOMAIN = 1, 2, 3, 4, 5, 7
-_ATTR_NAME, _ATTR_I, _ATTR_TYPE, _ATTR_INT = 1, 3, 20, 2
+_ATTR_NAME, _ATTR_I, _ATTR_INTS, _ATTR_TYPE, _ATTR_INT = 1, 3, 8, 20, 2
 _TENSOR_DIMS, _TENSOR_DATA_TYPE, _TENSOR_FLOAT_DATA, _TENSOR_NAME, _TENSOR_RAW_DATA = 1, 2, 4, 8, 9
-_FLOAT, _INT8 = 1, 3
+_FLOAT, _INT8, _INT64 = 1, 3, 7
 _MS_DOMAIN = "com.microsoft"
 
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
@@ -119,13 +121,16 @@ def _new_node(op: str, inputs: list[str], outputs: list[str], name: str) -> _Nod
     return _Node(op, inputs, outputs, _MS_DOMAIN, name, rest + _enc_len(_NODE_DOMAIN, _MS_DOMAIN.encode()))
 
 
+def _int_attr(key: str, value: int) -> bytes:
+    attr = _enc_len(_ATTR_NAME, key.encode()) + _enc_varint(_ATTR_I << 3 | _VARINT) + _enc_varint(value)
+    return _enc_len(_NODE_ATTRIBUTE, attr + _enc_varint(_ATTR_TYPE << 3 | _VARINT) + _enc_varint(_ATTR_INT))
+
+
 def _onnx_node(op: str, inputs: list[str], outputs: list[str], name: str, ints: dict[str, int] | None = None) -> _Node:
     """A node of the default (ONNX) domain with integer attributes."""
     rest = _enc_len(_NODE_NAME, name.encode()) + _enc_len(_NODE_OP_TYPE, op.encode())
     for key, value in (ints or {}).items():
-        attr = (_enc_len(_ATTR_NAME, key.encode()) + _enc_varint(_ATTR_I << 3 | _VARINT) + _enc_varint(value)
-                + _enc_varint(_ATTR_TYPE << 3 | _VARINT) + _enc_varint(_ATTR_INT))
-        rest += _enc_len(_NODE_ATTRIBUTE, attr)
+        rest += _int_attr(key, value)
     return _Node(op, inputs, outputs, "", name, rest)
 
 
@@ -199,6 +204,7 @@ class RewriteReport:
     gelus: int = 0
     nan_guards: int = 0
     int8_gathers: int = 0
+    attentions: int = 0
 
 
 # A node is replaced by one node, or by several in its place (in order).
@@ -374,7 +380,173 @@ def _gather_int8_rows(g: _Graph, drop: set[int], replace: _Replacements, report:
         report.int8_gathers += 1
 
 
-def optimise_transformer(model: bytes, *, quantize: bool = True) -> tuple[bytes, RewriteReport]:
+def _ints_attribute(node: _Node, key: str) -> list[int] | None:
+    """An integer-list attribute (a Transpose's ``perm``), or None when absent."""
+    for num, _w, value, _r in _fields(node.rest):
+        if num != _NODE_ATTRIBUTE:
+            continue
+        name, ints = "", []
+        for anum, awire, avalue, _ar in _fields(_b(value)):
+            if anum == _ATTR_NAME:
+                name = _s(avalue)
+            elif anum == _ATTR_INTS and awire == _VARINT and isinstance(avalue, int):
+                ints.append(avalue)
+            elif anum == _ATTR_INTS and awire == _LEN:  # packed
+                pos, buf = 0, _b(avalue)
+                while pos < len(buf):
+                    v, pos = _varint(buf, pos)
+                    ints.append(v)
+        if name == key:
+            return [v - (1 << 64) if v >= 1 << 63 else v for v in ints]
+    return None
+
+
+def _fuse_attention(g: _Graph, drop: set[int], replace: _Replacements, report: RewriteReport) -> None:
+    """Scaled dot-product attention as the exporter spells it (per head: Reshape + Transpose of Q, K
+    and V, K transposed again through a Shape/Slice/Concat/Reshape chain, both scaled by d^-1/4,
+    MatMul, + mask, Softmax, MatMul, Transpose + Reshape back) -> ``com.microsoft.MultiHeadAttention``
+    over the projected Q, K, V with the same additive mask: one kernel instead of ~24 nodes a layer,
+    which a short text's run spent mostly dispatching (measured: a 7-token query's run 0.91x the time,
+    30 and 166 tokens 0.96x). The same arithmetic in another order: float vectors equal up to rounding;
+    int8 ones too for short texts, while a long one's activation scale may round one step apart
+    (cosine > 0.999 to the unfused graph's; recall quality measured unchanged)."""
+    last_axis = (3, (1 << 64) - 1)  # a negative attribute is read as its unsigned varint
+    for sm in g.nodes:
+        if sm.op != "Softmax" or sm.domain or id(sm) in drop or _int_attributes(sm).get("axis") not in last_axis:
+            continue
+        found = _attention_at(g, sm)
+        if found is None:
+            continue
+        dropped, last, inputs, heads = found
+        if any(id(n) in drop or id(n) in replace for n in [*dropped, last]):
+            continue
+        drop.update(id(n) for n in dropped)
+        mha = _new_node("MultiHeadAttention", inputs, list(last.outputs), f"{last.name or last.outputs[0]}/mha")
+        mha.rest = mha.rest + _int_attr("num_heads", heads)
+        replace[id(last)] = mha
+        report.attentions += 1
+
+
+def _head_split(g: _Graph, t: _Node | None) -> tuple[_Node, _Node, int] | None:
+    """``Transpose(Reshape(x, [b, s, -1, d]), perm=[0, 2, 1, 3])``: (reshape, transpose, d)."""
+    if t is None or t.op != "Transpose" or t.domain or _ints_attribute(t, "perm") != [0, 2, 1, 3]:
+        return None
+    r = g.producer.get(t.inputs[0])
+    if r is None or r.op != "Reshape" or r.domain or len(g.consumers.get(r.outputs[0], [])) != 1:
+        return None
+    shape = g.producer.get(r.inputs[1])
+    if shape is None or shape.op != "Concat" or len(shape.inputs) != 4 or _int_scalar(g, shape.inputs[2]) != -1:
+        return None
+    d = _int_scalar(g, shape.inputs[3])
+    return (r, t, d) if d and d > 0 else None
+
+
+def _int_scalar(g: _Graph, name: str) -> int | None:
+    t = g.inits.get(name)
+    if t is None or t.data_type != _INT64 or len(t.small) != 8 or math.prod(t.dims) != 1:
+        return None
+    return int(struct.unpack("<q", t.small)[0])
+
+
+def _key_transposed(g: _Graph, tensor: str) -> tuple[list[_Node], _Node] | None:
+    """``K^T`` spelled ``Reshape(Transpose(Reshape(k, [-1, s, d]), perm=[0, 2, 1]), [.., d, s])`` after
+    the head split: the nodes of the chain (Shape, Slices, Concats included) and the head split's
+    Transpose it starts from."""
+    r2 = g.producer.get(tensor)
+    if r2 is None or r2.op != "Reshape" or r2.domain:
+        return None
+    t2 = g.producer.get(r2.inputs[0])
+    if t2 is None or t2.op != "Transpose" or _ints_attribute(t2, "perm") != [0, 2, 1]:
+        return None
+    r1 = g.producer.get(t2.inputs[0])
+    if r1 is None or r1.op != "Reshape":
+        return None
+    t1 = g.producer.get(r1.inputs[0])
+    s1, s2 = g.producer.get(r1.inputs[1]), g.producer.get(r2.inputs[1])
+    if t1 is None or s1 is None or s2 is None or s1.op != "Concat" or s2.op != "Concat":
+        return None
+    if len(s1.inputs) != 3 or _int_scalar(g, s1.inputs[0]) != -1 or len(s2.inputs) != 3:
+        return None
+    # Slices of Shape(t1): [-2:-1] and [-1:] make [-1, s, d]; [0:-2], [-1:], [-2:-1] make [.., d, s].
+    slices: dict[str, tuple[int | None, int | None]] = {}
+    shape_nodes: list[_Node] = []
+    for name in [*s1.inputs[1:], *s2.inputs]:
+        sl = g.producer.get(name)
+        if sl is None or sl.op != "Slice" or len(sl.inputs) != 3:
+            return None
+        shp = g.producer.get(sl.inputs[0])
+        if shp is None or shp.op != "Shape" or shp.inputs[0] != t1.outputs[0]:
+            return None
+        slices[name] = (_int_scalar(g, sl.inputs[1]), _int_scalar(g, sl.inputs[2]))
+        for n in (sl, shp):
+            if n not in shape_nodes:
+                shape_nodes.append(n)
+    end, first = (1 << 63) - 1, (0, -(1 << 63))  # "to the end"; "from the start" spelled either way
+    got1, got2 = [slices[n] for n in s1.inputs[1:]], [slices[n] for n in s2.inputs]
+    if got1 != [(-2, -1), (-1, end)] or got2[1:] != [(-1, end), (-2, -1)] or got2[0] not in [(f, -2) for f in first]:
+        return None
+    chain = [t1, r1, t2, r2, s1, s2, *shape_nodes]
+    for n in chain:  # every intermediate is read only inside the chain
+        if n is r2:
+            continue
+        if any(u not in chain for u in g.consumers.get(n.outputs[0], [])):
+            return None
+    return chain, t1
+
+
+def _attention_at(g: _Graph, sm: _Node) -> tuple[list[_Node], _Node, list[str], int] | None:
+    add = g.producer.get(sm.inputs[0])
+    if add is None or add.op != "Add" or add.domain or len(add.inputs) != 2:
+        return None
+    mm1 = g.producer.get(add.inputs[0])
+    mask = add.inputs[1]
+    if mm1 is None or mm1.op != "MatMul" or mm1.domain or len(g.consumers.get(mm1.outputs[0], [])) != 1:
+        return None
+    qs, ks = g.producer.get(mm1.inputs[0]), g.producer.get(mm1.inputs[1])
+    if qs is None or ks is None or qs.op != "Mul" or ks.op != "Mul" or qs.domain or ks.domain:
+        return None
+    cq, ck = g.scalar(qs.inputs[1]), g.scalar(ks.inputs[1])
+    q = _head_split(g, g.producer.get(qs.inputs[0]))
+    kt = _key_transposed(g, ks.inputs[0])
+    if q is None or kt is None or cq is None or ck is None:
+        return None
+    k = _head_split(g, kt[1])
+    if k is None or k[0].inputs[1] != q[0].inputs[1]:
+        return None
+    d = q[2]
+    # MultiHeadAttention scales by 1/sqrt(d): the two factors must multiply to that.
+    if not _close(cq * ck, 1 / math.sqrt(d)):
+        return None
+    users = g.consumers.get(sm.outputs[0], [])
+    mm2 = users[0] if len(users) == 1 else None
+    if mm2 is None or mm2.op != "MatMul" or mm2.domain or mm2.inputs[0] != sm.outputs[0]:
+        return None
+    v = _head_split(g, g.producer.get(mm2.inputs[1]))
+    if v is None or v[0].inputs[1] != q[0].inputs[1]:
+        return None
+    ot = g.only_consumer(mm2.outputs[0], "Transpose")
+    if ot is None or _ints_attribute(ot, "perm") != [0, 2, 1, 3]:
+        return None
+    merge = g.only_consumer(ot.outputs[0], "Reshape")
+    shape = g.producer.get(merge.inputs[1]) if merge else None
+    if merge is None or shape is None or shape.op != "Concat" or len(shape.inputs) != 3:
+        return None
+    if _int_scalar(g, shape.inputs[2]) != -1:
+        return None
+    # The projections' width: the bias folded into Q's projection ([hidden]).
+    q_lin = g.producer.get(q[0].inputs[0])
+    bias = g.inits.get(g.other(q_lin, q_lin.inputs[0]) or "") if q_lin and q_lin.op == "Add" else None
+    if bias is None or len(bias.dims) != 1 or bias.dims[0] % d:
+        return None
+    for n in (q[1], v[1], qs, ks, add, mm2):  # K's transpose: checked with its chain
+        if len(g.consumers.get(n.outputs[0], [])) != 1:
+            return None
+    dropped = [q[0], q[1], qs, k[0], *kt[0], ks, mm1, add, sm, v[0], v[1], mm2, ot]
+    inputs = [q[0].inputs[0], k[0].inputs[0], v[0].inputs[0], "", "", mask]
+    return dropped, merge, inputs, bias.dims[0] // d
+
+
+def optimise_transformer(model: bytes, *, quantize: bool = True, attention: bool = True) -> tuple[bytes, RewriteReport]:
     """The rewritten model (serialised ONNX) and what was rewritten; unchanged if nothing matched.
 
     ``quantize=False`` keeps float matrix products (only the exact GELU fusion is applied)."""
@@ -394,6 +566,8 @@ def optimise_transformer(model: bytes, *, quantize: bool = True) -> tuple[bytes,
     _fuse_gelu(g, drop, replace, report)
     _drop_nan_guards(g, drop, report)
     _gather_int8_rows(g, drop, replace, report)
+    if attention:
+        _fuse_attention(g, drop, replace, report)
     if not replace and not drop:
         return model, report
     new_nodes: list[_Node] = []
