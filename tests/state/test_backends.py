@@ -43,6 +43,11 @@ def test_users_identities_and_the_scheduler_reads(any_state: State) -> None:
     assert s.users.get("u1").tier == 2  # type: ignore[union-attr]
     s.identities.add("telegram", "42", "u1", display_name="Sam", source="auto", at=T0)
     assert s.identities.lookup("telegram", "42") == "u1"
+    found = s.identities.lookup_user("telegram", "42")
+    assert found is not None and found[0] == "u1" and found[1] == s.users.get("u1")
+    assert s.identities.lookup_user("telegram", "43") is None
+    s.identities.add("telegram", "44", "ghost", source="auto", at=T0)  # an account whose user row is gone
+    assert s.identities.lookup_user("telegram", "44") == ("ghost", None)
     assert s.identities.accounts("u1") == [("telegram", "42")]
 
 
