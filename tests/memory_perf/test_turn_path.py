@@ -23,6 +23,7 @@ from gateway.memory.search.embed import Vectors, background_executor, load_embed
 from gateway.memory.search.index import IndexPoint
 from gateway.memory.search.index_client import ClientIndex
 from gateway.memory.search.indexer import SLICE_S, Indexer
+from gateway.memory.search.service import recall_threads
 from gateway.memory.search.sparse import SparseEncoder
 from gateway.testing import GatewayFactory, message, test_config
 
@@ -182,3 +183,8 @@ def test_a_log_with_older_blocks_is_always_read_whole(indexer: Indexer, tmp_path
     store.append(LOG, _entries(2, 2), source="test")
     report = indexer.index_path("user:a", store, LOG)
     assert report.unchanged == 3 and report.embedded == 2  # a full pass: the old block is compared too
+
+
+def test_recall_leaves_the_event_loop_a_core() -> None:
+    assert [recall_threads(True, n) for n in (1, 2, 4)] == [1, 1, 3]
+    assert [recall_threads(False, n) for n in (1, 2, 4)] == [2, 2, 3]  # a server's queries mostly wait
