@@ -183,20 +183,25 @@ class Sessions:
         write (a full disk) is logged and left to ``record``, which writes both sides then."""
         if session.otr:
             return
+        # Two single statements, no transaction around them (BEGIN and COMMIT are two statements more
+        # a turn): the message is what must survive a crash, and the session's activity is written
+        # again with the reply.
         try:
-            with self.state.tx():  # a failed COMMIT (SQLITE_FULL) is rolled back by tx()
-                self.state.turns.append(TranscriptEntry(
-                    turn_id=turn_id, session_id=session.session_id, user_id=user_id or session.user_id, role="user",
-                    content=text, channel=channel, conversation_key=session.conversation_key, speaker=speaker,
-                    created_at=at,
-                ))  # fmt: skip
-                self.state.sessions.touch(session.session_id, at)
+            self.state.turns.append(TranscriptEntry(
+                turn_id=turn_id, session_id=session.session_id, user_id=user_id or session.user_id, role="user",
+                content=text, channel=channel, conversation_key=session.conversation_key, speaker=speaker,
+                created_at=at,
+            ))  # fmt: skip
         except StorageError as exc:
             log.warning("could not store the message of turn %s before the model call: %s", turn_id, exc)
             return
         self._awaiting_reply[turn_id] = session.session_id
         while len(self._awaiting_reply) > _MAX_AWAITING:  # turns cancelled mid-call never complete
             self._awaiting_reply.popitem(last=False)
+        try:
+            self.state.sessions.touch(session.session_id, at)
+        except StorageError as exc:
+            log.warning("could not mark session %s active before the model call: %s", session.session_id, exc)
 
     def discard_message(self, session: Session, turn_id: str) -> None:
         """The model call failed and the person was told so: the turn did not happen (they send it
@@ -233,9 +238,16 @@ class Sessions:
                                            role="user", content=user_text, channel=channel,
                                            conversation_key=session.conversation_key, speaker=speaker,
                                            created_at=at))  # fmt: skip
-        with self.state.tx():
+        if len(rows) == 1:
+            # The message is stored: the reply is one row, and the session's activity need not commit
+            # with it (no transaction: two statements a turn less).
             self.state.turns.append(*rows)
+            self._awaiting_reply.pop(turn_id, None)
             self.state.sessions.touch(session.session_id, reply_at)
+        else:
+            with self.state.tx():  # both sides of the turn, or neither
+                self.state.turns.append(*rows)
+                self.state.sessions.touch(session.session_id, reply_at)
         self._awaiting_reply.pop(turn_id, None)
         self._with_turns[session.session_id] = None
         self._with_turns.move_to_end(session.session_id)
