@@ -148,7 +148,7 @@ async def check_redis(config: Config) -> list[Check]:
 async def check_state(config: Config) -> list[Check]:
     url = state_url(config)
     if url:
-        return [await _check_postgres(url)]
+        return await _check_postgres(url)
     return await asyncio.to_thread(_check_sqlite, config)
 
 
@@ -163,22 +163,29 @@ def _check_sqlite(config: Config) -> list[Check]:
     return [Check("state", "ok", f"SQLite {path} ({path.stat().st_size / MB:,.1f} MB)")]
 
 
-async def _check_postgres(url: str) -> Check:
+async def _check_postgres(url: str) -> list[Check]:
     parts = urlsplit(url)
     where = f"postgresql://{parts.hostname or ''}{':' + str(parts.port) if parts.port else ''}{parts.path}"
     try:
         import psycopg
     except ImportError:
-        return Check("state", "fail", f"{where}: psycopg is not installed")
+        return [Check("state", "fail", f"{where}: psycopg is not installed")]
     try:
         conn = await psycopg.AsyncConnection.connect(url, connect_timeout=max(1, int(TIMEOUT_S)))
     except Exception as exc:
-        return Check("state", "fail", f"{where}: {str(exc).strip().splitlines()[0] if str(exc) else exc!r}")
+        return [Check("state", "fail", f"{where}: {str(exc).strip().splitlines()[0] if str(exc) else exc!r}")]
     try:
         version = conn.info.server_version
+        # psycopg is installed, so the backend is: its query lives with the backend's other SQL
+        from gateway.state.postgres.fulltext import describe
+
+        folds, text = await describe(conn)
+    except psycopg.Error as exc:
+        folds, text = False, f"full-text search not checked: {str(exc).strip().splitlines()[0]}"
     finally:
         await conn.close()
-    return Check("state", "ok", f"PostgreSQL {version // 10000}.{version % 10000} at {where}")
+    return [Check("state", "ok", f"PostgreSQL {version // 10000}.{version % 10000} at {where}"),
+            Check("full text", "ok" if folds else "warn", text)]
 
 
 async def check_index(config: Config) -> list[Check]:

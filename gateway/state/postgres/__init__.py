@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from contextlib import AbstractContextManager
 
+from gateway.state.postgres import fulltext
 from gateway.state.postgres.database import PgDatabase
 from gateway.state.postgres.migrations import COMPONENTS, migrate
 from gateway.state.postgres.stores import PgKnowledge, PgPeople, PgTurns
@@ -67,9 +68,12 @@ class PostgresState:
 def open_postgres(url: str, components: Iterable[str] = COMPONENTS, *, pool_size: int = 16) -> PostgresState:
     """Connect to ``url`` (a libpq URL or DSN), apply missing migrations, and return the state. Blocking."""
     database = PgDatabase(url, max_size=pool_size)
+    components = tuple(components)
     try:
         with database.pool.connection() as conn:
             migrate(conn, components)
+            if "state" in components:
+                fulltext.ensure(conn)  # a warning when search cannot fold diacritics
     except BaseException:
         database.close()
         raise

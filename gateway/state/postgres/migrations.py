@@ -8,7 +8,8 @@ Step 1 of each component is the schema as SQLite has it after all of its steps, 
 (``COLLATE "C"``, SQLite's ``BINARY``) whatever the database's locale. The ``AUTOINCREMENT`` columns
 (``turns.seq``, ``kg_facts.id``) are identities ``BY DEFAULT``, so a copy keeps their values (and then
 moves the sequence past them, ``gateway.state.postgres.tables``). The transcript's full-text search is a
-GIN index over ``to_tsvector('simple', content)``, not a table; SQLite's unenforced foreign key
+GIN index over ``to_tsvector('simple', kith_unaccent(content))``, not a table (state step 2: diacritics
+folded as FTS5 folds them, ``gateway.state.postgres.fulltext``); SQLite's unenforced foreign key
 (``identities.user_id``) is not declared, so the data SQLite accepted is accepted here too.
 
 A new schema change is a new step at the end of its component's list in BOTH backends.
@@ -27,6 +28,7 @@ import psycopg
 
 from gateway.state.migrate import Dialect
 from gateway.state.migrate import migrate as run_migrations
+from gateway.state.postgres import fulltext
 from gateway.state.sqlite.migrations import MIGRATIONS as SQLITE_MIGRATIONS
 
 # pg_advisory_xact_lock key of schema migrations (any constant unlikely to clash: "kith" "mig").
@@ -335,7 +337,11 @@ def _script(text: str) -> tuple[str, ...]:
 
 # component -> its steps (summary, statements). Step 1 is SQLite's whole history of that component.
 MIGRATIONS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
-    "state": (("the state tables as of SQLite state step 5", _script(_STATE_V1)),),
+    "state": (
+        ("the state tables as of SQLite state step 5", _script(_STATE_V1)),
+        # No SQLite counterpart: FTS5's tokenizer has folded diacritics from the start.
+        ("full text folds diacritics (unaccent, where the server has it)", fulltext.steps()),
+    ),
     "knowledge": (("the knowledge graph as of SQLite knowledge step 2", _script(_KNOWLEDGE_V1)),),
     "api_keys": (("API keys of the OpenAI-compatible endpoint", _script(_API_KEYS_V1)),),
     "delivery": (("the delivery outbox and delivery settings", _script(_DELIVERY_V1)),),
@@ -343,6 +349,7 @@ MIGRATIONS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
 }
 COMPONENTS = tuple(MIGRATIONS)
 # The SQLite step each PostgreSQL step 1 stands for: a SQLite file is copied only when it is exactly there.
+# (Later PostgreSQL steps change no table.)
 SQLITE_EQUIVALENT = {"state": 5, "knowledge": 2, "api_keys": 1, "delivery": 1, "usage": 1}
 assert set(SQLITE_MIGRATIONS) == set(MIGRATIONS), "a component added to one backend only"
 

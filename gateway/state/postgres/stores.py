@@ -1,7 +1,9 @@
 """The stores whose SQLite statements have no portable form: the rest run as they are (``dialect``).
 
-Full text: SQLite's FTS5 table ``turns_fts`` is, here, a GIN index over ``to_tsvector('simple', content)``
-(words lower-cased, not stemmed, like FTS5's ``unicode61``; diacritics are not folded). The schema is
+Full text: SQLite's FTS5 table ``turns_fts`` is, here, a GIN index over
+``to_tsvector('simple', kith_unaccent(content))`` (words lower-cased, not stemmed, diacritics folded, like
+FTS5's ``unicode61 remove_diacritics 2``; without the ``unaccent`` extension nothing is folded:
+``gateway.state.postgres.fulltext``). The schema is
 read from the catalogue instead of ``sqlite_master``; erasing a person deletes their rows and then
 vacuums the tables it touched (PostgreSQL keeps deleted rows until a vacuum reclaims them).
 """
@@ -9,10 +11,14 @@ vacuums the tables it touched (PostgreSQL keeps deleted rows until a vacuum recl
 from __future__ import annotations
 
 from gateway.state.postgres.database import PgDatabase
+from gateway.state.postgres.fulltext import FOLDED, QUERY
 from gateway.state.records import Fact, NewFact
 from gateway.state.sqlite.knowledge import INSERT_FACT, SqliteKnowledge, insert_args
 from gateway.state.sqlite.people import SqlitePeople
 from gateway.state.sqlite.transcript import SqliteTurns
+from gateway.state.words import query_words
+
+_CONTENT, _WORDS = FOLDED.format("t.content"), QUERY.format("%s")
 
 
 def table_columns(db: PgDatabase) -> dict[str, list[str]]:
@@ -47,13 +53,13 @@ class PgTurns(SqliteTurns):
 
     def search_sessions(self, user_id: str, text: str, *, limit: int = 20) -> list[str]:
         """Ids of the person's direct sessions whose messages hold every word of ``text``, best first."""
-        words = " ".join(text.split()[:16])
+        words = " ".join(query_words(text))
         if not words:
             return []
         rows = self._pg.native(
-            "SELECT t.session_id, max(ts_rank(to_tsvector('simple', t.content), q)) AS best"
-            " FROM turns t JOIN sessions s ON s.session_id=t.session_id, plainto_tsquery('simple', %s) q"
-            " WHERE to_tsvector('simple', t.content) @@ q AND t.user_id=%s AND s.scope_key=%s"
+            f"SELECT t.session_id, max(ts_rank({_CONTENT}, q)) AS best"
+            f" FROM turns t JOIN sessions s ON s.session_id=t.session_id, {_WORDS} q"
+            f" WHERE {_CONTENT} @@ q AND t.user_id=%s AND s.scope_key=%s"
             " GROUP BY t.session_id ORDER BY best DESC, t.session_id LIMIT %s",
             (words, user_id, f"user:{user_id}", limit),
         ).fetchall()
@@ -61,12 +67,12 @@ class PgTurns(SqliteTurns):
 
     def rows_with_words(self, user_id: str, text: str, *, limit: int = 2000) -> list[tuple[int, str]]:
         """(seq, content) of the person's direct-conversation rows holding every word of ``text``."""
-        words = " ".join(text.split()[:16])
+        words = " ".join(query_words(text))
         if not words:
             return []
         rows = self._pg.native(
             "SELECT t.seq, t.content FROM turns t JOIN sessions s ON s.session_id=t.session_id"
-            " WHERE to_tsvector('simple', t.content) @@ plainto_tsquery('simple', %s) AND t.user_id=%s"
+            f" WHERE {_CONTENT} @@ {_WORDS} AND t.user_id=%s"
             " AND s.scope_key=%s ORDER BY t.seq LIMIT %s",
             (words, user_id, f"user:{user_id}", limit),
         ).fetchall()
