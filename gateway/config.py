@@ -28,6 +28,8 @@ from pydantic import (
 )
 
 ENV_PREFIX = "KITH__"
+# Pillow's Image.MAX_IMAGE_PIXELS as kith sets it (gateway/media/images.py): media.max_pixels stays under it.
+PILLOW_MAX_PIXELS = 89_478_485
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
 
 
@@ -764,6 +766,27 @@ class DeliveryConfig(Section):
     prune_interval_s: float = Field(3600.0, gt=0)  # how often the sweep looks for rows to delete
 
 
+class MediaConfig(Section):
+    """The caps every attachment is held to (docs/media.md#limits); ``gateway.media.limits`` reads them.
+    A file over one is refused with a reply naming it and the cap, and nothing of its message is kept."""
+
+    max_bytes: int = Field(20 * 1024 * 1024, ge=1)  # per file, as fetched from the channel or uploaded
+    max_files: int = Field(8, ge=1)  # per message (a person may hold twice this in pending uploads)
+    # Decoded size of an image, checked from its header (a bomb is refused before a pixel is decoded).
+    # Capped by Pillow's own bomb guard, which stays on behind it (gateway/media/images.py).
+    max_pixels: int = Field(40_000_000, ge=1, le=PILLOW_MAX_PIXELS)
+    image_max_side: int = Field(1568, ge=1)  # longest side sent to the model (what vision models read at full detail)
+    max_pages: int = Field(200, ge=1)  # a longer PDF is refused, not read in part
+    max_chars: int = Field(60_000, ge=1)  # text kept from one document (the rest is cut, and the cut is said)
+    max_unpacked_bytes: int = Field(50 * 1024 * 1024, ge=1)  # the text XML of a .docx/.odt, unzipped (zip bombs)
+    extract_timeout_s: float = Field(30.0, gt=0)  # reading one document or image, in a worker thread
+    transcribe_timeout_s: float = Field(120.0, gt=0)  # one voice note, by the transcription role
+    fetch_timeout_s: float = Field(60.0, gt=0)  # downloading one file from its channel
+    upload_ttl_s: float = Field(3600.0, gt=0)  # an upload not used by a message within this is dropped
+    # Pending uploads held in memory, for everyone (at least max_bytes: _semantic_problems).
+    upload_total_bytes: int = Field(200 * 1024 * 1024, ge=1)
+
+
 # --------------------------------------------------------------------------------------------- root
 
 
@@ -789,6 +812,7 @@ class Config(Section):
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
+    media: MediaConfig = Field(default_factory=MediaConfig)
     # Sections owned by third-party plugins, validated by them in gateway_configure.
     extensions: dict[str, Any] = Field(default_factory=dict)
 
@@ -915,6 +939,10 @@ def _semantic_problems(cfg: Config) -> list[str]:
     if cfg.cluster.enabled and cfg.bus.url is None and not cfg.bus.sentinel_master:
         problems.append("cluster.enabled: every node needs the shared Redis: set bus.url (or bus.sentinel_master);"
                         " the embedded server belongs to one node")
+    media = cfg.media
+    if media.upload_total_bytes < media.max_bytes:
+        problems.append(f"media.upload_total_bytes: {media.upload_total_bytes:,} is below media.max_bytes "
+                        f"({media.max_bytes:,}): a file at the size cap could never be uploaded")
     seen: dict[str, str] = {}
     for i, link in enumerate(cfg.identity_links):
         for acct in link.accounts:

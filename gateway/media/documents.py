@@ -22,8 +22,6 @@ log = logging.getLogger("kith.media")
 logging.getLogger("pypdf").setLevel(logging.ERROR)  # a malformed PDF is the sender's, not an operator alarm
 # pypdf is imported by the first PDF, not with the daemon: it costs ~0.2 s of every start otherwise.
 
-MAX_XML_BYTES = 50 * 1024 * 1024  # uncompressed XML of one office document
-
 
 @dataclass(frozen=True, slots=True)
 class Extracted:
@@ -40,9 +38,9 @@ def extract_text(data: bytes, mime_type: str, *, name: str, limits: MediaLimits)
     if mime_type in ("text/plain", "text/markdown"):
         return _cut(_decode(data), limits)
     if mime_type == DOCX:
-        return _cut(_office_xml(data, "word/document.xml", name=name), limits)
+        return _cut(_office_xml(data, "word/document.xml", name=name, limits=limits), limits)
     if mime_type == ODT:
-        return _cut(_office_xml(data, "content.xml", name=name), limits)
+        return _cut(_office_xml(data, "content.xml", name=name, limits=limits), limits)
     raise Unsupported(f"{name}: kith cannot read {mime_type} files")
 
 
@@ -133,12 +131,14 @@ _PARAGRAPHS = frozenset({
 })
 
 
-def _office_xml(data: bytes, member: str, *, name: str) -> str:
+def _office_xml(data: bytes, member: str, *, name: str, limits: MediaLimits) -> str:
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             info = zf.getinfo(member)
-            if info.file_size > MAX_XML_BYTES:
-                raise TooLarge(f"{name}: the document is too large to read")
+            # The archive's directory gives the unpacked size before anything is inflated.
+            if info.file_size > limits.max_unpacked_bytes:
+                raise TooLarge(f"{name}: the document unpacks to {info.file_size:,} bytes of text markup; "
+                               f"the limit is {limits.max_unpacked_bytes:,}")
             xml = zf.read(member)
     except (zipfile.BadZipFile, KeyError, OSError, ValueError, NotImplementedError):
         raise Unsupported(f"{name}: the document is damaged and could not be read") from None

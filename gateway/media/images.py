@@ -8,13 +8,14 @@ import warnings
 
 from PIL import Image, ImageOps, UnidentifiedImageError
 
+from gateway.config import PILLOW_MAX_PIXELS
 from gateway.media.errors import TooLarge, Unsupported
 from gateway.media.limits import MediaLimits
 from gateway.types import ImagePart
 
 # Pillow's own guard (a warning past this, an error past twice this) stays on as a second wall behind
-# the explicit pixel check below.
-Image.MAX_IMAGE_PIXELS = 89_478_485
+# the explicit pixel check below (media.max_pixels, which the config keeps at or under it).
+Image.MAX_IMAGE_PIXELS = PILLOW_MAX_PIXELS
 
 
 def prepare_image(data: bytes, *, name: str, limits: MediaLimits) -> ImagePart:
