@@ -12,6 +12,7 @@ import threading
 import time
 import uuid
 from datetime import UTC, datetime
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import pytest
@@ -82,6 +83,19 @@ def test_a_newer_schema_is_refused_and_a_failing_step_changes_nothing(
         state.close()
 
 
+ROLE_PREFIX = "kith_test_role_"
+
+
+def _drop_stale_roles(admin: Any) -> None:
+    """Roles left by a killed run (its pid is in the name): roles are the server's, not a database's."""
+    from tests.pg import _alive
+
+    for (name,) in admin.execute("SELECT rolname FROM pg_roles WHERE rolname LIKE %s", (ROLE_PREFIX + "%",)):
+        pid = name[len(ROLE_PREFIX):].split("_")[0]
+        if pid.isdigit() and not _alive(int(pid)):
+            admin.execute(f'DROP ROLE IF EXISTS "{name}"')
+
+
 def test_without_unaccent_search_works_unfolded_and_folds_from_the_start_after_it_is_created(
     caplog: pytest.LogCaptureFixture,
 ) -> None:
@@ -94,11 +108,12 @@ def test_without_unaccent_search_works_unfolded_and_folds_from_the_start_after_i
     from gateway.state import TranscriptEntry
     from tests.pg import SERVER
 
-    role = f"kith_test_role_{os.getpid()}_{uuid.uuid4().hex[:6]}"
+    role = f"{ROLE_PREFIX}{os.getpid()}_{uuid.uuid4().hex[:6]}"
     at = datetime(2026, 3, 1, tzinfo=UTC)
     try:
-        with fresh_pg_database() as url:
+        with fresh_pg_database() as url:  # drops the databases of killed runs first, so their roles own nothing
             with psycopg.connect(url, autocommit=True) as admin:
+                _drop_stale_roles(admin)
                 admin.execute(f'CREATE ROLE "{role}" LOGIN')
                 admin.execute(f'GRANT CREATE, USAGE ON SCHEMA public TO "{role}"')  # not CREATE on the database
             parts = urlsplit(url)
