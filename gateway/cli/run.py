@@ -21,6 +21,7 @@ import sys
 from pathlib import Path
 from typing import IO
 
+from gateway import heap
 from gateway.cli.common import load_or_exit
 from gateway.config import Config, ConfigError
 from gateway.diskspace import MB, DiskFloor, Reserve, reserve_bytes
@@ -69,6 +70,7 @@ def run(args: argparse.Namespace) -> int:
             return 2
         config = config.model_copy(update={"server": server})
     setup_logging(config)
+    heap.map_large_blocks()  # before the model and the index allocate anything
     faulthandler.enable()  # all threads, to stderr: a SIGBUS or native crash is no longer silent
     try:
         lock = prepare(config)
