@@ -69,7 +69,7 @@ class JobBus:
 
     async def start(self) -> None:
         if self.embedded and self.own_server:
-            self.server = EmbeddedRedis(self.config.data_dir, appendfsync=self.cfg.appendfsync)
+            self.server = EmbeddedRedis.claim(self.config.data_dir, appendfsync=self.cfg.appendfsync)
             await self.server.start()
         ready = False
         try:

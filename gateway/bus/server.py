@@ -31,6 +31,7 @@ from gateway.bus.errors import ServerError
 
 log = logging.getLogger("kith.bus.server")
 _SOCKET_MAX = 100  # sun_path is 108 bytes on Linux, 104 on macOS
+_EARLY: dict[Path, EmbeddedRedis] = {}  # server dir -> a server spawn_early started, until claimed
 
 
 def server_dir(data_dir: Path) -> Path:
@@ -89,6 +90,7 @@ class EmbeddedRedis:
         self.appendfsync = appendfsync
         self.binary = binary or find_binary()
         self._proc: subprocess.Popen[bytes] | None = None
+        self._ready = False
         self._lock: IO[str] | None = None
 
     @property
@@ -120,8 +122,56 @@ class EmbeddedRedis:
             ]
         )
 
+    @classmethod
+    def spawn_early(cls, data_dir: Path, *, appendfsync: Literal["everysec", "always"] = "everysec") -> None:
+        """Start the server process now (``kith run``, before it imports the gateway): it gets ready
+        while the gateway's modules load, and ``claim`` hands it to the job bus, whose ``start``
+        then only waits for it. Anything unusual (an orphan to stop, a lock held, a socket in use) is
+        left to ``start``, which reports it as before. ``discard_early`` stops an unclaimed one."""
+        server = cls(data_dir, appendfsync=appendfsync)
+        try:
+            server.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+            server._prepare_socket_dir()
+            server._take_lock()
+            if server._orphan_pid() is not None or _listening(server.socket):
+                server._release_lock()
+                return
+            server._spawn()
+        except (OSError, ServerError):
+            server.kill()
+            server._release_lock()
+            return
+        _EARLY[server.dir] = server
+
+    @classmethod
+    def claim(cls, data_dir: Path, *, appendfsync: Literal["everysec", "always"] = "everysec") -> EmbeddedRedis:
+        """The server ``spawn_early`` started for ``data_dir`` (same settings), else a new one."""
+        early = _EARLY.pop(server_dir(data_dir), None)
+        if early is not None and early.appendfsync == appendfsync:
+            return early
+        if early is not None:
+            early.kill()
+            early._release_lock()
+        return cls(data_dir, appendfsync=appendfsync)
+
+    @staticmethod
+    async def discard_early() -> None:
+        """Stop servers ``spawn_early`` started that no job bus claimed (a start that failed first)."""
+        while _EARLY:
+            await _EARLY.popitem()[1].stop()
+
     async def start(self, timeout: float = 60.0) -> None:
-        if self._proc is not None:
+        if self._proc is not None and self._ready:
+            return
+        if self._proc is not None:  # spawned early: only its readiness is left to wait for
+            try:
+                await self._wait_ready(timeout)
+            except BaseException:  # also on cancellation: never leave a half-started server behind
+                self.kill()
+                self._release_lock()
+                raise
+            self._ready = True
+            log.info("embedded redis-server pid %s on %s", self.pid, self.socket)
             return
         self.dir.mkdir(parents=True, exist_ok=True, mode=0o700)
         self._prepare_socket_dir()
@@ -134,7 +184,7 @@ class EmbeddedRedis:
                 raise ServerError(f"a server not started by kith is listening on {self.socket}; stop it first")
             self._spawn()
             await self._wait_ready(timeout)
-            started = True
+            started = self._ready = True
         finally:
             if not started:  # also on cancellation: never leave a half-started server behind
                 self.kill()
@@ -144,6 +194,7 @@ class EmbeddedRedis:
     async def stop(self, timeout: float = 10.0) -> None:
         """SIGTERM makes the server flush and fsync its AOF before exiting."""
         proc, self._proc = self._proc, None
+        self._ready = False
         if proc is not None and proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             if not await _gone(lambda: proc.poll() is not None, timeout):
@@ -158,6 +209,7 @@ class EmbeddedRedis:
             self._proc.kill()
             self._proc.wait()
         self._proc = None
+        self._ready = False
 
     # ------------------------------------------------------------------------------------ helpers
 

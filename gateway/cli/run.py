@@ -43,17 +43,26 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 
 async def serve(config: Config) -> None:
-    from gateway.app import Gateway
+    from gateway.bus.server import EmbeddedRedis
 
-    stop = asyncio.Event()
-    loop = asyncio.get_running_loop()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        loop.add_signal_handler(sig, stop.set)
-    # The model and index load in the background: the first reply does not wait for them.
-    async with Gateway(config, background_load=True) as gw:
-        print(f"kith is running: web chat at http://{config.server.host}:{gw.port}/  (Ctrl-C to stop)",
-              flush=True)
-        await stop.wait()
+    if config.bus.url is None and not config.bus.sentinel_master:
+        # The embedded job server's process starts now and gets ready while the gateway's modules
+        # load (half a second), instead of after them; the job bus takes it over.
+        EmbeddedRedis.spawn_early(Path(config.data_dir), appendfsync=config.bus.appendfsync)
+    try:
+        from gateway.app import Gateway
+
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            loop.add_signal_handler(sig, stop.set)
+        # The model and index load in the background: the first reply does not wait for them.
+        async with Gateway(config, background_load=True) as gw:
+            print(f"kith is running: web chat at http://{config.server.host}:{gw.port}/  (Ctrl-C to stop)",
+                  flush=True)
+            await stop.wait()
+    finally:
+        await EmbeddedRedis.discard_early()  # a start that failed before the job bus took it over
 
 
 def run(args: argparse.Namespace) -> int:

@@ -90,3 +90,25 @@ def test_kith_run_maps_large_blocks_of_their_own() -> None:
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60,
                          check=True)  # fmt: skip
     assert res.stdout.split() == ["True", "True"]
+
+
+async def test_the_embedded_server_spawned_early_is_taken_over_by_the_bus_or_stopped(tmp_path: Path) -> None:
+    """``kith run`` starts the job server's process before it imports the gateway: the bus takes that
+    process over (its start only waits for it); one no bus took over is stopped, lock released."""
+    from gateway.bus.server import EmbeddedRedis
+
+    data = tmp_path / "data"
+    EmbeddedRedis.spawn_early(data)
+    server = EmbeddedRedis.claim(data)
+    pid = server.pid
+    assert pid is not None  # the early process, handed over
+    await server.start()
+    assert server.pid == pid
+    await server.stop()
+
+    EmbeddedRedis.spawn_early(data)
+    await EmbeddedRedis.discard_early()  # nobody claimed it: stopped
+    again = EmbeddedRedis.claim(data)
+    assert again.pid is None  # a new one: nothing left over to hand out
+    await again.start()  # the lock is free and nothing listens on the socket any more
+    await again.stop()
