@@ -242,6 +242,15 @@ async def run_cluster(tmp: Path, state_url: str, *, clients: int, turns: int, ki
             while not all((await asyncio.to_thread(reminder_rows, out)).values()):
                 assert time.monotonic() < deadline, "a reminder never reached the outbox"
                 await asyncio.sleep(0.5)
+        # A killed holder's lease passes on only a TTL after its last renewal: when the turns after
+        # the last kill finish sooner than that, wait for the failover instead of reading a history
+        # that cannot hold it yet (bounded: a failover that never comes still fails the test).
+        deadline = time.monotonic() + 60
+        while out.kills and time.monotonic() < deadline:
+            history = await lease.history()
+            if any(g.acquired_ms / 1000 > out.kills[-1][0] for g in history):
+                break
+            await asyncio.sleep(0.2)
         out.probes_done = set(await redis.smembers(DONE))
         out.dead_letters = len(await bus.dead())
         out.grants = await lease.history()
