@@ -47,6 +47,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="echo (no model), or anthropic / openai against an in-process fake server that answers "
                              "instantly; 'openai,anthropic' runs both alternately and reports the overhead ratio")
     parser.add_argument("--rounds", type=int, default=2, help="with several providers: alternating runs of each")
+    parser.add_argument("--against", default="",
+                        help="a baseline source tree (git archive <commit> | tar -x -C DIR): this run's bench "
+                             "code against that tree's gateway and this one's, alternately, --rounds times each")
     parser.add_argument("--state-url", default="",
                         help="state backend: sqlite (default) or a postgresql:// server URL (a scratch database is "
                              "made there and dropped); 'sqlite,postgresql://...' alternates them (--rounds)")
@@ -322,7 +325,73 @@ async def run_stages(scales: list[int], turns: int) -> dict[str, Any]:
     return {"bench": "turn-memory", "scales": results, "machine": machine()}
 
 
+_KEYS = ("turns_per_s", "overhead_p50_ms", "overhead_p99_ms", "roundtrip_p99_ms", "settle_s", "turns_per_s_indexed",
+         "embedded_chunks")  # fmt: skip
+
+
+def _run_in(tree: Path, shim: Path, clients: int, turns: int, core: bool) -> dict[str, Any]:
+    """One run of this file's ``run`` in a fresh interpreter whose ``gateway`` is ``tree``'s: the bench
+    code is the same for both trees, only the gateway differs (``shim`` holds a copy of it, first on
+    the path, so the tree's own bench, if any, is not used)."""
+    import os
+    import subprocess
+    import sys
+
+    if not (tree / "gateway" / "app.py").is_file():
+        raise SystemExit(f"bench turn: {tree} is not a kith source tree (no gateway/app.py)")
+    # The gateway imported must be the tree's, not the installed one: the run reports where it came from.
+    code = (f"import asyncio, json, gateway; from bench import turn; "
+            f"r = asyncio.run(turn.run({clients}, {turns}, core={core})); "
+            f"print(json.dumps({{**r, 'gateway_path': gateway.__file__}}))")  # fmt: skip
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(shim), str(tree)])}
+    done = subprocess.run([sys.executable, "-c", code], cwd=shim, env=env, capture_output=True, text=True,
+                          check=False)  # fmt: skip
+    if done.returncode != 0:
+        raise SystemExit(f"bench turn in {tree} failed:\n{done.stderr[-2000:]}")
+    result: dict[str, Any] = json.loads(done.stdout.strip().splitlines()[-1])
+    if not Path(result["gateway_path"]).resolve().is_relative_to(tree):
+        raise SystemExit(f"bench turn: ran {result['gateway_path']}, not the gateway of {tree}")
+    return result
+
+
+def run_against(baseline: str, clients: int, turns: int, core: bool, rounds: int) -> dict[str, Any]:
+    """Before/after on one machine: the baseline tree and this one, alternately (the machine is shared,
+    so both see the same drift), each run in its own process; per tree each run's figures and the
+    medians, and after/before ratios of the medians."""
+    import os
+    import shutil
+
+    here = Path(__file__).resolve().parent
+    trees = {"before": Path(baseline).resolve(), "after": here.parent}
+    runs: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
+    with tempfile.TemporaryDirectory(prefix="kith-bench-shim-") as tmp:
+        shim = Path(tmp)
+        (shim / "bench").mkdir()
+        for name in ("__init__.py", "common.py", "turn.py"):
+            shutil.copy(here / name, shim / "bench" / name)
+        for _ in range(rounds):
+            for name, tree in trees.items():
+                load = os.getloadavg()[0]
+                r = _run_in(tree, shim, clients, turns, core)
+                runs[name].append({"load_avg_1m": round(load, 2), **{k: r.get(k) for k in _KEYS}})
+    medians = {name: {k: statistics.median(r[k] for r in rs if r.get(k) is not None) for k in _KEYS
+                      if any(r.get(k) is not None for r in rs)} for name, rs in runs.items()}  # fmt: skip
+    ratios = {k: round(medians["after"][k] / medians["before"][k], 3) for k in medians["after"]
+              if medians["before"].get(k)}  # fmt: skip
+    return {"bench": "turn-against", "clients": clients, "turns_per_client": turns,
+            "stages": "core" if core else "all", "rounds": rounds, "baseline_tree": str(trees["before"]),
+            "runs": runs, "median": medians, "ratio_after_to_before": ratios, "machine": machine()}  # fmt: skip
+
+
 def main(args: argparse.Namespace) -> int:
+    if args.against:
+        compared = run_against(args.against, args.clients, args.turns, args.core, args.rounds)
+        if not args.json:
+            for name, m in compared["median"].items():
+                print(f"{name:>7}: {m.get('turns_per_s')} turns/s, overhead p50 {m.get('overhead_p50_ms')} ms, "
+                      f"p99 {m.get('overhead_p99_ms')} ms (median of {args.rounds})")
+        print(json.dumps(compared))
+        return 0
     if args.memories:
         scales = [int(x) for x in args.memories.split(",") if x.strip()]
         staged = asyncio.run(run_stages(scales, args.turns))
