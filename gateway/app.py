@@ -45,6 +45,7 @@ from gateway.plugins import PluginHost, build_plugin_host
 from gateway.sessions import Sessions
 from gateway.state import State, open_configured_async
 from gateway.supervisor import Supervisor
+from gateway.turngate import TURNS
 from gateway.types import ConversationAddress, InboundMessage, Reply, Stash, Turn
 
 log = logging.getLogger("kith.gateway")
@@ -272,7 +273,8 @@ class Gateway:
         started = time.perf_counter()
         outcome = "error"
         try:
-            reply = await self.hooks.handle_turn(self, turn)
+            with TURNS.turn():  # background embedding waits meanwhile (gateway/turngate.py)
+                reply = await self.hooks.handle_turn(self, turn)
             outcome = turn.stash.get(TURN_OUTCOME) or (
                 "dropped" if reply is None else "notice" if reply.notice else "replied")
             return reply

@@ -31,6 +31,7 @@ from gateway.ops.metrics import OUTCOME
 from gateway.sessions import scope_key_for
 from gateway.text import split_text
 from gateway.tools import toolset
+from gateway.turngate import TURNS
 from gateway.types import (
     AccessDecision,
     Drop,
@@ -185,7 +186,8 @@ async def _serve(gateway: Gateway, turn: Turn, user: UserRef) -> Reply | None:
     try:
         request = await build_request(gateway, turn)
         request = await hooks.before_llm_call(gateway, turn, request) or request
-        response = await hooks.llm_call(gateway, turn, request, turn.stash.get(ON_DELTA))
+        with TURNS.waiting():  # no core needed while the model answers: background work may run
+            response = await hooks.llm_call(gateway, turn, request, turn.stash.get(ON_DELTA))
         if response is None:
             raise LLMError("no plugin answered gateway_llm_call")
     except LLMError as exc:

@@ -21,6 +21,7 @@ import numpy as np
 import numpy.typing as npt
 
 from gateway import heap
+from gateway.turngate import TURNS
 
 Vectors = npt.NDArray[np.float32]
 
@@ -227,7 +228,8 @@ class MiniLMEmbedder:
 
         batches = token_batches([len(s) for s in seqs], self.batch_tokens, self.max_batch)
         if background:
-            background_executor().submit(lambda: [run(idx) for idx in batches]).result()
+            # Each run first gives way to turns being answered (gateway.turngate).
+            background_executor().submit(lambda: [(TURNS.wait(), run(idx)) for idx in batches]).result()
         elif self._pool is None or len(batches) < 2:
             for idx in batches:
                 run(idx)
@@ -257,8 +259,13 @@ class E5Embedder:
         self._cache = _QueryCache()
 
     def embed_documents(self, texts: Sequence[str], *, background: bool = False) -> Vectors:
+        def passage(batch: Sequence[str]) -> Vectors:
+            if background:
+                TURNS.wait()  # gives way to turns being answered (gateway.turngate)
+            return _normalise(self._model.passage(list(batch)))
+
         def passages() -> Vectors:
-            return _batched(lambda b: _normalise(self._model.passage(list(b))), texts, self.batch_size, self.dim)
+            return _batched(passage, texts, self.batch_size, self.dim)
 
         return background_executor().submit(passages).result() if background else passages()
 
