@@ -4,10 +4,10 @@ Live indexing embeds on one low-priority thread, but a lower priority only weigh
 choice; it does not keep that thread off a core a turn is waiting for. Measured with every stage
 on (docs/benchmarks.md, "Issue 19, session 7"), the event loop spent a quarter of its time runnable
 but waiting for a core while the background thread ran; with indexing held back while turns are
-served, one conversation's overhead p99 fell from 22-25 to 16-18 ms. So the background thread asks
+served, one conversation's overhead p99 fell from 22-25 to 16-20 ms. So the background thread asks
 this gate before each model run: while a turn is in its CPU-bound part (between arrival and the
-model call, and from the answer to the end of the turn: not while it waits on a model), the run
-waits.
+model call, and from the answer to the end of the turn: not while it waits on a model), and until no
+turn has been there for ``quiet_s``, the run waits.
 
 It never waits for ever: a thread that has waited ``max_wait_s`` runs for ``window_s`` whatever the
 turns do, so a gateway busy without pause still indexes (a fifth of the time with the defaults) and
