@@ -68,12 +68,16 @@ class TurnGate:
 
     @contextmanager
     def waiting(self) -> Iterator[None]:
-        """Inside ``turn``: the turn waits on something else (a model's answer) and needs no core."""
-        self._leave()
+        """Inside ``turn``: the turn waits on something else (a model's answer) and needs no core.
+        Outside any turn it changes nothing."""
+        inside = self._busy > 0
+        if inside:
+            self._leave()
         try:
             yield
         finally:
-            self._enter()
+            if inside:
+                self._enter()
 
     def wait(self) -> None:
         """Called by a background thread before each unit of CPU work (one model run): returns once
