@@ -56,6 +56,12 @@ async def open_console(browser: Any, gw: Any, size: str, *, client_id: str = CLI
     page.on("pageerror", lambda exc: errors.append(str(exc)))
     page.kith_errors = errors  # type: ignore[attr-defined]
     await page.goto(f"http://127.0.0.1:{gw.port}{path}")
+    # The console's start (sign-in, then the first view) must be over before a test navigates: a hash
+    # set earlier fires its hashchange after the listener exists, and that late re-render moves the
+    # focus to the view's heading under a test that is already pressing Tab (seen under CI load).
+    await page.wait_for_function(
+        "() => { const v = document.querySelector('#view');"
+        " return !v || (v.textContent.trim() !== '' && !v.textContent.includes('Loading…')); }", timeout=15_000)
     return page
 
 
