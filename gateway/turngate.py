@@ -38,7 +38,7 @@ class TurnGate:
         self._idle = threading.Event()
         self._idle.set()
         self._window_end = 0.0
-        self.waited_s = 0.0  # total time background runs waited (reported by benchmarks)
+        self.waited_s = 0.0  # total time background runs waited here (for tests and diagnosis)
 
     @property
     def busy(self) -> int:

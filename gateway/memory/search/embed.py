@@ -228,8 +228,13 @@ class MiniLMEmbedder:
 
         batches = token_batches([len(s) for s in seqs], self.batch_tokens, self.max_batch)
         if background:
-            # Each run first gives way to turns being answered (gateway.turngate).
-            background_executor().submit(lambda: [(TURNS.wait(), run(idx)) for idx in batches]).result()
+
+            def runs() -> None:
+                for idx in batches:
+                    TURNS.wait()  # each run first gives way to turns being answered (gateway.turngate)
+                    run(idx)
+
+            background_executor().submit(runs).result()
         elif self._pool is None or len(batches) < 2:
             for idx in batches:
                 run(idx)
