@@ -113,6 +113,13 @@ class Worker:
         finally:
             stop_waiter.cancel()
             self.stopping.set()
+            # The read loop may sit in a blocking XREADGROUP for up to ``block_ms``: interrupt it
+            # rather than wait it out. Entries the server handed over just before the cancel stay in
+            # our pending list (we do not leave the group while we own any), and XAUTOCLAIM gives
+            # them to the next worker, as after a crash: nothing is lost, only a claim delay.
+            read = loops[0]
+            if not read.done():
+                read.cancel()
             await asyncio.gather(*loops, return_exceptions=True)
             await self._drain()
             await self.settler.close(timeout=max(self.cfg.shutdown_grace_s, 1.0))

@@ -394,3 +394,41 @@ async def test_a_failing_worker_loop_stops_the_worker_loudly(config: Config) -> 
         assert bus.worker is None
     finally:
         await bus.close()
+
+
+async def test_stop_interrupts_the_blocking_read(config: Config) -> None:
+    """``stop()`` does not wait out XREADGROUP's block: with a one-minute block, an idle worker still
+    stops at once (it used to sit in the read until the block ran out)."""
+    bus = await new_bus(config, [spec("idle", lambda ctx, payload: None)])
+    try:
+        task = asyncio.create_task(bus.run_workers(block_ms=60_000))
+        await eventually(lambda: bus.worker is not None)
+        await asyncio.sleep(0.2)  # the read loop is inside its blocking read now
+        await asyncio.wait_for(bus.stop_workers(), timeout=10)
+        await asyncio.wait_for(task, timeout=1)
+    finally:
+        await bus.close()
+
+
+async def test_jobs_enqueued_around_a_stop_are_all_run(tmp_path: Path) -> None:
+    """Interrupting the read can leave an entry the server handed over in the stopped consumer's
+    pending list: it is claimed by the next worker, never lost."""
+    config = bus_config(tmp_path, claim_idle_ms=200)
+    ran: list[str] = []
+
+    async def handler(ctx: JobContext, payload: dict[str, Any]) -> None:
+        ran.append(ctx.job_id)
+
+    bus = await new_bus(config, [spec("around", handler)])
+    try:
+        for round_ in range(20):
+            task = asyncio.create_task(bus.run_workers(block_ms=60_000))
+            await eventually(lambda: bus.worker is not None)
+            await bus.enqueue("around", {}, job_id=f"r{round_}")
+            await bus.stop_workers()
+            await task
+        async with running(bus):
+            await eventually(lambda: len(set(ran)) == 20)
+        assert sorted(set(ran)) == sorted(f"r{i}" for i in range(20))
+    finally:
+        await bus.close()
