@@ -55,8 +55,8 @@ async def test_rails_hold_against_a_model_that_deletes_everything_and_rollback_r
     uid = await say(gw, "Nothing new today, really.")
     gw.memory_store(uid).write("USER.md", PROFILE, source="test")
     slot, at = slot_now()
-    fake_anthropic.enqueue(EXTRACTION)
-    fake_anthropic.enqueue(wipe_everything())
+    fake_anthropic.enqueue(EXTRACTION, kind="extraction")
+    fake_anthropic.enqueue(wipe_everything(), kind="curation")
     await run_night(gw, uid, slot, at)
 
     left = profile_bullets(gw, uid)

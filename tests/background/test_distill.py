@@ -78,7 +78,7 @@ async def test_api_runs_tiers_on_their_backends_and_notifies(
         assert len(fake_anthropic.requests) == calls  # the short tier calls no model
         assert "moving from Berlin to Munich" in read(gw, uid, "MEMORY_SHORT.md")
 
-        fake_anthropic.enqueue(MID)
+        fake_anthropic.enqueue(MID, kind="distillation")
         # No body (the user in the query), still declared JSON: the CSRF rule (docs/security.md).
         json_auth = {**auth, "Content-Type": "application/json"}
         async with http.post(f"{base}/distill/mid?user={uid}", headers=json_auth) as r:
@@ -86,7 +86,7 @@ async def test_api_runs_tiers_on_their_backends_and_notifies(
         await gw.settle()
         notice = await next_reply(ops)
         assert notice["proactive"] and notice["notice"] and "MEMORY_MID.md" in notice["text"]
-        fake_anthropic.enqueue(LONG)
+        fake_anthropic.enqueue(LONG, kind="distillation")
         async with http.post(f"{base}/distill/long", json={"user": uid}, headers=auth) as r:
             assert r.status == 202
         await gw.settle()
@@ -111,7 +111,7 @@ async def test_an_oversize_digest_fails_the_job_and_keeps_the_old_file(bg_gatewa
     store.write("MEMORY_SHORT.md", "# Recent sessions\n\n- moving to Munich\n", source="test")
     store.write("MEMORY_MID.md", "# Mid-term memory\n\n- the old digest\n", source="test")
     for _ in range(3):
-        fake_anthropic.enqueue("word " * 20_000)
+        fake_anthropic.enqueue("word " * 20_000, kind="distillation")
     await gw.bus.enqueue("distill_mid", {"user_id": uid, "force": True}, job_id="distill-mid-test")
     await gw.settle()
     assert read(gw, uid, "MEMORY_MID.md") == "# Mid-term memory\n\n- the old digest\n"

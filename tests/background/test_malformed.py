@@ -43,7 +43,7 @@ async def test_sleep_cycle_survives_malformed_extraction(
     before = snapshot(gw, uid)
     slot, at = slot_now()
     for _ in range(4):
-        fake_anthropic.enqueue(answer)
+        fake_anthropic.enqueue(answer, kind="extraction")
     caplog.set_level(logging.WARNING)
     job_id = await run_night(gw, uid, slot, at)
 
@@ -82,7 +82,7 @@ async def test_memory_writer_survives_malformed_output(
     before = snapshot(gw, uid)
     sid = select_one(gw.state, "SELECT session_id FROM sessions")[0]
     for _ in range(5):
-        fake_anthropic.enqueue(answer)
+        fake_anthropic.enqueue(answer, kind="memory_writer")
     caplog.set_level(logging.WARNING)
     await gw.bus.enqueue("memory_writer", {"session_id": sid, "reason": "test"}, job_id=f"writer-test:{sid}")
     await gw.settle()
@@ -103,8 +103,8 @@ async def test_unusable_curation_output_leaves_the_profile_alone(bg_gateway: BgF
     profile = "# Alice\r\n\r\n## Identity\r\n- Lives in Berlin.   \r\n"  # CRLF and trailing spaces: kept byte for byte
     gw.memory_store(uid).write("USER.md", profile, source="test")
     slot, at = slot_now()
-    fake_anthropic.enqueue(EXTRACTION)
-    fake_anthropic.enqueue('{"ops": [{"op": "explode"}, "delete everything", {"op": "remove"')
+    fake_anthropic.enqueue(EXTRACTION, kind="extraction")
+    fake_anthropic.enqueue('{"ops": [{"op": "explode"}, "delete everything", {"op": "remove"', kind="curation")
     await run_night(gw, uid, slot, at)
     assert read(gw, uid, "USER.md") == profile
     run = gw.state.progress.sleep_run(user_scope(uid), slot)

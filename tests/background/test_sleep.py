@@ -32,8 +32,8 @@ async def test_a_night_writes_memories_facts_and_curates_the_profile(
     gw = await bg_gateway()
     uid = await say(gw, "We're moving from Berlin to Munich in June!", "My sister Hanna visits in July.")
     slot, at = slot_now()
-    fake_anthropic.enqueue(EXTRACTION)
-    fake_anthropic.enqueue(CURATION)
+    fake_anthropic.enqueue(EXTRACTION, kind="extraction")
+    fake_anthropic.enqueue(CURATION, kind="curation")
     await run_night(gw, uid, slot, at)
 
     day = datetime.now(UTC).date().isoformat()
@@ -69,12 +69,12 @@ async def test_a_moved_user_sees_only_the_new_city_and_both_in_the_timeline(
     gw = await bg_gateway(background={"sleep": {"curate": False}})
     uid = await say(gw, "I live in Berlin, moving to Munich in June.")
     slot, at = slot_now(1)
-    fake_anthropic.enqueue(EXTRACTION)
+    fake_anthropic.enqueue(EXTRACTION, kind="extraction")
     await run_night(gw, uid, slot, at)
     before_move = datetime.now(UTC)
     await say(gw, "Moved to Munich today, the flat is in Haidhausen.")
     slot2, at2 = slot_now(2)
-    fake_anthropic.enqueue(MOVED)
+    fake_anthropic.enqueue(MOVED, kind="extraction")
     await run_night(gw, uid, slot2, at2)
 
     await say(gw, "Any idea for a walk this weekend near home?")
@@ -97,7 +97,7 @@ async def test_model_unavailable_skips_the_night_writes_nothing_and_the_retry_co
     uid = await say(gw, "We're moving from Berlin to Munich in June!")
     slot, at = slot_now()
     for _ in range(4):  # every delivery of the job (max_tries=4) finds the model overloaded
-        fake_anthropic.enqueue(status=529, error_type="overloaded_error")
+        fake_anthropic.enqueue(status=529, error_type="overloaded_error", kind="extraction")
     job_id = await run_night(gw, uid, slot, at)
     [dead] = [d for d in await gw.bus.dead() if d.job_id == job_id]
     assert "529" in dead.error or "overloaded" in dead.error.lower() or "LLMError" in dead.error
@@ -106,7 +106,7 @@ async def test_model_unavailable_skips_the_night_writes_nothing_and_the_retry_co
     assert gw.kg.all(uid) == [] and gw.state.progress.sleep_run(user_scope(uid), slot) is None
     assert gw.state.progress.sleep_last_seq(user_scope(uid)) == 0  # the turns wait for a later night
 
-    fake_anthropic.enqueue(EXTRACTION)
+    fake_anthropic.enqueue(EXTRACTION, kind="extraction")
     assert await gw.bus.retry(job_id) == "queued"
     await gw.settle()
     assert gw.state.progress.sleep_run(user_scope(uid), slot).stage == "done"
@@ -118,8 +118,8 @@ async def test_rerunning_a_night_after_a_crash_duplicates_nothing(bg_gateway: Bg
     uid = await say(gw, "We're moving from Berlin to Munich in June!", "My sister Hanna visits in July.")
     slot, at = slot_now()
     scope = user_scope(uid)
-    fake_anthropic.enqueue(EXTRACTION)
-    fake_anthropic.enqueue(CURATION, delay_s=5)  # the crash comes while the curation call is in flight
+    fake_anthropic.enqueue(EXTRACTION, kind="extraction")
+    fake_anthropic.enqueue(CURATION, delay_s=5, kind="curation")  # the crash comes while the curation call is in flight
     task = asyncio.create_task(night(gw, jobscope.for_user(gw, uid), slot=slot, before=datetime.fromisoformat(at),
                                      curate=True))  # fmt: skip
     for _ in range(200):
@@ -136,7 +136,7 @@ async def test_rerunning_a_night_after_a_crash_duplicates_nothing(bg_gateway: Bg
     # The most pessimistic crash point: everything applied, but the stage not yet recorded.
     gw.state.progress.set_stage(scope, slot, "extracted")
 
-    fake_anthropic.enqueue(CURATION)
+    fake_anthropic.enqueue(CURATION, kind="curation")
     await run_night(gw, uid, slot, at)  # the redelivered job: same night, same slot
     assert (read(gw, uid, f"memories/{day}.md"), sorted(f.id for f in gw.kg.all(uid))) == after_crash
     assert profile_bullets(gw, uid) == ["Lives in Berlin; moving to Munich in June."]
@@ -159,7 +159,7 @@ async def test_group_nights_go_to_the_group_never_to_a_member(bg_gateway: BgFact
     slot, at = slot_now()
     fake_anthropic.enqueue("MEMORIES:\n- The team offsite is in Lisbon; Bob books the venue.\nFACTS:\n"
                            '[{"subject": "team offsite", "predicate": "located_in", "object": "Lisbon"}]\n'
-                           'TOPICS:\n{"offsite": 1}')  # fmt: skip
+                           'TOPICS:\n{"offsite": 1}', kind="extraction")  # fmt: skip
     await gw.bus.enqueue("sleep_groups", {"slot": slot, "tz": "UTC", "scheduled_for": at},
                          job_id=f"cron:sleep_groups:-:{slot}")  # fmt: skip
     await gw.settle()

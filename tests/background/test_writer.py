@@ -49,7 +49,7 @@ async def test_turn_threshold_writes_summary_people_topics_and_aliases(
     await say(gw, "I'm moving to Munich in June.", "Looking at flats near the Isar.")
     assert not slot_files(gw, user_id(gw))
     fake_anthropic.enqueue("reply three")  # the third turn's own reply
-    fake_anthropic.enqueue(WRITER_OK)  # then the writer's call
+    fake_anthropic.enqueue(WRITER_OK, kind="memory_writer")  # then the writer's call
     await say(gw, "Budget is 1400 EUR.")
     await gw.settle()
     uid = user_id(gw)
@@ -78,11 +78,11 @@ async def test_turn_threshold_writes_summary_people_topics_and_aliases(
 async def test_second_run_in_the_same_slot_merges_into_one_file(bg_gateway: BgFactory, fake_anthropic: Any) -> None:
     gw = await bg_gateway(background={"writer": {"turn_threshold": 1}})
     fake_anthropic.enqueue("ok")
-    fake_anthropic.enqueue(WRITER_OK)
+    fake_anthropic.enqueue(WRITER_OK, kind="memory_writer")
     await say(gw, "I'm moving to Munich in June.")
     await gw.settle()
     fake_anthropic.enqueue("ok")
-    fake_anthropic.enqueue(WRITER_MERGED)
+    fake_anthropic.enqueue(WRITER_MERGED, kind="memory_writer")
     await say(gw, "I joined the climbing club.")
     await gw.settle()
     uid = user_id(gw)
@@ -97,7 +97,7 @@ async def test_second_run_in_the_same_slot_merges_into_one_file(bg_gateway: BgFa
 async def test_idle_timeout_triggers_a_run(bg_gateway: BgFactory, fake_anthropic: Any) -> None:
     gw = await bg_gateway(background={"writer": {"idle_seconds": 1}})
     await say(gw, "Remind me: the boat is at pier 17.")
-    fake_anthropic.enqueue(WRITER_OK)
+    fake_anthropic.enqueue(WRITER_OK, kind="memory_writer")
     for _ in range(100):
         await asyncio.sleep(0.05)
         if slot_files(gw, user_id(gw)):
@@ -113,7 +113,7 @@ async def test_a_turn_queues_no_idle_check_while_one_is_due_and_the_first_passes
     await say(gw, "Remind me: the boat is at pier 17.", "And the keys are with Bo.")
     delayed = [d.decode() if isinstance(d, bytes) else d for d in await gw.bus.redis.zrange(gw.bus.keys.delayed, 0, -1)]
     assert len([d for d in delayed if d.startswith("writer-idle:")]) == 1  # the second turn's check: not queued
-    fake_anthropic.enqueue(WRITER_OK)
+    fake_anthropic.enqueue(WRITER_OK, kind="memory_writer")
     for _ in range(100):  # the first check finds the session went on and queues the second turn's
         await asyncio.sleep(0.05)
         if slot_files(gw, user_id(gw)):
@@ -132,10 +132,11 @@ async def test_session_end_triggers_a_run_and_a_superseded_idle_check_does_nothi
     await say(gw, "First session, first turn.", "First session, second turn.")
     await say(gw, "/new")  # ends the session; the next turn starts the new one and queues the old
     # The queued writer and the turn's own reply race for the fake model: both get a valid answer.
-    fake_anthropic.enqueue(WRITER_OK)
-    fake_anthropic.enqueue(WRITER_OK)
+    fake_anthropic.enqueue(WRITER_OK, kind="memory_writer")
+    fake_anthropic.enqueue(WRITER_OK, kind="memory_writer")
     await say(gw, "Second session.")
-    fake_anthropic.enqueue(WRITER_MERGED)  # for the second session's idle check, a second from now
+    # for the second session's idle check, a second from now
+    fake_anthropic.enqueue(WRITER_MERGED, kind="memory_writer")
     await asyncio.sleep(1.2)  # the first session's idle checks fire too: superseded, or nothing left to do
     for _ in range(60):
         await gw.settle()

@@ -1,9 +1,11 @@
 """A local fake of the Anthropic Messages API (``POST /v1/messages``), JSON and SSE streaming.
 
 Driven through the real ``anthropic`` client (``base_url`` pointed here). Responses are scripted
-with ``enqueue`` (text) and ``enqueue_tool_use`` (a ``tool_use`` turn, optionally after some text); with
-nothing queued it answers deterministically from the request, so tests can assert on what the model
-received (``requests`` keeps every request body). Requests are checked the way the real API checks
+with ``enqueue`` (text) and ``enqueue_tool_use`` (a ``tool_use`` turn, optionally after some text), each
+for one kind of request (``kind``: a chat ``turn`` by default, or a background stage such as
+``memory_writer``; tests/fakes/kinds.py): a request only ever takes an answer queued for its own kind.
+With nothing queued for its kind it answers deterministically from the request, so tests can assert on
+what the model received (``requests`` keeps every request body). Requests are checked the way the real API checks
 them where a client bug would show: ``tool_use`` blocks need ``tools``, and every ``tool_use`` must be
 answered by a ``tool_result`` with its id at the start of the next user message.
 """
@@ -19,6 +21,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.kinds import TURN, check_kind, request_kind
 from tests.fakes.serve import serve
 
 API_KEY = "sk-ant-test-key"
@@ -37,7 +40,7 @@ class Scripted:
 class FakeAnthropic:
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
-    script: deque[Scripted] = field(default_factory=deque)
+    scripts: dict[str, deque[Scripted]] = field(default_factory=dict)  # kind -> its queued answers
     default_delay_s: float = 0.0
     chunk_delay_s: float = 0.0  # pause between streamed pieces, so a UI can be seen streaming
     runner: web.AppRunner | None = None
@@ -46,19 +49,31 @@ class FakeAnthropic:
     # the first responder returning text answers the request; None lets the script/default answer.
     responders: list[Callable[[dict[str, Any]], str | None]] = field(default_factory=list)
 
+    def script(self, kind: str = TURN) -> deque[Scripted]:
+        """The answers queued for ``kind`` (tests/fakes/kinds.py)."""
+        return self.scripts.setdefault(check_kind(kind), deque())
+
     def enqueue(self, text: str = "", *, status: int = 200, error_type: str = "api_error",
-                delay_s: float = 0.0) -> None:
-        self.script.append(Scripted(text=text, status=status, error_type=error_type, delay_s=delay_s))
+                delay_s: float = 0.0, kind: str = TURN) -> None:
+        self.script(kind).append(Scripted(text=text, status=status, error_type=error_type, delay_s=delay_s))
 
     def enqueue_tool_use(self, name: str, input: dict[str, Any] | None = None, *, text: str = "",
                          tool_id: str = "", more: tuple[tuple[str, dict[str, Any]], ...] = ()) -> list[str]:
-        """Script an assistant turn that calls ``name`` with ``input`` (after ``text``, if any), and
+        """Script a chat turn's answer that calls ``name`` with ``input`` (after ``text``, if any), and
         optionally more tools in the same turn. Returns the tool_use ids."""
         calls = [(name, input or {}), *more]
-        uses = [{"id": (tool_id if i == 0 and tool_id else f"toolu_fake_{len(self.script)}_{i}"), "name": n,
+        queued = self.script(TURN)
+        uses = [{"id": (tool_id if i == 0 and tool_id else f"toolu_fake_{len(queued)}_{i}"), "name": n,
                  "input": args} for i, (n, args) in enumerate(calls)]
-        self.script.append(Scripted(text=text, tool_uses=uses))
+        queued.append(Scripted(text=text, tool_uses=uses))
         return [u["id"] for u in uses]
+
+    def kind_of(self, body: dict[str, Any]) -> str:
+        return request_kind(self.system_of(body))
+
+    def requests_of(self, kind: str) -> list[dict[str, Any]]:
+        """Every request of one kind, in order."""
+        return [r for r in self.requests if self.kind_of(r) == check_kind(kind)]
 
     def tool_results(self, index: int = -1) -> list[dict[str, Any]]:
         """The ``tool_result`` blocks of request ``index``'s last user message."""
@@ -173,7 +188,8 @@ class FakeAnthropic:
         if answer is not None:
             scripted = Scripted(text=answer)
         else:
-            scripted = self.script.popleft() if self.script else Scripted(text=self._default_text(body))
+            queued = self.script(self.kind_of(body))
+            scripted = queued.popleft() if queued else Scripted(text=self._default_text(body))
         delay = scripted.delay_s or self.default_delay_s
         if delay:
             await asyncio.sleep(delay)

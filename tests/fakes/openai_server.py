@@ -3,7 +3,9 @@
 
 Driven through the real ``openai`` client (``base_url`` = ``fake.base_url``, which ends in ``/v1``).
 Answers are scripted with ``enqueue`` (text), ``enqueue_tool_calls`` (an assistant turn calling tools)
-and ``enqueue_error`` (429 with ``Retry-After``, 5xx); with nothing queued it answers
+and ``enqueue_error`` (429 with ``Retry-After``, 5xx), each for one kind of request (``kind``: a chat
+``turn`` by default, or a background stage such as ``memory_writer``; tests/fakes/kinds.py): a request
+only takes answers queued for its own kind. With nothing queued for its kind it answers
 ``fake-openai heard: <last user text>``. ``requests`` keeps every chat request body, ``transcriptions``
 every upload. Requests are checked where a client bug would show: every assistant ``tool_calls`` entry
 must be answered by a ``tool`` message with its id before the next non-tool message, and a
@@ -23,6 +25,7 @@ from typing import Any
 
 from aiohttp import web
 
+from tests.fakes.kinds import TURN, check_kind, request_kind
 from tests.fakes.serve import FakeServer
 
 API_KEY = "sk-openai-test-key"
@@ -42,7 +45,7 @@ class FakeOpenAI(FakeServer):
     requests: list[dict[str, Any]] = field(default_factory=list)
     headers: list[dict[str, str]] = field(default_factory=list)
     transcriptions: list[dict[str, Any]] = field(default_factory=list)  # {"model", "filename", "mime", "data"}
-    script: deque[Scripted] = field(default_factory=deque)
+    scripts: dict[str, deque[Scripted]] = field(default_factory=dict)  # kind -> its queued answers
     transcript_text: str = "fake transcript"
     models: list[str] = field(default_factory=lambda: ["fake-gpt", "fake-mini", "whisper-1"])
     api_key: str = API_KEY  # "" accepts any key (a local server without auth)
@@ -53,17 +56,34 @@ class FakeOpenAI(FakeServer):
         """What ``base_url`` should be for the openai client."""
         return f"{self.base_url}/v1"
 
-    def enqueue(self, text: str, *, delay_s: float = 0.0) -> None:
-        self.script.append(Scripted(text=text, delay_s=delay_s))
+    def script(self, kind: str = TURN) -> deque[Scripted]:
+        """The answers queued for ``kind`` (tests/fakes/kinds.py)."""
+        return self.scripts.setdefault(check_kind(kind), deque())
 
-    def enqueue_error(self, status: int, *, retry_after: str = "") -> None:
-        self.script.append(Scripted(status=status, retry_after=retry_after))
+    def enqueue(self, text: str, *, delay_s: float = 0.0, kind: str = TURN) -> None:
+        self.script(kind).append(Scripted(text=text, delay_s=delay_s))
+
+    def enqueue_error(self, status: int, *, retry_after: str = "", kind: str = TURN) -> None:
+        self.script(kind).append(Scripted(status=status, retry_after=retry_after))
 
     def enqueue_tool_calls(self, *calls: tuple[str, dict[str, Any]], text: str = "") -> list[str]:
-        ids = [f"call_fake_{len(self.script)}_{i}" for i in range(len(calls))]
-        self.script.append(Scripted(text=text, tool_calls=[
+        """Script a chat turn's answer calling tools; returns the call ids."""
+        queued = self.script(TURN)
+        ids = [f"call_fake_{len(queued)}_{i}" for i in range(len(calls))]
+        queued.append(Scripted(text=text, tool_calls=[
             {"id": ids[i], "name": n, "arguments": json.dumps(a)} for i, (n, a) in enumerate(calls)]))
         return ids
+
+    @staticmethod
+    def kind_of(body: dict[str, Any]) -> str:
+        system = "\n".join(m["content"] if isinstance(m.get("content"), str) else
+                           " ".join(p.get("text", "") for p in m.get("content") or [] if isinstance(p, dict))
+                           for m in body.get("messages", []) if m.get("role") in ("system", "developer"))
+        return request_kind(system)
+
+    def requests_of(self, kind: str) -> list[dict[str, Any]]:
+        """Every chat request of one kind, in order."""
+        return [r for r in self.requests if self.kind_of(r) == check_kind(kind)]
 
     def add_routes(self, router: web.UrlDispatcher) -> None:
         router.add_post("/v1/chat/completions", self.chat)
@@ -153,7 +173,8 @@ class FakeOpenAI(FakeServer):
         if problem:
             return self._error(400, problem)
         self.requests.append(body)
-        scripted = self.script.popleft() if self.script else Scripted(text=self._default_text(body))
+        queued = self.script(self.kind_of(body))
+        scripted = queued.popleft() if queued else Scripted(text=self._default_text(body))
         if scripted.delay_s:
             await asyncio.sleep(scripted.delay_s)
         if scripted.status != 200:

@@ -30,7 +30,7 @@ async def test_background_jobs_run_on_the_cheap_server(make_gateway: Any, fake_o
                                                         fake_openai_cheap: FakeOpenAI) -> None:
     gw = await make_gateway(llm=roles_llm(fake_openai, fake_openai_cheap), bus=FAST_BUS,
                             background={"writer": {"turn_threshold": 2, "idle_seconds": 3600}})
-    fake_openai_cheap.enqueue(WRITER_OK)
+    fake_openai_cheap.enqueue(WRITER_OK, kind="memory_writer")
     await say(gw, "I'm moving to Munich in June.", "Looking at flats near the Isar.")
     await gw.settle()
     uid = user_id(gw)

@@ -35,8 +35,8 @@ async def test_patterns_go_to_patterns_md_under_rails_audited_and_reversible(
     gw = await bg_gateway()
     uid = await say(gw, "Climbing again tonight, like every Tuesday.", "Off to the wall on Thursday too.")
     slot, at = slot_now()
-    fake_anthropic.enqueue(EXTRACTION)
-    fake_anthropic.enqueue(CURATION_WITH_PATTERNS)
+    fake_anthropic.enqueue(EXTRACTION, kind="extraction")
+    fake_anthropic.enqueue(CURATION_WITH_PATTERNS, kind="curation")
     await run_night(gw, uid, slot, at)
 
     patterns = read(gw, uid, "PATTERNS.md")

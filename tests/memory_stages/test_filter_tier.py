@@ -68,7 +68,7 @@ async def test_slow_failing_and_working_filter_models(
         await _seeded(gw)
 
         # 1. Answers after 2 s, long past the 300 ms deadline: the turn does not wait for it.
-        cheap.enqueue("KEEP: 3", delay_s=2.0)
+        cheap.enqueue("KEEP: 3", delay_s=2.0, kind="recall_filter")
         started = time.perf_counter()
         reply = await gw.handle_inbound(msg(QUESTION))
         elapsed = time.perf_counter() - started
@@ -84,7 +84,7 @@ async def test_slow_failing_and_working_filter_models(
         assert "lapsang souchong" in system and "rowing boat" in system
 
         # 2. A server error: the hybrid ranking again, and the reason on record.
-        cheap.enqueue_error(500)
+        cheap.enqueue_error(500, kind="recall_filter")
         reply = await gw.handle_inbound(msg(QUESTION + " (again)"))
         assert reply is not None and reply.text.startswith("fake-claude heard")
         decision = _recorded_filter(gw)
@@ -103,7 +103,7 @@ async def test_slow_failing_and_working_filter_models(
         tea = next(line for line in numbered if "lapsang" in line)
 
         # 4. The model keeps the tea note only: the prompt gets exactly that.
-        cheap.enqueue(f"KEEP: {tea[1:tea.index(']')]}")
+        cheap.enqueue(f"KEEP: {tea[1:tea.index(']')]}", kind="recall_filter")
         await gw.handle_inbound(msg(QUESTION + " (once more)"))
         decision = _recorded_filter(gw)
         assert decision["outcome"] == "used" and len(decision["kept"]) == 1 and decision["candidates"] == 3
