@@ -21,8 +21,6 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
-import os
-import shutil
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -30,10 +28,10 @@ import pytest
 from aiohttp import web
 
 from gateway.app import Gateway
+from tests.browser import ARGS, shared_browser
 from tests.conftest import GatewayFactory
 from tests.fakes.serve import serve
 from tests.security.guarded_daemon import footprint, idle_bus, web_user
-from tests.web.test_web_chat import ARGS, CHROMIUM
 
 pytestmark = pytest.mark.browser
 
@@ -135,17 +133,9 @@ attack();
 
 @pytest.fixture
 async def chromium() -> AsyncIterator[Any]:
-    if shutil.which(CHROMIUM) is None:
-        if os.environ.get("KITH_REQUIRE_BROWSER") == "1":
-            pytest.fail("Debian chromium is required for the browser rebinding test (apt-get install chromium)")
-        pytest.skip("Debian chromium not installed (set KITH_REQUIRE_BROWSER=1 to make this a failure)")
-    from playwright.async_api import async_playwright
-
-    args = [*ARGS, RESOLVER, NO_LOCAL_NETWORK_CHECKS]
-    async with async_playwright() as pw:
-        browser = await pw.chromium.launch(executable_path=CHROMIUM, args=args, headless=True)
+    # Its own resolver rules: a browser of its own (shared with nothing else), on the same thread.
+    async for browser in shared_browser((*ARGS, RESOLVER, NO_LOCAL_NETWORK_CHECKS)):
         yield browser
-        await browser.close()
 
 
 async def _victim(gw: Gateway) -> str:

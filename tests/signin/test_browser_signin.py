@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -17,9 +15,9 @@ from aiohttp import web
 
 from gateway.http.signin import mint_link
 from gateway.testing import test_config
+from tests.browser import shared_browser
 from tests.fakes.serve import serve
 from tests.signin.rig import Notes, daemon, person, url
-from tests.web.test_web_chat import ARGS, CHROMIUM
 
 pytestmark = pytest.mark.browser
 TOKEN = "browser-test-operator-token-0123456789"  # a token: the page's automatic local sign-in stays out
@@ -27,16 +25,8 @@ TOKEN = "browser-test-operator-token-0123456789"  # a token: the page's automati
 
 @pytest.fixture
 async def chromium() -> AsyncIterator[Any]:
-    if shutil.which(CHROMIUM) is None:
-        if os.environ.get("KITH_REQUIRE_BROWSER"):
-            pytest.fail("Debian chromium is required for the sign-in browser test (apt-get install chromium)")
-        pytest.skip("Debian chromium not installed")
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as pw:
-        b = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+    async for b in shared_browser():
         yield b
-        await b.close()
 
 
 def attacker_page(target: str, victim: str) -> str:

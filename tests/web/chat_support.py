@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import shutil
 import tempfile
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -17,9 +16,8 @@ from typing import Any
 
 import pytest
 
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+from tests.browser import shared_browser
+
 SIZES: dict[str, dict[str, Any]] = {
     "phone": {"viewport": {"width": 390, "height": 844}, "color_scheme": "dark", "is_mobile": True,
               "has_touch": True},
@@ -30,16 +28,9 @@ T = 10_000  # ms: generous waits for a 2-core machine shared with other test run
 
 @pytest.fixture
 async def browser() -> AsyncIterator[Any]:
-    if shutil.which(CHROMIUM) is None:
-        if os.environ.get("KITH_REQUIRE_BROWSER"):
-            pytest.fail("Debian chromium is required for the web chat tests (apt-get install chromium)")
-        pytest.skip("Debian chromium not installed")
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as pw:
-        b = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+    """The test process's Chromium (tests/browser.py); the contexts a test opens close after it."""
+    async for b in shared_browser():
         yield b
-        await b.close()
 
 
 _SHOTS: list[Path] = []
@@ -54,7 +45,10 @@ def shots_dir() -> Path:
     return _SHOTS[0]
 
 
-async def shot(page: Any, name: str, size: str) -> Path:
+async def shot(page: Any, name: str, size: str) -> Path | None:
+    """A screenshot when ``$KITH_SCREENSHOTS`` names a directory (to look at the pages); else none."""
+    if not os.environ.get("KITH_SCREENSHOTS"):
+        return None
     path = shots_dir() / f"chat-{name}-{size}.png"
     await page.screenshot(path=str(path))
     return path

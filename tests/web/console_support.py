@@ -41,7 +41,10 @@ def shots_dir() -> Path:
     return _SHOTS[0]
 
 
-async def shot(page: Any, name: str) -> Path:
+async def shot(page: Any, name: str) -> Path | None:
+    """A screenshot when ``$KITH_SCREENSHOTS`` names a directory (to look at the pages); else none."""
+    if not os.environ.get("KITH_SCREENSHOTS"):
+        return None
     path = shots_dir() / f"{name}.png"
     await page.screenshot(path=str(path), full_page=True)
     return path

@@ -2,37 +2,20 @@
 
 from __future__ import annotations
 
-import os
-import shutil
 from typing import Any
 
 import pytest
 
 from tests.fakes.anthropic import FakeAnthropic
-
-CHROMIUM = shutil.which("chromium") or "/usr/bin/chromium"
-ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", "--no-first-run"]
+from tests.web.chat_support import browser  # noqa: F401  (browser is a fixture)
 
 pytestmark = pytest.mark.browser
 
 
-@pytest.fixture
-async def browser() -> Any:
-    if shutil.which(CHROMIUM) is None:
-        if os.environ.get("KITH_REQUIRE_BROWSER"):
-            pytest.fail("Debian chromium is required for the web chat test (apt-get install chromium)")
-        pytest.skip("Debian chromium not installed")
-    from playwright.async_api import async_playwright
-
-    async with async_playwright() as pw:
-        b = await pw.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
-        yield b
-        await b.close()
 
 
 async def test_web_chat_streams_a_reply(
-    browser: Any, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]
+    browser: Any, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]  # noqa: F811
 ) -> None:
     gw = await make_gateway(llm=anthropic_llm)
     fake_anthropic.chunk_delay_s = 0.05
