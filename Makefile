@@ -7,7 +7,7 @@ run:        ## set up (virtualenv + locked deps) and run the daemon with the def
 
 test:       ## set up (incl. chromium for the browser test) and run the default test suite
 	scripts/setup --test
-	KITH_REQUIRE_BROWSER=1 .venv/bin/python -m pytest -q
+	KITH_REQUIRE_BROWSER=1 scripts/test
 
 lint:
 	.venv/bin/ruff check .

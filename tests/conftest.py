@@ -87,3 +87,12 @@ async def ws_connect() -> AsyncIterator[Callable[..., Awaitable[WSClient]]]:
 
 # The state backends (tests/pg.py): state_url / any_state run a test on SQLite and on PostgreSQL.
 from tests.pg import _pg_session, any_state, pg_url, state_url  # noqa: E402, F401
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Long runs (chaos, soak, fuzz) get an hour before pytest-timeout calls them hung; the default
+    suite's tests get the ini's 300 s."""
+    for item in items:
+        if item.get_closest_marker("timeout") is None and any(
+                item.get_closest_marker(m) for m in ("chaos", "soak", "fuzz")):
+            item.add_marker(pytest.mark.timeout(3600))
