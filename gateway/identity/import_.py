@@ -207,7 +207,7 @@ def import_user(state: State, data_dir: Path, archive: Path, *, as_user: str | N
             source = check_ids(rows)
         except RowError as exc:
             raise ArchiveError(str(exc)) from None
-        if manifest.get("user_id") not in (None, source):
+        if manifest.get("user_id") and manifest["user_id"] != source:
             raise ArchiveError(f"manifest.json names user {manifest.get('user_id')!r}, rows.json {source!r}")
         user_id = as_user or new_user_id()
         try:

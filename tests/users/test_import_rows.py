@@ -22,6 +22,7 @@ from gateway.identity.export import FORMAT, VERSION
 from gateway.identity.import_ import ArchiveError, import_user
 from gateway.state import State, TranscriptEntry, open_configured
 from tests.storage import select_rows
+from tests.users.support import kith, write_config
 
 AT = "2026-03-01 10:00:00.000000"
 NOW = datetime.now(UTC)
@@ -249,3 +250,14 @@ def test_a_good_archive_keeps_its_summary_in_place(tmp_path: Path, state: State)
     kept = state.compactions.get(session.session_id)
     assert kept is not None
     assert [r.content for r in state.turns.after(session.session_id, kept.upto_seq)][:1] == ["second"]
+
+
+def test_the_cli_names_the_row_and_writes_nothing(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """``kith users import`` of a crafted archive: exit 2 and one error line naming the row."""
+    config = write_config(tmp_path)
+    crafted = archive(tmp_path, rows(turns=[turn(created_at="2026-03-01T10:00:00Z")]))
+    assert kith(config, "users", "import", str(crafted)) == 2
+    err = capsys.readouterr().err
+    assert "rows.json turns[0].created_at" in err and "nothing was imported" in err and "Traceback" not in err
+    assert kith(config, "users", "list", "--json") == 0
+    assert json.loads(capsys.readouterr().out) == []
