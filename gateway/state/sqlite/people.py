@@ -218,7 +218,8 @@ class SqlitePeople:
         time. One transaction."""
         counts: dict[str, int] = {}
         tables = self.tables()
-        new_seq: dict[tuple[str, int], int] = {}  # (old session id, old seq) -> new seq
+        # old session id -> (old seq, new seq) of its imported turns; only a summary needs them
+        moved: dict[str, list[tuple[int, int]]] | None = {} if rows.get("compactions") else None
         with self._db.tx():
             for table in _RESTORED:
                 if table not in tables:
@@ -239,16 +240,17 @@ class SqlitePeople:
                             raise StorageError(f"{table} row names session {old_session!r}, not one of the archive's")
                         row["session_id"] = session_ids[old_session]
                     if table == "compactions":
-                        row["upto_seq"] = _moved(new_seq, old_session, row.get("upto_seq"))
+                        row["upto_seq"] = _moved((moved or {}).get(str(old_session), []), row.get("upto_seq"))
                     cols = list(row)
                     verb = "INSERT OR IGNORE" if table in _KEEP_EXISTING else "INSERT"
                     n = self._db.run(f"{verb} INTO {_quote(table)}({', '.join(_quote(c) for c in cols)})"
                                      f" VALUES ({', '.join('?' for _ in cols)})",
                                      [row[c] for c in cols]).rowcount  # fmt: skip
                     counts[table] = counts.get(table, 0) + n
-                    if table == "turns" and isinstance(old_seq, int):
+                    if table == "turns" and moved is not None and isinstance(old_seq, int):
                         last = self._db.one("SELECT max(seq) FROM turns WHERE session_id=?", (row["session_id"],))
-                        new_seq[(str(old_session), old_seq)] = int(last[0]) if last and last[0] is not None else 0
+                        if last and last[0] is not None:
+                            moved.setdefault(str(old_session), []).append((old_seq, int(last[0])))
             for session_id in set(session_ids.values()):
                 last = self._db.one("SELECT max(seq) FROM turns WHERE session_id=?", (session_id,))
                 if last and last[0] is not None:
@@ -262,13 +264,12 @@ class SqlitePeople:
         return counts
 
 
-def _moved(new_seq: dict[tuple[str, int], int], session: Any, upto: Any) -> int:
+def _moved(turns: list[tuple[int, int]], upto: Any) -> int:
     """A summary's ``upto_seq`` in the new transcript: the new position of the last imported turn of
-    its session at or before the old one (0: none, the summary covers no imported turn)."""
+    its session (``turns``: old seq, new seq) at or before the old one (0: the summary covers none)."""
     if not isinstance(upto, int):
         return 0
-    kept = [new for (sid, old), new in new_seq.items() if sid == session and old <= upto]
-    return max(kept, default=0)
+    return max((new for old, new in turns if old <= upto), default=0)
 
 
 def _quote(name: str) -> str:
