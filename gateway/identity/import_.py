@@ -13,8 +13,9 @@ archive's own refuses the whole archive. What is left out by rule, and said in t
   operator (``kith users import --approve``, or pairing), never by a file;
 * an account another person holds, or that is approved or waiting for pairing without a person yet
   (someone on this instance is about to be it): not linked;
-* group conversations (they are the group's), and one-to-one conversations on a channel where none of
-  the imported accounts is linked (kith would deliver the person's messages there).
+* group conversations and group sessions with their messages (they are the group's: a group's
+  transcript is distilled into its shared memory), and one-to-one conversations on a channel where
+  none of the imported accounts is linked (kith would deliver the person's messages there).
 
 Writing: the memory tree is extracted into a staging folder inside the data directory, the database
 rows are written in one transaction, and only then is the staging folder renamed to ``users/<id>/``;
@@ -37,7 +38,7 @@ from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from gateway.identity.export import FORMAT, VERSION
-from gateway.identity.import_rows import NEVER_RESTORED, RowError, Rows, check_ids, check_types
+from gateway.identity.import_rows import NEVER_RESTORED, RowError, Rows, check_ids, check_types, leave_out_groups
 from gateway.memory.files.scopes import ScopeError, root_for, user_scope
 from gateway.state import State, StorageError
 
@@ -218,14 +219,13 @@ def import_user(state: State, data_dir: Path, archive: Path, *, as_user: str | N
             raise ArchiveError(f"user {user_id!r} exists; delete it first or pass --force")
         report = ImportReport(user_id=user_id, source_user_id=source)
         report.left_out = {t: len(raw[t]) for t in sorted(NEVER_RESTORED) if raw.get(t)}
+        report.left_out.update(leave_out_groups(rows))
         _accounts(state, rows, report)
         _conversations(rows, report)
         session_ids = {}
         for r in rows.get("sessions", []):
             old = str(r["session_id"])
             session_ids[old] = uuid.uuid4().hex if state.sessions.scope_of(old) is not None else old
-            if str(r["scope_key"]).startswith("conv:") and r.get("ended_at") is None:
-                r["ended_at"] = r["last_active_at"]  # a group's session: never its current one
         report.files = sum(1 for p in (staging / "memory").rglob("*") if p.is_file())
         root.parent.mkdir(parents=True, exist_ok=True)
         os.rename(staging / "memory", root)  # same filesystem: the tree appears whole

@@ -11,14 +11,16 @@ Ids are checked too, so a row cannot reach data that is not the archive's own:
 * a message or a summary (``turns``, ``compactions``) names a session of the archive's own
   ``sessions``; the caller gives each such session a fresh id if the database holds that id already;
 * a session is the person's own direct one (scope ``user:<their id>``) or a group session they
-  spoke in (``conv:...``), which comes back ended, so it can never become a group's current session.
+  spoke in (``conv:...``); the caller leaves the group ones out (``group_sessions``).
 
 Turn ids are kept: they name a message only together with its session (the Markdown session log and
 the transcript look a turn up within its session or scope), and the Markdown logs in the archive hold
 the same ids, so the start-up reconciliation does not write the imported turns a second time.
 
 What import leaves out by rule (``gateway/identity/import_.py`` and docs/security.md): access approvals
-(``access_approved``), accounts someone holds, and group conversations.
+(``access_approved``), accounts someone holds, group conversations and group sessions with their
+messages (a group's transcript is its memory's source: what came in there would be distilled into the
+group's shared memory files).
 """
 
 from __future__ import annotations
@@ -166,3 +168,16 @@ def check_ids(rows: Rows) -> str:
             if row["session_id"] not in sessions:
                 raise _bad(table, i, "session_id", f"{str(row['session_id'])[:40]!r} is not a session of the archive")
     return source
+
+
+def leave_out_groups(rows: Rows) -> dict[str, int]:
+    """Drop the group sessions (scope ``conv:...``) and the turns and summaries in them from ``rows``
+    (checked by ``check_ids``); how many rows of each table were dropped."""
+    groups = {r["session_id"] for r in rows.get("sessions", []) if str(r["scope_key"]).startswith("conv:")}
+    dropped: dict[str, int] = {}
+    for table in ("sessions", "turns", "compactions"):
+        kept = [r for r in rows.get(table, []) if r["session_id"] not in groups]
+        if len(kept) < len(rows.get(table, [])):
+            dropped[f"{table} (group)"] = len(rows[table]) - len(kept)
+        rows[table] = kept
+    return dropped
