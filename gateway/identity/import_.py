@@ -247,9 +247,12 @@ def _accounts(state: State, rows: Rows, report: ImportReport) -> None:
     not waiting in the pairing queue (an approval or a pending request without a person is someone
     about to write for the first time; an archive is no proof that the account is the archive's)."""
     waiting = {(p.channel, p.account_id) for p in state.access.pending(datetime.now(UTC))}
-    kept = []
+    kept, seen = [], set()
     for r in rows.get("identities", []):
         acct = (str(r["channel"]), str(r["account_id"]))
+        if acct in seen:
+            continue  # listed twice: one link
+        seen.add(acct)
         if state.identities.lookup(*acct) is not None or state.access.is_approved(*acct) or acct in waiting:
             report.skipped_accounts.append(":".join(acct))
         else:
