@@ -13,7 +13,9 @@ nothing it holds is lost on the way to the Markdown log:
   and is retried with exponential backoff; the failure is logged once per streak, the recovery once;
 * at start, a background task compares the transcript of the last days with the logs and appends the
   turns that are missing (a kill inside the batch window, a batch still failing at shutdown). A
-  watermark in the state database keeps each start to the turns since the previous one.
+  watermark in the state database keeps each start to the turns since the previous one. A row whose
+  stored time is not a timestamp (damaged by hand, or imported before imports were checked) cannot be
+  placed in a day's log: it is skipped and reported (seq and turn id, once), and the others are written.
 
 Off-The-Record turns never get here (nor into the transcript).
 """
@@ -77,6 +79,7 @@ class SessionLog:
         self.dropped = 0  # entries let go past MAX_PENDING in this failure streak
         self.dropped_total = 0
         self.reconciled = 0
+        self.damaged = 0  # transcript rows the reconciliation skipped: their stored time is not a timestamp
         self.scanned = asyncio.Event()  # the start-up reconciliation has queued what was missing
 
     # ------------------------------------------------------------------------------- queueing
@@ -285,11 +288,15 @@ class SessionLog:
         dropped = self.dropped_total
         unreadable = False
         cursor = after
+        damaged: list[LoggedTurn] = []
         while rows := state.turns.logged(after_seq=cursor, upto_seq=upto_seq, since=since, limit=RECONCILE_PAGE):
             cursor = rows[-1].seq
             for row in rows:
+                if row.created_at is None:
+                    damaged.append(row)
+                    continue
                 scope, tz = _scope_of(row), jobscope.zone(row.timezone or None)
-                entry = _entry_of(row)
+                entry = _entry_of(row, row.created_at)
                 rel = day_log_path(entry.timestamp, tz)
                 logged = await self._logged(seen, scope, rel, entry.turn_id)
                 if logged is None:
@@ -303,6 +310,11 @@ class SessionLog:
         if queued:
             log.warning("session log: %d turns of the transcript were missing from the Markdown logs; appending "
                         "them", len(queued))
+        if damaged:
+            self.damaged += len(damaged)
+            log.error("session log: %d transcript rows have a stored time that is not a timestamp and cannot be "
+                      "placed in a day's log; skipped (seq/turn id: %s)", len(damaged),
+                      ", ".join(f"{r.seq}/{r.turn_id}" for r in damaged[:20]))  # fmt: skip
         self.scanned.set()
         # The watermark moves only once every block is written: a failing disk leaves them to the
         # flusher's retries, a stop before that to the next start.
@@ -370,10 +382,10 @@ def _scope_of(row: LoggedTurn) -> str:
     return channel_scope(row.conversation_key) if kind == "conv" else user_scope(row.user_id)
 
 
-def _entry_of(row: LoggedTurn) -> LogEntry:
+def _entry_of(row: LoggedTurn, at: datetime) -> LogEntry:
     return LogEntry(
         turn_id=row.turn_id, session_id=row.session_id, channel=row.channel, speaker=row.speaker,
-        text=row.content, timestamp=row.created_at, reply=row.reply, reply_at=row.reply_at,
+        text=row.content, timestamp=at, reply=row.reply, reply_at=row.reply_at,
     )
 
 

@@ -30,6 +30,7 @@ from gateway.state import State, config_state_exists, open_config_state
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
+    from gateway.identity.import_ import ImportReport
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -64,6 +65,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--as", dest="as_user", default=None, metavar="USER",
                    help="user id to restore as (default: a new id)")  # fmt: skip
     p.add_argument("--force", action="store_true", help="erase an existing user with that id first")
+    p.add_argument("--approve", action="store_true",
+                   help="approve the accounts the import links (an archive's approvals are never imported: "
+                        "without this, each account pairs again)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the import report as JSON")
     p.set_defaults(func=_guard(_import))
 
@@ -364,21 +368,39 @@ def _import(args: argparse.Namespace, config: Config) -> int:
         state = open_config_state(config)
     try:
         report = import_user(state, data_dir, archive, as_user=args.as_user)
+        approved = _approve(state, report) if args.approve else []
     except ArchiveError as exc:
         raise UsageError(str(exc)) from None
     finally:
         state.close()
     indexed = asyncio.run(_reindex(config, report.user_id))
     if args.json:
-        print(json.dumps({**report.as_dict(), "indexed": indexed}, indent=2))
+        print(json.dumps({**report.as_dict(), "approved": approved, "indexed": indexed}, indent=2))
         return 0
     rows = report.rows
     print(f"imported {report.source_user_id or 'the archive'} as {report.user_id}: {report.files} memory files, "
           f"{rows.get('turns', 0)} messages, {rows.get('kg_facts', 0)} facts, {rows.get('identities', 0)} accounts")
     for acct in report.skipped_accounts:
-        print(f"  account {printable(acct)} belongs to someone else now: not linked")
+        print(f"  account {printable(acct)} is someone else's here (linked, approved or pairing): not linked")
+    for acct in report.linked_accounts:
+        state_of = "approved (--approve)" if acct in approved else "not approved: it pairs again (docs/users.md#import)"
+        print(f"  account {printable(acct)} linked; {state_of}")
+    for what, n in report.left_out.items():
+        print(f"  left out: {n} {what} rows (docs/users.md#import)")
     print(f"  memory index: {indexed}")
     return 0
+
+
+def _approve(state: State, report: ImportReport) -> list[str]:
+    """Approve the accounts the import linked: the operator's explicit choice (``--approve``), never the
+    archive's. Trusted channels (the local WebSocket) need no approval and are approved all the same."""
+    from datetime import UTC, datetime
+
+    now = datetime.now(UTC)
+    for acct in report.linked_accounts:
+        channel, _, account_id = acct.partition(":")
+        state.access.approve(channel, account_id, display_name="", via="import", at=now)
+    return list(report.linked_accounts)
 
 
 async def _reindex(config: Config, uid: str) -> str:

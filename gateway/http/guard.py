@@ -45,8 +45,12 @@ LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # Headers a reverse proxy or CDN adds to say who the real client is.
 PROXY_HEADERS = ("forwarded", "x-real-ip", "x-client-ip", "true-client-ip", "cf-connecting-ip",
-                 "x-cluster-client-ip", "fastly-client-ip", "x-original-forwarded-for", "via")
-PROXY_PREFIXES = ("x-forwarded-",)
+                 "cf-connecting-ipv6", "x-cluster-client-ip", "fastly-client-ip", "x-original-forwarded-for", "via",
+                 "x-proxyuser-ip", "fly-client-ip", "x-azure-clientip", "x-azure-socketip",
+                 "x-appengine-user-ip")  # fmt: skip
+# Envoy (and Istio, Contour, Ambassador on top of it) marks what it forwards with x-envoy-* headers,
+# the client's address in ``x-envoy-external-address``.
+PROXY_PREFIXES = ("x-forwarded-", "x-envoy-")
 LOG_INTERVAL_S = 60.0
 # On every answer: no other site may frame the web chat (clickjacking a user into typing "/link CODE")
 # or embed an API answer as a resource.
