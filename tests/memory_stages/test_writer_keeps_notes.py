@@ -307,3 +307,39 @@ async def test_a_careless_writer_answer_loses_no_line_that_is_not_audited_and_re
     [run] = writer_ops.runs(store)
     assert writer_ops.rollback_run(store, run["run_id"]).status in ("restored", "nothing_to_undo")
     assert store.read(PEOPLE_REL) == PEOPLE_NOTE and store.read(TOPIC_REL) == TOPIC_NOTE
+
+
+async def test_a_known_person_the_turns_name_is_shown_and_edited_under_their_own_slug(
+    make_gateway: Any, anthropic_llm: dict[str, Any], fake_anthropic: FakeAnthropic
+) -> None:
+    """Ben did not speak but has a note (people/telegram-ben.md, in the alias map): when Ada names him,
+    his note is shown, and an entry the model keys by his name lands in his file, not in people/ben.md.
+    Nor can the model point his name at someone else."""
+    ben_note = "# Ben\n\n## Boat\n- Owns half of the Lotte.\n"
+    answer = "SUMMARY:\n" + SUMMARY + "\n\nPEOPLE:\n" + json.dumps([
+        {"slug": "ben", "name": "Ben",
+         "ops": [{"op": "append", "section": "Boat", "text": "Sails to Copenhagen in May."}]},
+        {"slug": "websocket-ada", "name": "Ada", "aliases": ["Ben"], "ops": []},
+    ]) + "\n\nTOPICS:\n[]\n"  # fmt: skip
+    prompts: list[str] = []
+    fake_anthropic.responders.append(writer_responder(answer, prompts))
+    gw = await gateway(make_gateway, anthropic_llm)
+    await gw.handle_inbound(msg("Hi there."))
+    uid = gw.identities.lookup("websocket", "ada")
+    assert uid is not None
+    store = gw.memory_store(uid)
+    store.write("people/telegram-ben.md", ben_note, source="test")
+    store.write("people/_aliases.json", json.dumps({"ben": "telegram-ben"}), source="test")
+    await gw.handle_inbound(msg("Ben is coming along to Copenhagen."))
+    sid = str(select_one(gw.state, "SELECT session_id FROM sessions")[0])
+    assert gw.bus is not None
+    await gw.bus.enqueue("memory_writer", {"session_id": sid, "reason": "test"}, job_id=f"writer-test:{sid}")
+    for _ in range(200):
+        await gw.settle()
+        if gw.state.progress.writer_watermark(sid) > 0:
+            break
+        await asyncio.sleep(0.05)
+    assert "CURRENT NOTE people/telegram-ben.md" in prompts[-1] and "Owns half of the Lotte." in prompts[-1]
+    assert store.read("people/telegram-ben.md") == ben_note + "- Sails to Copenhagen in May.\n"
+    assert not store.exists("people/ben.md")
+    assert json.loads(store.read("people/_aliases.json"))["ben"] == "telegram-ben"

@@ -175,8 +175,8 @@ def _named(aliases: dict[str, str], rows: list[TurnRow], speakers: dict[str, str
     text = " " + " ".join(" ".join(r.content.casefold().split()) for r in rows) + " "
     out: dict[str, str] = {}
     for name, slug in aliases.items():
-        if slug in speakers or slug in out or not name or not re.match(r"^[A-Za-z0-9_-]{1,100}$", slug):
-            continue
+        if slug in speakers or slug in out or len(name) < 3 or not re.match(r"^[A-Za-z0-9_-]{1,100}$", slug):
+            continue  # a two-letter alias would match half the words of a conversation
         if re.search(rf"(?<![\w]){re.escape(name)}(?![\w])", text):
             out[slug] = name
     return out
@@ -210,7 +210,7 @@ def _merged_aliases(current: dict[str, str], people: list[tuple[str, FileUpdate]
         for name in (p.title, known.get(slug, ""), *p.aliases):
             key = " ".join(name.split()).casefold()
             if key:
-                merged[key] = slug
+                merged.setdefault(key, slug)  # a name already known keeps its person: no model re-points it
     if merged == current:
         return None
     return json.dumps(dict(sorted(merged.items())), ensure_ascii=False, indent=1) + "\n"
