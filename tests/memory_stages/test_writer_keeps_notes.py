@@ -24,6 +24,7 @@ from gateway.cli.main import main as kith
 from gateway.memory.background import writer_ops
 from gateway.memory.curation import audit
 from gateway.memory.curation.doc import norm
+from gateway.memory.files.scopes import user_scope
 from tests.background.conftest import FAST_BUS
 from tests.fakes.anthropic import FakeAnthropic
 from tests.memory_stages.conftest import msg
@@ -83,9 +84,9 @@ def writer_responder(answer: str, prompts: list[str]) -> Callable[[dict[str, Any
     return respond
 
 
-async def gateway(make_gateway: Any, anthropic_llm: dict[str, Any]) -> Gateway:
+async def gateway(make_gateway: Any, anthropic_llm: dict[str, Any], **more: Any) -> Gateway:
     # Only the writer's triggers that the test drives: no turn-count or idle run, no night.
-    background = {"writer": {"turn_threshold": 1000, "idle_seconds": 3600}, "sleep": {"enabled": False}}
+    background = {"writer": {"turn_threshold": 1000, "idle_seconds": 3600}, "sleep": {"enabled": False}, **more}
     gw: Gateway = await make_gateway(llm=anthropic_llm, background=background, bus=FAST_BUS)
     return gw
 
@@ -343,3 +344,36 @@ async def test_a_known_person_the_turns_name_is_shown_and_edited_under_their_own
     assert store.read("people/telegram-ben.md") == ben_note + "- Sails to Copenhagen in May.\n"
     assert not store.exists("people/ben.md")
     assert json.loads(store.read("people/_aliases.json"))["ben"] == "telegram-ben"
+
+
+async def test_retention_deletes_an_expired_summary_with_its_audit_and_its_pre_run_copies(
+    make_gateway: Any, anthropic_llm: dict[str, Any]
+) -> None:
+    """The writer keeps a pre-run copy of every file it changes (for rollback); when retention deletes
+    an expired slot summary, no copy of its words outlives it in the person's tree."""
+    from datetime import UTC, datetime
+
+    from gateway.memory.background.retention_cutoff import cutoff_instant
+
+    gw = await gateway(make_gateway, anthropic_llm, retention={"memory_retention_days": 7})
+    await gw.handle_inbound(msg("Hi there."))
+    uid = gw.identities.lookup("websocket", "ada")
+    assert uid is not None and gw.bus is not None
+    store = gw.memory_store(uid)
+    old, kept_rel = "sessions/2024-03-02-evening.md", "sessions/2024-03-03-evening.md"
+    for rel in (old, kept_rel):  # two writer runs each: the second keeps a copy of the first
+        for n, words in enumerate(("Kayak shopping in Kiel.", "Kayak bought, red.")):
+            text = f"# Session summary {rel[9:19]}, evening\n\n{words}\n"
+            writer_ops.audited_write(store, rel, text, run_id=f"writer-{n}", source="memory_writer")
+    assert [e.path for e in store.files("_history") if "2024-03-02" in e.path]
+    now = datetime(2024, 3, 10, 11, 0, tzinfo=UTC)
+    assert cutoff_instant(now, 7, "UTC") == datetime(2024, 3, 3, tzinfo=UTC)
+    await gw.bus.enqueue("retention", {"user_id": uid, "slot": "2024-03-10T12:15", "tz": "UTC",
+                                       "scheduled_for": now.isoformat()}, job_id="retention-test")  # fmt: skip
+    await gw.settle()
+
+    root = gw.memory.root_for(user_scope(uid))
+    left = [p for p in root.rglob("*") if p.is_file() and "2024-03-02" in p.name]
+    assert left == [], left
+    # The day still kept keeps its audit and its copy: it can still be rolled back.
+    assert store.exists(audit.audit_rel(kept_rel)) and [e for e in store.files("_history") if "2024-03-03" in e.path]
