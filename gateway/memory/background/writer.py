@@ -232,16 +232,16 @@ class _Plan:
         self.speakers = speakers
         self.named = named
         self.aliases = aliases
-        self.topics = set(topics)
+        self.topics = {t.casefold(): t for t in topics}  # a hand-named topics/Sailing.md is "sailing" too
         self.notes: dict[str, Note] = {}
 
     def person(self, update: FileUpdate, errors: list[str], i: int) -> str | None:
         """The slug a people entry may write: a speaker's or a named known person's, also when the
         model wrote a name or alias instead of the slug; None (refused) for anything else."""
         allowed = {**self.speakers, **self.named}
-        for candidate in (update.slug, self.aliases.get(update.slug.casefold(), ""),
-                          *(s for s, n in allowed.items() if n.casefold() in (update.slug.casefold(),
-                                                                              update.title.casefold()))):  # fmt: skip
+        said = {update.slug.casefold(), update.title.casefold()} - {""}
+        by_name = [s for s, n in allowed.items() if n.casefold() in said]
+        for candidate in (update.slug, self.aliases.get(update.slug.casefold(), ""), *by_name):
             if candidate in allowed:
                 return candidate
         errors.append(f"PEOPLE[{i}]: {update.slug!r} is not a speaker or a known person the turns name; refused "
@@ -250,7 +250,7 @@ class _Plan:
 
     def topic(self, update: FileUpdate) -> str:
         slug = update.slug.casefold()
-        return slug if slug in self.topics else re.sub(r"[^a-z0-9]+", "-", slug).strip("-")[:100] or "topic"
+        return self.topics.get(slug) or re.sub(r"[^a-z0-9]+", "-", slug).strip("-")[:100] or "topic"
 
     def note(self, rel: str, fallback_title: str) -> Note:
         """The note as shown; a note not shown (a topic outside the prompt) admits appends only."""
