@@ -177,12 +177,16 @@ async def test_kith_memory_rollback_undoes_a_writer_run_byte_for_byte(
     removal = json.dumps({"op": "remove", "section": "Work", "text": PEOPLE_LINES[10]})
     new_topic = json.dumps({"slug": "copenhagen", "title": "Copenhagen",
                             "ops": [{"op": "append", "section": "Notes", "text": "Ada arrives in May."}]})  # fmt: skip
+    # Ada a second time, by her name: the same file, one curation run of it, undone with the rest.
+    again = json.dumps({"slug": "ada", "ops": [{"op": "append", "section": "Health", "text": "Knee fine again."}]})
     answer = OPS.replace('"ops": [', f'"ops": [{removal}, ', 1).replace("TOPICS:\n[", f"TOPICS:\n[{new_topic}, ")
+    answer = answer.replace("PEOPLE:\n[", f"PEOPLE:\n[{again}, ")
     fake_anthropic.responders.append(writer_responder(answer, []))
     gw = await gateway(make_gateway, anthropic_llm)
     uid, _ = await conversation_then_new(gw)
     store = gw.memory_store(uid)
     assert PEOPLE_LINES[10] not in store.read(PEOPLE_REL) and store.exists("topics/copenhagen.md")
+    assert "Knee fine again." in store.read(PEOPLE_REL) and PERSON_NEW in store.read(PEOPLE_REL)
     slot = next(e.path for e in store.files("sessions") if e.path.endswith(".md") and "through=" in store.read(e.path))
 
     config = tmp_path / "kith.yaml"

@@ -332,7 +332,9 @@ async def run_writer(
     prov = Provenance(source_type=SOURCE, source_ref=ref, channel=rows[0].channel)
     meta: dict[str, str] = {"message_id": ref, "trust": prov.trust}
     run_id = f"writer-{uuid.uuid4().hex[:12]}"
-    edits: list[tuple[Note, list[Any], str]] = []  # note, ops, title for a new file
+    # rel -> (note, ops, title for a new file): two entries for one note (a slug and a name) are one
+    # curation run of that file, so the run's audit has one record per file and rolls back whole.
+    edits: dict[str, tuple[Note, list[Any], str]] = {}
     person_updates: list[tuple[str, FileUpdate]] = []
     for i, p in enumerate(out.people):
         slug = plan.person(p, errors, i)
@@ -340,21 +342,22 @@ async def run_writer(
             continue
         person_updates.append((slug, p))
         note = plan.note(f"people/{slug}.md", p.title or people.get(slug) or named.get(slug) or slug)
-        edits.append((note, _edits(p, note, f"PEOPLE[{i}]", errors), p.title or note.title))
+        _, ops, title = edits.get(note.rel, (note, [], p.title or note.title))
+        edits[note.rel] = (note, ops + _edits(p, note, f"PEOPLE[{i}]", errors), title)
     for i, t in enumerate(out.topics):
-        slug = plan.topic(t)
-        note = plan.note(f"topics/{slug}.md", t.title or slug)
-        edits.append((note, _edits(t, note, f"TOPICS[{i}]", errors), t.title or note.title))
+        note = plan.note(f"topics/{plan.topic(t)}.md", t.title or plan.topic(t))
+        _, ops, title = edits.get(note.rel, (note, [], t.title or note.title))
+        edits[note.rel] = (note, ops + _edits(t, note, f"TOPICS[{i}]", errors), title)
     if errors:
         log.warning("memory writer output for session %s: %s", session_id, "; ".join(errors))
     new_aliases = _merged_aliases(aliases, person_updates, {**people, **named})
     written: list[str] = []
 
     def write_all() -> None:
-        files = [n.rel for n, ops, _ in edits if ops] + ([ALIASES] if new_aliases is not None else []) + [rel]
+        files = [r for r, (_, ops, _) in edits.items() if ops] + ([ALIASES] if new_aliases is not None else []) + [rel]
         writer_ops.journal(store, run_id, session_id=session_id, rows=f"{rows[0].seq}-{through}", files=files,
                            source=SOURCE)  # fmt: skip
-        for note, ops, title in edits:
+        for note, ops, title in edits.values():
             if not ops:
                 continue
             result = curate(store, ops, rel=note.rel, rails=writer_ops.NOTE_RAILS, screen=screen_text, run_id=run_id,
