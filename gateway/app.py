@@ -239,6 +239,7 @@ class Gateway:
         log.info("listening on http://%s:%s", self.config.server.host, self.port)
 
     async def _healthz(self, request: web.Request) -> web.Response:
+        from gateway.ops.memory_jobs import health_of_memory_jobs
         from gateway.writefailures import write_failures
 
         # "degraded": the daemon answers, but something is not at full service (indexing paused
@@ -250,6 +251,8 @@ class Gateway:
         mcp = self.stash.get(MCP_MANAGER)  # MCP servers not up: their tools are withdrawn (docs/mcp.md)
         if mcp is not None:
             problems.extend(mcp.problems())
+        memory_jobs = await health_of_memory_jobs(self)  # dead-lettered, failing again and again
+        problems.extend(memory_jobs.pop("problems", []))
         return web.json_response({
             "status": "degraded" if problems else "ok",
             "degraded": problems,
@@ -258,6 +261,7 @@ class Gateway:
             "adapters": self.supervisor.health(),
             "plugin_failures": dict(self.hooks.failures),
             "mcp": mcp.health() if mcp is not None else {},
+            "memory_jobs": memory_jobs,
         })
 
     # ---------------------------------------------------------------------------------- turns

@@ -48,10 +48,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=lambda a: _run(a, _reindex), func_name="reindex")
 
-    p = msub.add_parser("rollback", help="undo a USER.md curation run (default: the latest one that changed it)")
+    p = msub.add_parser("rollback", help="undo a USER.md curation run or a memory-writer run (default: the latest "
+                                          "curation run that changed USER.md)")  # fmt: skip
     p.add_argument("--user", required=True, help="user id (users/<id>/)")
-    p.add_argument("--run", default=None, help="run id from USER.md.audit.jsonl (default: the latest written run)")
-    p.add_argument("--force", action="store_true", help="restore even if USER.md changed after that run")
+    p.add_argument("--run", default=None,
+                   help="run id from USER.md.audit.jsonl, or a writer run id (writer-...) from "
+                        "_history/writer.audit.jsonl (default: the latest run)")  # fmt: skip
+    p.add_argument("--writer", action="store_true",
+                   help="undo a memory-writer run (people/, topics/, the session summary): every file it changed, "
+                        "or none")  # fmt: skip
+    p.add_argument("--force", action="store_true", help="restore even if a file changed after that run")
     p.add_argument("--file", default="USER.md", choices=("USER.md", "PATTERNS.md"),
                    help="the curated file (PATTERNS.md: the nightly patterns; default USER.md)")
     p.add_argument("--json", action="store_true")
@@ -163,6 +169,8 @@ def _rollback(args: argparse.Namespace) -> int:
     store = user_store(config, args.user)
     if store is None:
         return 2
+    if args.writer or (args.run or "").startswith("writer-"):
+        return _rollback_writer(store, args)
     run_id = args.run
     if run_id is None:
         records = list(audit.read_records(store, args.file))
@@ -178,6 +186,38 @@ def _rollback(args: argparse.Namespace) -> int:
     else:
         print(f"{result.run_id}: {result.status}{f' ({result.detail})' if result.detail else ''}")
     return 0 if result.status in ("restored", "already_restored") else 1
+
+
+def _rollback_writer(store: Any, args: argparse.Namespace) -> int:
+    """Undo a memory-writer run as a whole: every file it changed goes back to its pre-run bytes (a
+    file the run created is removed), or, when one changed since, none (without ``--force``)."""
+    from gateway.memory.background import writer_ops
+
+    run_id = args.run
+    if run_id is None:
+        undone = {r.get("run_id") for r in _writer_rollbacks(store)}
+        runs = [r for r in writer_ops.runs(store) if r.get("run_id") not in undone]
+        if not runs:
+            print("nothing to roll back: no memory-writer run in _history/writer.audit.jsonl", file=sys.stderr)
+            return 1
+        run_id = str(runs[-1]["run_id"])
+    result = writer_ops.rollback_run(store, run_id, force=args.force)
+    if result.status == "restored":
+        writer_ops.note_rollback(store, run_id)
+    if args.json:
+        print(json.dumps(asdict(result)))
+    else:
+        print(f"{result.run_id}: {result.status}{f' ({result.detail})' if result.detail else ''}")
+        for f in result.files:
+            print(f"  {printable(f.file)}: {f.status}{f' ({f.detail})' if f.detail else ''}")
+    return 0 if result.status in ("restored", "already_restored") else 1
+
+
+def _writer_rollbacks(store: Any) -> list[dict[str, Any]]:
+    from gateway.memory.background import writer_ops
+    from gateway.memory.curation import audit
+
+    return [r for r in audit.read_records(store, writer_ops.JOURNAL) if r.get("type") == "rollback"]
 
 
 def _hit(fields: dict[str, Any]) -> Hit:
