@@ -21,6 +21,7 @@ import threading
 import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
+from contextvars import ContextVar
 
 MAX_WAIT_S = 1.0  # the longest a background run waits for turns to pause
 WINDOW_S = 0.25  # then it runs this long without asking (about one indexing slice)
@@ -29,6 +30,10 @@ QUIET_S = 0.05  # "paused": no turn for this long (a run started in the gap betw
 
 
 class TurnGate:
+    # Whether the running task is inside a turn's CPU-bound part (tasks it starts inherit it): only
+    # such a task may hand its place back in ``waiting``, never a job or a request outside any turn.
+    _holding: ContextVar[bool] = ContextVar("turngate_holding", default=False)
+
     def __init__(self, *, max_wait_s: float = MAX_WAIT_S, window_s: float = WINDOW_S, quiet_s: float = QUIET_S,
                  clock: Callable[[], float] = time.monotonic) -> None:  # fmt: skip
         self.max_wait_s, self.window_s, self.quiet_s, self.clock = max_wait_s, window_s, quiet_s, clock
@@ -61,23 +66,27 @@ class TurnGate:
     def turn(self) -> Iterator[None]:
         """Around a turn: background runs wait until it ends (or pauses, ``waiting``)."""
         self._enter()
+        token = self._holding.set(True)
         try:
             yield
         finally:
+            self._holding.reset(token)
             self._leave()
 
     @contextmanager
     def waiting(self) -> Iterator[None]:
-        """Inside ``turn``: the turn waits on something else (a model's answer) and needs no core.
-        Outside any turn it changes nothing."""
-        inside = self._busy > 0
+        """Inside ``turn``: the turn waits on something else (a model's answer, index work it asked
+        for) and needs no core. Outside any turn (a job, an HTTP request) it changes nothing."""
+        inside = self._holding.get()
         if inside:
+            token = self._holding.set(False)
             self._leave()
         try:
             yield
         finally:
             if inside:
                 self._enter()
+                self._holding.reset(token)
 
     def wait(self) -> None:
         """Called by a background thread before each unit of CPU work (one model run): returns once

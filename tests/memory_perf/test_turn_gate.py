@@ -98,3 +98,44 @@ async def test_a_gateway_turn_holds_the_gate_except_while_the_model_answers(
     assert watch.in_context == [before + 1]
     assert watch.in_model == [before]
     assert TURNS.busy == before
+
+
+def test_only_a_turn_hands_its_place_back_while_it_waits() -> None:
+    """``waiting`` inside a turn frees the gate; outside any turn (a bus job, an HTTP request that
+    waits on index work) it must not count another task's turn out."""
+    gate = TurnGate(max_wait_s=30.0, window_s=0.1, quiet_s=0.0)
+    with gate.turn():
+        assert gate.busy == 1
+        with gate.waiting():
+            assert gate.busy == 0
+            with gate.waiting():  # nested: still handed back once
+                assert gate.busy == 0
+        assert gate.busy == 1
+    assert gate.busy == 0
+
+    result: list[int] = []
+
+    def outside() -> None:  # another thread = another context: no turn of its own
+        with gate.waiting():
+            result.append(gate.busy)
+
+    with gate.turn():
+        worker = threading.Thread(target=outside)
+        worker.start()
+        worker.join(10)
+        assert result == [1]  # the running turn still holds the gate
+
+
+async def test_forget_does_not_wait_for_the_indexer_that_waits_for_it(
+    kith_gateway: GatewayFactory, monkeypatch: Any
+) -> None:
+    """/forget re-indexes the changed files before it answers, on the background indexer, which yields
+    to turns: the command's turn must not hold the gate meanwhile. It did, and the indexer waited out
+    the gate's longest pause for the turn waiting on it (past the command's 5 s deadline on a loaded
+    machine: "Unknown command /forget"). With a pause longer than that deadline the old way always fails."""
+    monkeypatch.setattr(TURNS, "max_wait_s", 60.0)
+    gw = await kith_gateway()
+    await gw.handle_inbound(message("My locker code is QUOKKA-4471."))
+    await gw.settle()
+    reply = await gw.handle_inbound(message("/forget QUOKKA-4471"))
+    assert reply is not None and "Forgotten" in reply.text, reply

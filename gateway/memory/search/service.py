@@ -44,6 +44,7 @@ from gateway.memory.search.indexer import Indexer, IndexReport
 from gateway.memory.search.recall import Hit, RecallSettings, recall
 from gateway.memory.search.sparse import SparseEncoder
 from gateway.plugins import plugin_allowed
+from gateway.turngate import TURNS
 
 if TYPE_CHECKING:  # numpy and onnxruntime: imported by the load (_open), off the start-up path
     from gateway.memory.search.embed import Embedder
@@ -335,7 +336,12 @@ class MemoryService:
     async def index_file(self, scope: str, rel: str) -> IndexReport:
         """Re-index one file of one scope on the indexing thread (what ``memory.index`` jobs call).
         While indexing is paused the work is kept for later and an empty report returned."""
-        return await self._guarded((FILE, scope, rel), self._index_path_uncounted, scope, rel)
+        # Index work runs at background priority and yields to turns (gateway/turngate.py). A turn
+        # that waits for it (/forget, /remember: the next recall must see the change) needs no core
+        # meanwhile: holding the gate, it made the indexer wait out its longest pause for the very
+        # turn waiting on it (1.5 s a /forget, past the command's 5 s deadline on a loaded machine).
+        with TURNS.waiting():
+            return await self._guarded((FILE, scope, rel), self._index_path_uncounted, scope, rel)
 
     async def _guarded(self, op: Op, fn: Callable[..., IndexReport | None], *args: Any) -> IndexReport:
         """Run index work on the indexing thread unless indexing is paused; work that finds (or
