@@ -20,6 +20,7 @@ from aiohttp import web
 
 from gateway.adapter import Adapter
 from gateway.bus import JobBus, UserDirectory
+from gateway.cluster.node import node_dir
 from gateway.cluster.role import Cluster
 from gateway.config import Config
 from gateway.dedupe import Dedupe
@@ -151,7 +152,9 @@ class Gateway:
         if self.run_jobs:
             # Before the plugins start: the session log's catch-up then finds what an earlier run
             # spooled (gateway/writeback.py). The gateway that answers turns holds the spool.
-            keeper = self.stash[WRITE_BACK] = WriteBack(self, TurnSpool(self.data_dir, self.config.state.spool_mb * MB))
+            # In a cluster each node has its own (under its node directory: keep cluster.node_id stable).
+            spool = TurnSpool(node_dir(self.config), self.config.state.spool_mb * MB)
+            keeper = self.stash[WRITE_BACK] = WriteBack(self, spool)
             keeper.start()
             keeper.serve()
         self._providers.update(make_providers(self.config.llm))

@@ -117,6 +117,7 @@ class TurnSpool:
         if not exists:
             if self.size == 0 or free_bytes(self.path.parent) < 2 * self.size:
                 return False
+            self.path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
             self._create()
         fd = os.open(self.path, os.O_RDWR | os.O_CLOEXEC)
         try:
