@@ -12,8 +12,8 @@ next start; the session log and the index follow from the transcript as for any 
 Format: a 24-byte header (``MAGIC`` + the generation, a 64-bit counter) and records from there on,
 each a 16-byte head (payload length, CRC-32 of generation + payload, generation) and a JSON payload.
 A zero length, a wrong generation or a wrong checksum ends the records (the rest of the file is zeros
-or left over from an earlier generation). Emptying the spool is one 8-byte write of the next
-generation: nothing is erased, old records simply stop counting. Each append is flushed with
+or left over from an earlier generation: a torn write). Emptying the spool zeroes the records and
+writes the next generation, so old records stop counting even if the zeroing was cut short. Each append is flushed with
 ``fdatasync`` before the turn's reply is sent, so a SIGKILL right after it loses nothing.
 
 Limit: on a copy-on-write filesystem (btrfs, ZFS) an overwrite needs new blocks, so the reservation
@@ -209,9 +209,14 @@ class TurnSpool:
         return True
 
     def clear(self) -> None:
-        """Every record is written back: the next generation starts, empty, at the start of the file."""
+        """Every record is written back: the next generation starts, empty, at the start of the file.
+        The records' bytes are zeroed first (blocks the file owns: no space needed), so no message
+        stays on disk here after it is in the transcript, where erasing a person reaches it."""
         if self.fd is None:
             return
+        zeros = b"\0" * (1024 * 1024)
+        for offset in range(_HEADER, self.end, len(zeros)):
+            os.pwrite(self.fd, zeros[: min(len(zeros), self.end - offset)], offset)
         self._format(self.generation + 1)
         self.generation += 1
         self.records, self.end = [], _HEADER

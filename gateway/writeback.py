@@ -46,7 +46,8 @@ class WriteBack:
         self.spool = spool
         self.stored: set[str] = set()  # turn ids of the spool already in the transcript (a partial write-back)
         self.kept = 0  # turns spooled by this run
-        self.not_kept = 0  # turns neither stored nor spooled by this run: their person was told
+        self.not_kept = 0  # turns neither stored nor spooled since the last stored one: their person was told
+        self.not_kept_total = 0
         self.written = 0  # turns written back by this run
         self.last_error = ""
         self.wake = asyncio.Event()
@@ -66,8 +67,12 @@ class WriteBack:
                             self.kept, self.spool.free())  # fmt: skip
             return True
         self.not_kept += 1
+        self.not_kept_total += 1
+        if self.not_kept_total > 1 and self.not_kept_total % 100:
+            return False  # the first and every 100th: one line per turn would flood the log
         log.error("turn %s was answered but could not be stored nor spooled (%s): its person is told it is not"
-                  " kept", turn.turn_id, "no spool" if not self.spool.usable else "spool full or failing")
+                  " kept (%d such turns in this run; logged once per 100)", turn.turn_id,
+                  "no spool" if not self.spool.usable else "spool full or failing", self.not_kept_total)
         return False
 
     def unstored(self) -> list[SpooledTurn]:

@@ -43,6 +43,7 @@ def test_clearing_empties_it_and_earlier_records_never_come_back(tmp_path: Path)
         assert spool.add(turn(i, "long " * 50))
     spool.clear()
     assert spool.records == []
+    assert b"long" not in (tmp_path / SPOOL_FILE).read_bytes()  # zeroed: no message stays behind
     assert spool.add(turn(9))  # shorter than what it overwrites: the old records after it stay on disk
     spool.close()
     assert opened(tmp_path).records == [turn(9)]
