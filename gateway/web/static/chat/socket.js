@@ -1,6 +1,24 @@
 // The WebSocket of docs/protocol.md: hello (or auth), reconnect with backoff, frames to a handler.
 import { token } from "./api.js";
 
+// Proactive messages are acknowledged once shown (docs/protocol.md#acknowledging-proactive-messages);
+// one sent again (its ack was lost with a killed daemon) is acknowledged again and not shown twice.
+const SHOWN_KEY = "kith.delivered";
+const SHOWN_MAX = 500;
+
+function shownIds() {
+  try { return JSON.parse(localStorage.getItem(SHOWN_KEY) || "[]"); } catch { return []; }
+}
+
+// True the first time this browser sees the delivery id (remembered across reloads and tabs).
+function firstTime(id) {
+  const ids = shownIds();
+  if (ids.includes(id)) return false;
+  ids.push(id);
+  try { localStorage.setItem(SHOWN_KEY, JSON.stringify(ids.slice(-SHOWN_MAX))); } catch { /* private mode: this page only */ }
+  return true;
+}
+
 export class ChatSocket {
   constructor({ clientId, onFrame, onOpen, onClose, onLocked }) {
     this.clientId = clientId;
@@ -22,7 +40,7 @@ export class ChatSocket {
     ws.onopen = () => {
       this.retry = 0;
       const t = token();
-      const hello = { client_id: this.clientId, name: "" };
+      const hello = { client_id: this.clientId, name: "", acks: true };
       ws.send(JSON.stringify(t ? { type: "auth", token: t, ...hello } : { type: "hello", ...hello }));
       this.onOpen?.();
     };
@@ -30,7 +48,10 @@ export class ChatSocket {
       let frame;
       try { frame = JSON.parse(event.data); } catch { return; }
       if (frame.type === "ready") this.ready = true;
-      this.onFrame(frame);
+      const delivery = frame.type === "reply" && frame.proactive && typeof frame.delivery_id === "string";
+      const show = !delivery || firstTime(frame.delivery_id);
+      if (show) this.onFrame(frame);
+      if (delivery) ws.send(JSON.stringify({ type: "ack", delivery_id: frame.delivery_id }));
     };
     ws.onclose = (event) => {
       if (this.ws !== ws) return;
