@@ -109,7 +109,7 @@ class SessionLog:
         its log entry is queued now, as the turn's own after-turn hook had, so it does not wait for
         the write-back and the catch-up of a later start."""
         user = self.gateway.state.users.get(turn.user_id)
-        tz = jobscope.zone(user.timezone if user is not None else None)
+        tz = jobscope.zone((user.timezone if user is not None else "") or None)
         entry = LogEntry(
             turn_id=turn.turn_id, session_id=turn.session_id, channel=turn.channel, speaker=turn.speaker,
             text=turn.text, timestamp=turn.at, reply=turn.reply, reply_at=turn.reply_at,
