@@ -3,19 +3,15 @@ import { token } from "./api.js";
 
 // Proactive messages are acknowledged once shown (docs/protocol.md#acknowledging-proactive-messages);
 // one sent again (its ack was lost with a killed daemon) is acknowledged again and not shown twice.
-const SHOWN_KEY = "kith.delivered";
+// Remembered by this page only: two tabs of one browser are both sent a live message and both show it.
 const SHOWN_MAX = 500;
+const shown = new Set();
 
-function shownIds() {
-  try { return JSON.parse(localStorage.getItem(SHOWN_KEY) || "[]"); } catch { return []; }
-}
-
-// True the first time this browser sees the delivery id (remembered across reloads and tabs).
+// True the first time this page sees the delivery id.
 function firstTime(id) {
-  const ids = shownIds();
-  if (ids.includes(id)) return false;
-  ids.push(id);
-  try { localStorage.setItem(SHOWN_KEY, JSON.stringify(ids.slice(-SHOWN_MAX))); } catch { /* private mode: this page only */ }
+  if (shown.has(id)) return false;
+  shown.add(id);
+  if (shown.size > SHOWN_MAX) shown.delete(shown.values().next().value);
   return true;
 }
 
