@@ -42,6 +42,7 @@ async def test_missed_reminder_is_shown_marked_when_the_tab_reopens(
     label = await bubble.evaluate("el => getComputedStyle(el, '::before').content")
     assert "Missed while you were away" in label
     await chat.shot("missed")
-    # Sent once the page acknowledged it (docs/protocol.md#acknowledging-proactive-messages).
+    # The page says it acknowledges, so the row is sent only on its ack (docs/protocol.md, acknowledging).
+    assert [conn.acks for conn in adapter.connections[client_id]] == [True]
     await eventually(lambda: gw.state.outbox.get(f"missed-{size}").status == "sent", timeout=T / 1000)  # type: ignore[union-attr]
     assert not chat.errors, chat.errors
