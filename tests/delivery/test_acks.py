@@ -104,10 +104,11 @@ async def test_kith_chat_acknowledges_and_shows_a_message_sent_twice_once(kith_g
         client = Client(ws, view)
         try:
             uid = (await client.hello("term-1", "Dana"))["user_id"]
+            adapter: Any = gw.adapters["websocket"]
+            assert [conn.acks for conn in adapter.connections["term-1"]] == [True]  # so sent only on its ack
             await remind(gw, uid, "term-1", "d4", "Reminder: water the plants")
             await eventually(lambda: status(gw, "d4") == "sent", timeout=10)  # kith chat acknowledged it
             # The same delivery again (its ack lost with a killed daemon: the sweep sends it again).
-            adapter: Any = gw.adapters["websocket"]
             address = ConversationAddress(channel="websocket", conversation_id="term-1", user_id=uid)
             await adapter.send(address, Reply(text="Reminder: water the plants", delivery_id="d4"))
             await adapter.send(address, Reply(text="Reminder: something else", delivery_id="d5"))
