@@ -20,9 +20,11 @@ from aiohttp import web
 
 from gateway.adapter import Adapter
 from gateway.bus import JobBus, UserDirectory
+from gateway.cluster.node import node_dir
 from gateway.cluster.role import Cluster
 from gateway.config import Config
 from gateway.dedupe import Dedupe
+from gateway.diskspace import MB
 from gateway.hooks import Hooks, Registrations
 from gateway.http.accept import BackoffSite
 from gateway.http.api import install as install_person_api
@@ -46,7 +48,9 @@ from gateway.sessions import Sessions
 from gateway.state import State, open_configured_async
 from gateway.supervisor import Supervisor
 from gateway.turngate import TURNS
+from gateway.turnspool import TurnSpool
 from gateway.types import ConversationAddress, InboundMessage, Reply, Stash, Turn
+from gateway.writeback import WRITE_BACK, WriteBack
 
 log = logging.getLogger("kith.gateway")
 
@@ -145,6 +149,14 @@ class Gateway:
         self.identities.apply_config_links()
         self.sessions = Sessions(self.state, self.config)
         self.dedupe = Dedupe(self.state)
+        if self.run_jobs:
+            # Before the plugins start: the session log's catch-up then finds what an earlier run
+            # spooled (gateway/writeback.py). The gateway that answers turns holds the spool.
+            # In a cluster each node has its own (under its node directory: keep cluster.node_id stable).
+            spool = TurnSpool(node_dir(self.config), self.config.state.spool_mb * MB)
+            keeper = self.stash[WRITE_BACK] = WriteBack(self, spool)
+            keeper.start()
+            keeper.serve()
         self._providers.update(make_providers(self.config.llm))
         self.kg = KnowledgeGraph(self.state)  # on the state's one connection
         self.memory = MemoryService(self.config, detach_if_busy=self.mode == "worker")
@@ -185,6 +197,9 @@ class Gateway:
             await self.hooks.shutdown(self)
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
+        keeper = self.stash.pop(WRITE_BACK)
+        if keeper is not None:
+            await keeper.close()
         if self.bus is not None:
             await self.bus.close()  # stops the scheduler and drains running jobs first
             self.bus = None
@@ -248,6 +263,10 @@ class Gateway:
         persist = write_failures(self.stash).problem()
         if persist:
             problems.append(persist)
+        keeper = self.stash.get(WRITE_BACK)
+        spooled = keeper.problem() if keeper is not None else None
+        if spooled:
+            problems.append(spooled)
         mcp = self.stash.get(MCP_MANAGER)  # MCP servers not up: their tools are withdrawn (docs/mcp.md)
         if mcp is not None:
             problems.extend(mcp.problems())

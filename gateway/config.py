@@ -562,6 +562,9 @@ class StateConfig(Section):
     # None = the SQLite file <data_dir>/state.sqlite; "postgresql://user:pass@host:5432/db" = PostgreSQL
     url: SecretStr | None = None
     pool_size: int = Field(16, ge=2, le=512)  # PostgreSQL connections per process, at most
+    # <data_dir>/turns.spool, allocated while there is room: answered turns the transcript cannot take
+    # (a full disk) wait there to be written back (docs/security.md, "Disk full"); 0 = none
+    spool_mb: int = Field(4, ge=0, le=1024)
 
     @field_validator("url")
     @classmethod

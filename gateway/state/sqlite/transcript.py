@@ -58,6 +58,11 @@ class SqliteTurns:
         rows.reverse()
         return [HistoryRow(role=r[0], content=r[1], created_at=parse_ts(r[2]), turn_id=r[3]) for r in rows]
 
+    def roles_of(self, session_id: str, turn_id: str) -> set[str]:
+        """The roles (``user``, ``assistant``) stored for one turn: what a write-back still has to add."""
+        rows = self._db.all("SELECT role FROM turns WHERE session_id=? AND turn_id=?", (session_id, turn_id))
+        return {r[0] for r in rows}
+
     def last_seq(self) -> int:
         row = self._db.one("SELECT max(seq) FROM turns")
         return int(row[0]) if row and row[0] is not None else 0
