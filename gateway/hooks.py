@@ -105,7 +105,8 @@ class Hooks:
             if not isinstance(config.channels.get(name), model):
                 regs.channels.problems.append(
                     f"channel {name!r} ({regs.channels.plugin_of(name) or '?'}) is not in this config: it was read"
-                    " without the plugin (gateway.config.parse_config(..., plugins=...))")
+                    " without the plugin (declare channels from a kith.config entry point, docs/plugins.md; in"
+                    " tests pass the plugin to parse_config(..., plugins=...))")
         self._call.call_register("gateway_register_adapters", regs.adapters, config=config)
         self._call.call_register("gateway_register_jobs", regs.jobs, config=config)
         self._call.call_register("gateway_register_tools", regs.tools, config=config)

@@ -181,7 +181,8 @@ def _load(host: PluginHost, cfg: PluginsConfig, *, builtins: Iterable[str], grou
         for ep in importlib.metadata.entry_points(group=group):
             dist = ep.dist.name if ep.dist else "?"
             if not _allowed(ep.name, cfg):
-                host.blocked.append((ep.name, f"entry-point {dist}"))
+                if (ep.name, f"entry-point {dist}") not in host.blocked:  # once for both of its groups
+                    host.blocked.append((ep.name, f"entry-point {dist}"))
                 continue
             try:
                 plugin = ep.load()
