@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import Field, SecretStr, ValidationError, field_validator, model_validator
+from pydantic import Field, SecretStr, SerializeAsAny, ValidationError, field_validator, model_validator
 from pydantic_core import ErrorDetails
 
 from gateway.channels import Channels, channel_problems, channels_model
@@ -499,7 +499,8 @@ class Config(Section):
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     background: BackgroundConfig = Field(default_factory=BackgroundConfig)
     # One section per channel, declared by the plugin providing it (gateway.channels; set by parse_config).
-    channels: Channels = Field(default_factory=Channels)
+    # SerializeAsAny: dumped as the model it was read with, not as the empty base.
+    channels: SerializeAsAny[Channels] = Field(default_factory=Channels)
     mcp: McpConfig = Field(default_factory=McpConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
@@ -630,7 +631,7 @@ def _read_channels(raw: Any, plugins_raw: Any, extra_plugins: Sequence[Any]) -> 
     declared, load_problems = declared_channels(plugins, extra_plugins=extra_plugins)
     problems = [f"channels: {p}" for p in declared.problems]
     try:
-        channels = channels_model(declared).model_validate(raw if raw is not None else {})
+        channels = channels_model(declared).model_validate(raw)
     except ValidationError as exc:
         undeclared = False
         for err in exc.errors():
@@ -672,7 +673,7 @@ def parse_config(data: Any, *, env: Mapping[str, str] | None = None, source: str
     if "OPENAI_API_KEY" in env and llm is not None and llm.get("provider") == "openai" and not llm.get("api_key") \
             and not llm.get("base_url"):
         llm["api_key"] = env["OPENAI_API_KEY"]  # only for OpenAI itself: a base_url names another server
-    channels, channel_problems_found = _read_channels(data.pop("channels", None), data.get("plugins"), plugins)
+    channels, channel_problems_found = _read_channels(data.pop("channels", {}), data.get("plugins"), plugins)
     cfg: Config | None = None
     try:
         cfg = Config.model_validate({**data, "channels": channels} if channels is not None else data)

@@ -45,6 +45,7 @@ def test_a_declared_channel_is_validated_with_its_model() -> None:
     cfg = parse_config({"channels": {"kite": {"string_m": 10}}}, env={}, plugins=(Kites(),))
     kite = cfg.channels.section("kite", KiteConfig)
     assert kite.string_m == 10 and kite.dm_policy == "pairing"  # its own field, and the shared access ones
+    assert cfg.model_dump()["channels"]["kite"]["string_m"] == 10  # dumped as read, not as the empty base
     with pytest.raises(TypeError):
         cfg.channels.section("kite", _Other)
     with pytest.raises(ConfigError) as err:
