@@ -21,6 +21,7 @@ import pytest
 from gateway.app import Gateway
 from gateway.cli.main import main
 from gateway.config import ConfigError, parse_config
+from gateway.plugins import build_plugin_host
 from tests.channels.kith_pigeon.config import PigeonConfig
 from tests.conftest import make_config
 
@@ -28,18 +29,40 @@ SECRET = "pigeon-secret-0123456789"
 PIGEON = {"enabled": True, "secret": SECRET, "dm_policy": "allowlist", "allow_from": ["ada"]}
 
 
-@pytest.fixture
-def installed_pigeon(tmp_path: Path) -> Iterator[None]:
+def _install(tmp_path: Path, config_module: str) -> Path:
     """A real distribution on sys.path whose entry points name the pigeon's two modules."""
     site = tmp_path / "site"
     dist = site / "kith_pigeon-1.0.dist-info"
     dist.mkdir(parents=True)
     (dist / "METADATA").write_text("Metadata-Version: 2.1\nName: kith-pigeon\nVersion: 1.0\n")
     (dist / "entry_points.txt").write_text("[kith]\npigeon = tests.channels.kith_pigeon.plugin\n\n"
-                                           "[kith.config]\npigeon = tests.channels.kith_pigeon.config\n")
+                                           f"[kith.config]\npigeon = {config_module}\n")
     sys.path.insert(0, str(site))
+    return site
+
+
+@pytest.fixture
+def installed_pigeon(tmp_path: Path) -> Iterator[None]:
+    site = _install(tmp_path, "tests.channels.kith_pigeon.config")
     yield
     sys.path.remove(str(site))
+
+
+def test_a_declaring_plugin_that_fails_to_load_is_named_with_its_section(tmp_path: Path) -> None:
+    site = _install(tmp_path, "tests.channels.kith_pigeon.no_such_module")
+    try:
+        with pytest.raises(ConfigError) as err:
+            parse_config({"channels": {"pigeon": PIGEON}}, env={})
+        # Without its section nothing here needs it: reading the config works, as it did before (start-up,
+        # and kith check-config, name the broken plugin: gateway.plugins.build_plugin_host).
+        cfg = parse_config({}, env={})
+        with pytest.raises(ConfigError, match="entry point 'pigeon' from kith-pigeon failed to load"):
+            build_plugin_host(cfg)
+    finally:
+        sys.path.remove(str(site))
+    assert err.value.problems[0].startswith("channels.pigeon: unknown key (no plugin declares that channel")
+    assert err.value.problems[1].startswith("entry point 'pigeon' from kith-pigeon failed to load: No module named")
+    assert len(err.value.problems) == 2
 
 
 def _check_config(tmp_path: Path, capsys: pytest.CaptureFixture[str], **sections: Any) -> tuple[int, list[str]]:
