@@ -236,8 +236,8 @@ class Gateway:
     def _create_adapters(self) -> None:
         """One adapter per registered class whose channel is enabled; its webhook routes are mounted."""
         for name, cls in self.registrations.adapters.items():
-            channel_cfg = getattr(self.config.channels, name, None)
-            if channel_cfg is not None and not getattr(channel_cfg, "enabled", True):
+            channel_cfg = self.config.channels.get(name)  # None: a channel without a config section
+            if channel_cfg is not None and not channel_cfg.enabled:
                 continue
             adapter = cls(self, channel_cfg)
             self.adapters[name] = adapter

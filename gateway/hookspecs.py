@@ -13,6 +13,8 @@ Rules that hold for all hooks:
   configuration; they run once, in ``Gateway.start`` after ``gateway_configure``. One policy for all
   of them (``gateway/registry.py``): entries are attributed to their plugin, and every problem (a name
   registered twice, a bad entry, a plugin raising) refuses startup, all reported in one ``ConfigError``.
+  ``gateway_register_channels`` follows the same policy but takes no configuration: it runs while a
+  config is read, to validate ``channels.<name>`` (``gateway.channels``).
 """
 
 from __future__ import annotations
@@ -28,6 +30,7 @@ if TYPE_CHECKING:
     from gateway.adapter import AdapterRegistry
     from gateway.app import Gateway
     from gateway.bus.registry import JobRegistry
+    from gateway.channels import ChannelRegistry
     from gateway.command_registry import CommandRegistry
     from gateway.config import Config
     from gateway.delivery.sections import BriefingSection
@@ -82,6 +85,17 @@ def gateway_shutdown(gateway: Gateway) -> None:
 
 
 # ----------------------------------------------------------------------------------------- channels
+
+
+@hookspec
+def gateway_register_channels(register: ChannelRegistry) -> None:
+    """``register(name, Model)`` for each channel the plugin provides: the section ``channels.<name>``
+    is validated with ``Model`` (a ``gateway.channels.ChannelConfig``: unknown keys refused, its
+    ``problems`` checks) whenever a config is read, with the host's sections, every problem at once.
+
+    Rule: all, sync, no config (it is called while the config is being read), so the plugin's module
+    must import no platform SDK. A name declared twice is a config error.
+    """
 
 
 @hookspec

@@ -11,8 +11,8 @@ it provides, exactly as built-ins do (tox ``register.py``). Every registry follo
 * nothing raises while plugins register: ``gateway.hooks.Hooks.registrations`` collects all three
   kinds once in ``Gateway.start`` and reports every problem together in one ``ConfigError``.
 
-The kinds (``AdapterRegistry``, ``JobRegistry``, ``ToolRegistry``) live next to what they register
-and add only a typed ``__call__``.
+The kinds (``AdapterRegistry``, ``JobRegistry``, ``ToolRegistry``, ``CommandRegistry``,
+``ChannelRegistry``) live next to what they register and add only a typed ``__call__``.
 """
 
 from __future__ import annotations

@@ -87,14 +87,10 @@ class Policy:
         self.config = config
         self.public_names = self._public_names(config)
         self.allowed_origins = frozenset(o for o in map(parse_origin, config.server.allowed_origins) if o)
-        ch = config.channels
-        hooks = set()
-        if ch.telegram.enabled and ch.telegram.mode == "webhook":
-            hooks.add(ch.telegram.webhook_path)
-        if ch.nextcloud.enabled:
-            hooks.add(ch.nextcloud.webhook_path)
-        # Platform webhooks are authenticated by the platform's secret or signature, not by a browser.
-        self.webhook_paths = frozenset(hooks)
+        # Platform webhooks are authenticated by the platform's secret or signature, not by a browser;
+        # each channel's section says which paths its platform calls (gateway.channels.ChannelConfig).
+        channels = config.channels.sections().values()
+        self.webhook_paths = frozenset(path for channel in channels for path in channel.webhook_paths())
 
     @staticmethod
     def _public_names(config: Config) -> frozenset[str]:
@@ -102,14 +98,13 @@ class Policy:
         host = config.server.host
         if host not in ("", "0.0.0.0", "::") and not is_loopback_host(host):
             names.add(canonical_host(host) or host)  # a concrete bind address is how clients reach it
-        tg = config.channels.telegram
-        if tg.enabled and tg.mode == "webhook" and tg.webhook_url:
+        for url in (url for channel in config.channels.sections().values() for url in channel.public_urls()):
             try:
-                hook_host = canonical_host(urlsplit(tg.webhook_url).hostname or "")
+                hook_host = canonical_host(urlsplit(url).hostname or "")
             except ValueError:
                 hook_host = None
             if hook_host:
-                names.add(hook_host)  # Telegram calls the webhook URL, with its host in the Host header
+                names.add(hook_host)  # a platform calls its webhook URL, with that host in the Host header
         return frozenset(names - LOOPBACK_NAMES)
 
     def host_allowed(self, value: str | None) -> bool:
