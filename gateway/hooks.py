@@ -24,6 +24,7 @@ from gateway.command_registry import CommandRegistry
 from gateway.config import Config, ConfigError
 from gateway.delivery.sections import BriefingSection
 from gateway.hookcall import HookCaller
+from gateway.http.api.registry import RouteRegistry
 from gateway.tools import ToolRegistry
 from gateway.types import (
     AccessDecision,
@@ -54,10 +55,12 @@ class Registrations:
     jobs: JobRegistry = field(default_factory=JobRegistry)
     tools: ToolRegistry = field(default_factory=ToolRegistry)
     commands: CommandRegistry = field(default_factory=CommandRegistry)
+    routes: RouteRegistry = field(default_factory=RouteRegistry)
 
     @property
     def problems(self) -> list[str]:
-        return [*self.adapters.problems, *self.jobs.problems, *self.tools.problems, *self.commands.problems]
+        return [*self.adapters.problems, *self.jobs.problems, *self.tools.problems, *self.commands.problems,
+                *self.routes.problems]
 
 
 class Hooks:
@@ -79,12 +82,13 @@ class Hooks:
         self._call.call_historic("gateway_configure", config=config)
 
     def registrations(self, config: Config) -> Registrations:
-        """Adapters, jobs and tools from every plugin; every problem in one ``ConfigError``."""
+        """Adapters, jobs, tools, commands and HTTP routes from every plugin; every problem in one ``ConfigError``."""
         regs = Registrations()
         self._call.call_register("gateway_register_adapters", regs.adapters, config=config)
         self._call.call_register("gateway_register_jobs", regs.jobs, config=config)
         self._call.call_register("gateway_register_tools", regs.tools, config=config)
         self._call.call_register("gateway_register_commands", regs.commands, config=config)
+        self._call.call_register("gateway_register_routes", regs.routes, config=config)
         if regs.problems:
             raise ConfigError(regs.problems, "plugin registrations")
         return regs

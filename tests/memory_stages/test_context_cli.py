@@ -66,8 +66,8 @@ async def test_daemon_serves_context_to_operators_only(tmp_path: Path) -> None:
     async with Gateway(parse_config(data, env={}), entry_points=False) as gw:
         gw.memory_store("ada").write("USER.md", PROFILE, source="test")
         await gw.handle_inbound(msg("hello"))
-        url = f"http://127.0.0.1:{gw.port}/context"
-        body = {"user": "ada", "channel": "websocket", "message": "where do I live?"}
+        url = f"http://127.0.0.1:{gw.port}/api/users/ada/context"
+        body = {"channel": "websocket", "message": "where do I live?"}
         async with aiohttp.ClientSession() as http:
             async with http.post(url, json=body) as resp:
                 assert resp.status == 401

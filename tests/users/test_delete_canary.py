@@ -74,7 +74,7 @@ def test_offline_delete_leaves_no_trace_of_the_person(tmp_path: Path, capsys: py
 
 
 async def test_delete_through_the_running_daemon(tmp_path: Path, unused_tcp_port: int) -> None:
-    """With a daemon on the data dir, the CLI asks it (POST /users/delete): its live index and bus
+    """With a daemon on the data dir, the CLI asks it (DELETE /api/users/{uid}): its live index and bus
     drop the person, and the files are clean while it keeps running."""
     cfg_path = write_config(tmp_path, host="127.0.0.1", port=unused_tcp_port)
     config = config_of(cfg_path)
