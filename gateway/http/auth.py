@@ -3,10 +3,11 @@ decides what a request may do; the routes declared ``operator=True`` under ``/ap
 person signed in with the operator role).
 
 Being on loopback proves nothing (a web page on a rebound DNS name, a reverse proxy and every local
-process all arrive from 127.0.0.1), so every operator request carries ``Authorization: Bearer
-<token>``, compared in constant time. The token is ``server.token`` when one is configured; otherwise
-the daemon creates ``<data_dir>/operator.token`` (32 random bytes, urlsafe, file mode 0600) at its
-first start and keeps it across restarts. The CLI reads the same file from the configured data dir,
+process all arrive from 127.0.0.1), so the operator is a credential, never an address:
+``Authorization: Bearer <token>``, compared in constant time (or a session cookie issued with the
+operator role). The token is ``server.token`` when one is configured; otherwise the daemon creates
+``<data_dir>/operator.token`` (32 random bytes, urlsafe, file mode 0600) at its first start and
+keeps it across restarts. The CLI reads the same file from the configured data dir,
 so only accounts that can read the data dir can act as the operator. Delete the file and restart the
 daemon to rotate it. See docs/security.md#operator-token.
 """
