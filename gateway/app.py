@@ -27,9 +27,9 @@ from gateway.dedupe import Dedupe
 from gateway.diskspace import MB
 from gateway.hooks import Hooks, Registrations
 from gateway.http.accept import BackoffSite
-from gateway.http.api import install as install_person_api
+from gateway.http.api.table import install as install_api
+from gateway.http.api.table import mount as mount_api
 from gateway.http.guard import install as install_http_guard
-from gateway.http.operator_api import routes as operator_routes
 from gateway.http.signin import install as install_signin
 from gateway.identity.users import Identities
 from gateway.llm.base import NO_MODEL_HELP, Provider
@@ -94,12 +94,11 @@ class Gateway:
         self.supervisor = Supervisor()
         self.http_app = web.Application(client_max_size=1024 * 1024)
         self.http_app[GATEWAY_KEY] = self
-        install_http_guard(self.http_app, self)  # Host, proxy, Origin, operator and CSRF checks on every route
+        install_http_guard(self.http_app, self)  # Host, proxy, Origin and content-type checks on every route
         install_signin(self.http_app, self)  # session cookie, sign-in routes, CSRF token (gateway/http/signin.py)
         self.http_app.router.add_get("/healthz", self._healthz)
-        self.http_app.router.add_routes(operator_routes(self))
         self.http_app.router.add_routes(metrics_routes(self))  # /metrics (Prometheus; gateway/ops/http.py)
-        install_person_api(self.http_app, self)  # /api: the person-facing JSON API + OpenAPI (docs/api.md)
+        install_api(self.http_app)  # /api errors as JSON; its routes are mounted in start() (docs/api.md)
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
         self._providers: dict[str, Provider] = {}
@@ -141,6 +140,8 @@ class Gateway:
         # Adapters, jobs and tools from every plugin, before anything is opened: every problem
         # (a name registered twice, a bad spec) refuses startup in one error.
         self.registrations = self.hooks.registrations(self.config)
+        # /api: the host's table and every plugin's routes, as registered (gateway/http/api/registry.py)
+        mount_api(self.http_app, self, self.registrations.routes.values())
         # Opened in a worker thread: the WAL switch and migrations may wait for another process.
         url = self.config.state.url  # unset: <data_dir>/state.sqlite; postgresql://... (docs/configuration.md)
         self.state = await open_configured_async(self.data_dir, url and url.get_secret_value(),

@@ -44,6 +44,7 @@ if TYPE_CHECKING:
     from gateway.app import Gateway
     from gateway.bus.registry import JobRegistry
     from gateway.command_registry import CommandRegistry
+    from gateway.http.api.registry import RouteRegistry
     from gateway.tools import ToolRegistry
 
 
@@ -55,12 +56,13 @@ class Registrations:
     jobs: JobRegistry
     tools: ToolRegistry
     commands: CommandRegistry
+    routes: RouteRegistry
     channels: ChannelRegistry = field(default_factory=ChannelRegistry)
 
     @property
     def problems(self) -> list[str]:
         return [*self.adapters.problems, *self.jobs.problems, *self.tools.problems, *self.commands.problems,
-                *self.channels.problems]
+                *self.routes.problems, *self.channels.problems]
 
 
 class Hooks:
@@ -88,7 +90,8 @@ class Hooks:
         return declared
 
     def registrations(self, config: Config) -> Registrations:
-        """Adapters, jobs and tools from every plugin; every problem in one ``ConfigError``.
+        """Adapters, jobs, tools, commands and HTTP routes from every plugin; every problem in one
+        ``ConfigError``.
 
         Also the channel sections again, from every plugin of this gateway: each must be in
         ``config.channels`` as its own model, i.e. the config was read with the same plugins."""
@@ -97,9 +100,10 @@ class Hooks:
         from gateway.adapter import AdapterRegistry
         from gateway.bus.registry import JobRegistry
         from gateway.command_registry import CommandRegistry
+        from gateway.http.api.registry import RouteRegistry
         from gateway.tools import ToolRegistry
 
-        regs = Registrations(AdapterRegistry(), JobRegistry(), ToolRegistry(), CommandRegistry(),
+        regs = Registrations(AdapterRegistry(), JobRegistry(), ToolRegistry(), CommandRegistry(), RouteRegistry(),
                              self.register_channels())  # fmt: skip
         for name, model in regs.channels.items():
             if not isinstance(config.channels.get(name), model):
@@ -111,6 +115,7 @@ class Hooks:
         self._call.call_register("gateway_register_jobs", regs.jobs, config=config)
         self._call.call_register("gateway_register_tools", regs.tools, config=config)
         self._call.call_register("gateway_register_commands", regs.commands, config=config)
+        self._call.call_register("gateway_register_routes", regs.routes, config=config)
         if regs.problems:
             raise ConfigError(regs.problems, "plugin registrations")
         return regs

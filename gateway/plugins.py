@@ -29,6 +29,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "gateway.identity.users",
     "gateway.commands",
     "gateway.http.web_command",
+    "gateway.http.api.table",  # the host's /api routes, registered as plugins register theirs
     "gateway.llm.provider",
     "gateway.turncontext",
     "plugins.system_block",

@@ -1,9 +1,9 @@
 """``kith memory search | stats | reindex``: the memory index from the shell.
 
 These open the index themselves. The embedded index is single-process: while a gateway runs on the
-same data directory they ask it instead, through its operator API (``/memory/*``); a reindex then
-runs as ``memory.rebuild`` jobs on the daemon. Exit 3 only when the index is busy and no daemon
-answers.
+same data directory they ask it instead, through its API (``/api/users/{uid}/recall``,
+``/api/memory/*``); a reindex then runs as ``memory.rebuild`` jobs on the daemon. Exit 3 only when
+the index is busy and no daemon answers.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from gateway.cli.common import load_or_exit, user_store
-from gateway.cli.daemon import DaemonError, ask_daemon
+from gateway.cli.daemon import DaemonError, ask_daemon, recall_hits
 from gateway.config import Config
 from gateway.memory.files.scopes import ScopeError, user_scope
 from gateway.memory.search.index import IndexBusyError
@@ -100,14 +100,13 @@ def _run(args: argparse.Namespace, action: Callable[[MemoryService, argparse.Nam
 async def _via_daemon(config: Config, args: argparse.Namespace) -> int | None:
     action = args.func_name
     if action == "search":
-        out = await ask_daemon(config, "POST", "/memory/search",
-                               {"user": args.user, "query": " ".join(args.query), "k": args.k})
-        return None if out is None else _print_hits([_hit(h) for h in out["hits"]], args)
+        hits = await recall_hits(config, args.user, " ".join(args.query), args.k)
+        return None if hits is None else _print_hits(hits, args)
     if action == "stats":
-        out = await ask_daemon(config, "GET", "/memory/stats")
+        out = await ask_daemon(config, "GET", "/api/memory/stats")
         return None if out is None else _print_stats(out, args)
     if action == "reindex":
-        out = await ask_daemon(config, "POST", "/memory/reindex", {"user": args.user} if args.user else {})
+        out = await ask_daemon(config, "POST", "/api/memory/reindex", {"user": args.user} if args.user else {})
         if out is not None:
             print(json.dumps(out) if args.json else f"queued a rebuild of {len(out['queued'])} scopes on the daemon")
             return 0
@@ -219,8 +218,3 @@ def _writer_rollbacks(store: Any) -> list[dict[str, Any]]:
 
     return [r for r in audit.read_records(store, writer_ops.JOURNAL) if r.get("type") == "rollback"]
 
-
-def _hit(fields: dict[str, Any]) -> Hit:
-    from gateway.memory.search.recall import Hit
-
-    return Hit(**fields)

@@ -2,7 +2,7 @@
 
 USER is a user id, a display name (when only one person has it) or ``channel:account``. ``list``,
 ``show`` and ``export`` read the database and the memory files directly (a running daemon does not
-mind). ``delete`` goes through the running daemon's operator API (``POST /users/delete``) so its
+mind). ``delete`` goes through the running daemon's API (``DELETE /api/users/{uid}``) so its
 memory index, job bus and caches drop the person too; with no daemon it starts the parts it needs
 itself (no HTTP, no adapters, no jobs). ``import`` writes the files and rows itself, then has the
 index rebuilt for the new user (by the daemon when one runs). See docs/users.md.
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 
 from gateway.cli.common import load_or_exit
-from gateway.cli.daemon import DaemonError, ask_daemon
+from gateway.cli.daemon import DaemonError, ask_daemon, user_path
 from gateway.config import Config
 from gateway.memory.files.scopes import ScopeError, root_for, user_scope
 from gateway.safetext import printable
@@ -311,9 +311,10 @@ async def _erase(config: Config, uid: str, *, missing_ok: bool = False) -> dict[
     from gateway.memory.search.index import IndexBusyError
 
     try:
-        answered = await ask_daemon(config, "POST", "/users/delete", {"user": uid, "missing_ok": missing_ok})
+        answered = await ask_daemon(config, "DELETE", user_path(uid),
+                                    params={"missing_ok": "true" if missing_ok else "false"})
     except DaemonError as exc:
-        if " 404:" in str(exc):
+        if exc.status == 404:
             raise UsageError(f"no user {uid!r}") from None
         print(f"error: {exc}", file=sys.stderr)
         return None
@@ -407,7 +408,7 @@ async def _reindex(config: Config, uid: str) -> str:
     from gateway.memory.search.index import IndexBusyError
 
     try:
-        answered = await ask_daemon(config, "POST", "/memory/reindex", {"user": uid})
+        answered = await ask_daemon(config, "POST", "/api/memory/reindex", {"user": uid})
     except DaemonError as exc:
         return f"not rebuilt ({exc}); run `kith memory reindex --user {uid}`"
     if answered is not None:

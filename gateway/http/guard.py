@@ -1,5 +1,5 @@
 """The HTTP guard: one aiohttp middleware in front of every route of the daemon (web chat, ``/ws``,
-``/healthz``, the operator API, platform webhooks and plugin routes).
+``/healthz``, ``/api`` with the routes plugins register, platform webhooks).
 
 In order, before any handler runs (and so before a WebSocket upgrade):
 
@@ -13,13 +13,14 @@ In order, before any handler runs (and so before a WebSocket upgrade):
    ``server.allowed_origins``, or http(s) on a loopback name or a public name at the server's own
    port (public names also on the scheme's default port, as served by a proxy). Never compared with
    the request's own Host, which the attacker chooses in a rebinding attack.
-4. **Operator credential** on the operator API (``gateway/http/auth.py``): 401 without it.
-5. **Content type.** State-changing methods need ``Content-Type: application/json`` (415), which no
+4. **Content type.** State-changing methods need ``Content-Type: application/json`` (415), which no
    HTML form can send and no cross-site ``fetch`` can send without a CORS preflight that kith never
    answers. Platform webhooks are exempt: they carry their own signature or secret.
 
-Refusals are plain text with the reason and the docs anchor; they are logged at most once a minute
-per kind, so a page hammering the daemon cannot flood the log. Every answer says it may not be framed
+Who may call a route is not the guard's to say: every ``/api`` route asks ``gateway/http/principal.py``
+(``spec.Route.operator`` is the one operator check). Refusals are plain text with the reason and the
+docs anchor; they are logged at most once a minute per kind, so a page hammering the daemon cannot
+flood the log. Every answer says it may not be framed
 or embedded by another site. See docs/security.md.
 """
 
@@ -33,7 +34,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from gateway.config import Config, canonical_host, is_loopback_host, parse_origin
-from gateway.http.auth import OPERATOR_TOKEN, ensure_operator_token, is_operator_path, require_operator
+from gateway.http.auth import OPERATOR_TOKEN, ensure_operator_token
 from gateway.logthrottle import LogThrottle
 
 if TYPE_CHECKING:
@@ -186,8 +187,6 @@ def install(app: web.Application, gateway: Gateway) -> None:
         unsafe = (request.method not in SAFE_METHODS and path not in policy.webhook_paths
                   and path not in RAW_BODY_PATHS)
         try:
-            if is_operator_path(path):
-                require_operator(request)
             if unsafe and request.content_type != "application/json":
                 return _refuse(415, "send the request body as JSON with Content-Type: application/json "
                                     "(docs/security.md#host-and-origin).")

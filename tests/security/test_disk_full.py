@@ -329,8 +329,8 @@ class Client:
         return {"Authorization": f"Bearer {token.read_text().strip()}"} if token.exists() else {}
 
     async def search(self, user: str, query: str) -> list[str]:
-        async with self.http.post(f"{self.base}/memory/search", json={"user": user, "query": query, "k": 5},
-                                  headers=self._operator()) as resp:
+        async with self.http.get(f"{self.base}/api/users/{user}/recall", params={"q": query, "k": "5"},
+                                 headers=self._operator()) as resp:
             assert resp.status == 200, await resp.text()
             return [h["text"] for h in (await resp.json())["hits"]]
 
