@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 @hookimpl(trylast=True)
 async def gateway_prepare_message(gateway: Gateway, turn: Turn) -> PreparedMessage | Reply | None:
     if not turn.message.attachments:
-        return None  # most messages: Pillow and the document readers load with the first attachment
+        return None  # most messages: the pipeline loads with the first attachment (Pillow, pypdf: in the readers only)
     from gateway.media.pipeline import take_in
 
     return await take_in(gateway, turn)

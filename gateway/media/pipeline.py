@@ -23,6 +23,7 @@ from gateway.media.documents import Extracted
 from gateway.media.errors import AttachmentUnavailable, MediaError, TooLarge, Unsupported
 from gateway.media.limits import MediaLimits, media_limits
 from gateway.media.names import clean_name
+from gateway.media.reader import read_file
 from gateway.media.sandbox import LimitExceeded, sandbox
 from gateway.media.sniff import AUDIO_TYPES, DOCUMENT_TYPES, IMAGE_TYPES, ZIP, sniff_magic
 from gateway.media.store import Saved, media_path, save_file, save_text
@@ -142,8 +143,6 @@ async def _read(gateway: Gateway, channel: str, att: Attachment, index: int, lim
         return item
     if mime in IMAGE_TYPES or mime in DOCUMENT_TYPES or mime == ZIP:
         # Every parser of the file's bytes (zip, XML, PDF, image, HTML) runs in the sandbox.
-        from gateway.media.reader import read_file
-
         read = await sandbox(gateway).run(read_file, data, mime, name, limits, label=name)
         item.mime_type, item.image, item.document = read.mime_type, read.image, read.document
         if item.image is not None or item.document is not None:

@@ -2,18 +2,17 @@
 downscaled, document to text). Every parser of attacker-controlled bytes is reached from here, and
 only from a sandbox worker process (``gateway/media/sandbox.py``), never in the daemon itself.
 
-Importing this module loads Pillow and pypdf: the sandbox's fork server preloads it once, so each
-worker it forks starts with them in memory.
+The module itself is light: the daemon imports it to name ``read_file`` and to unpickle a ``Read``,
+and must not load Pillow or pypdf for that (a third of a second of blocked event loop). The readers
+are imported inside ``read_file``, in the worker, where the sandbox's fork server has preloaded
+them (``sandbox.PRELOAD``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-import pypdf  # noqa: F401  (preloaded into the fork server; the PDF reader imports it lazily)
-
-from gateway.media.documents import Extracted, extract_text
-from gateway.media.images import prepare_image
+from gateway.media.documents import Extracted
 from gateway.media.limits import MediaLimits
 from gateway.media.sniff import DOCUMENT_TYPES, IMAGE_TYPES, ZIP, office_type
 from gateway.types import ImagePart
@@ -34,7 +33,11 @@ def read_file(data: bytes, mime_type: str, name: str, limits: MediaLimits) -> Re
     if mime_type == ZIP:
         mime_type = office_type(data)
     if mime_type in IMAGE_TYPES:
+        from gateway.media.images import prepare_image
+
         return Read(mime_type, image=prepare_image(data, name=name, limits=limits))
     if mime_type in DOCUMENT_TYPES:
+        from gateway.media.documents import extract_text
+
         return Read(mime_type, document=extract_text(data, mime_type, name=name, limits=limits))
     return Read(mime_type)

@@ -30,6 +30,7 @@ import signal
 import threading
 from collections import Counter
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from multiprocessing.connection import Connection
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -45,7 +46,10 @@ if TYPE_CHECKING:
 log = logging.getLogger("kith.media")
 T = TypeVar("T")
 
-PRELOAD = "gateway.media.reader"  # imported once by the fork server; every worker starts with it
+# Imported once by the fork server; every worker starts with them. "__main__" too: a worker would
+# otherwise re-import the daemon's main script by path (the `kith` entry point) on every start; the
+# fork server imports it once, as ``__mp_main__``, so its ``if __name__ == "__main__"`` part never runs.
+PRELOAD = ("__main__", "gateway.media.reader", "gateway.media.images", "gateway.media.documents", "pypdf")
 _REAP_S = 5.0
 _START_S = 60.0  # the first worker waits for the fork server to start and import the readers
 
@@ -85,7 +89,7 @@ class SandboxStats:
 def _serve(conn: Connection, memory_bytes: int, cpu_s: float) -> None:  # pragma: no cover (a worker)
     """A worker's life: limits set once, then one file at a time until the pipe closes."""
     resource.setrlimit(resource.RLIMIT_CORE, (0, 0))  # a worker stopped by SIGXCPU leaves no core file
-    resource.setrlimit(resource.RLIMIT_AS, (memory_bytes, memory_bytes))
+    _lower(resource.RLIMIT_AS, memory_bytes, hard_too=True)
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C in the daemon's terminal is the daemon's
     conn.send(("ready",))
     while True:
@@ -95,8 +99,7 @@ def _serve(conn: Connection, memory_bytes: int, cpu_s: float) -> None:  # pragma
             return
         # RLIMIT_CPU counts the process's whole life: the soft limit moves up by one file's allowance.
         usage = resource.getrusage(resource.RUSAGE_SELF)
-        allowance = math.ceil(usage.ru_utime + usage.ru_stime + cpu_s)
-        resource.setrlimit(resource.RLIMIT_CPU, (allowance, resource.RLIM_INFINITY))
+        _lower(resource.RLIMIT_CPU, math.ceil(usage.ru_utime + usage.ru_stime + cpu_s))
         try:
             outcome: tuple[Any, ...] = ("ok", fn(*args))
         except MemoryError:
@@ -115,16 +118,22 @@ def _serve(conn: Connection, memory_bytes: int, cpu_s: float) -> None:  # pragma
             return  # a heap that hit the limit once is not trusted with the next file
 
 
+def _lower(kind: int, value: int, *, hard_too: bool = False) -> None:  # pragma: no cover (a worker)
+    """Set the soft limit ``kind`` to ``value``, never above a hard limit the daemon was started
+    with (systemd's ``LimitAS=``, ``ulimit -H``): asking for more would fail and kill the worker."""
+    _, hard = resource.getrlimit(kind)
+    if hard != resource.RLIM_INFINITY:
+        value = min(value, hard)
+    resource.setrlimit(kind, (value, value if hard_too else hard))
+
+
 _context_lock = threading.Lock()
 
 
 def _context() -> multiprocessing.context.ForkServerContext:
     ctx = multiprocessing.get_context("forkserver")
     with _context_lock:
-        # "__main__" too: a worker would otherwise re-import the daemon's main script by path (the
-        # `kith` entry point) on every start; the fork server imports it once, as ``__mp_main__``, so
-        # its ``if __name__ == "__main__"`` part never runs there.
-        ctx.set_forkserver_preload(["__main__", PRELOAD])
+        ctx.set_forkserver_preload(list(PRELOAD))
     return ctx
 
 
@@ -183,6 +192,9 @@ class Sandbox:
         self._busy: set[_Worker] = set()
         self._slots = asyncio.Semaphore(limits.workers)
         self._closed = False
+        # Threads of its own that wait on the workers' pipes: a file may take its whole wall clock,
+        # and the loop's default executor serves the database and the memory store meanwhile.
+        self._waiters = ThreadPoolExecutor(max_workers=limits.workers + 1, thread_name_prefix="kith-reader-wait")
 
     async def run(self, fn: Callable[..., T], *args: Any, label: str) -> T:
         """``fn(*args)`` in a worker; its result, or the ``MediaError`` it raised. ``fn`` and its
@@ -191,11 +203,12 @@ class Sandbox:
         if self._closed:
             raise RuntimeError("the reader sandbox is closed")
         async with self._slots:
-            worker = self._idle.pop() if self._idle else await self._start()
+            worker = await self._worker()
             self._busy.add(worker)
             self.stats.files += 1
             try:
-                answer = await asyncio.wait_for(asyncio.to_thread(worker.call, fn, args), self.limits.wall_s)
+                waiting = asyncio.get_running_loop().run_in_executor(self._waiters, worker.call, fn, args)
+                answer = await asyncio.wait_for(waiting, self.limits.wall_s)
             except TimeoutError:
                 await asyncio.to_thread(worker.stop)
                 raise self._stopped("time", label) from None
@@ -230,7 +243,13 @@ class Sandbox:
         log.warning("a reader process was stopped at its %s limit and replaced", limit)
         return LimitExceeded(label, _LIMIT_TEXT[limit](self.limits), limit=limit)
 
-    async def _start(self) -> _Worker:
+    async def _worker(self) -> _Worker:
+        while self._idle:
+            worker = self._idle.pop()
+            if worker.process.is_alive():
+                return worker
+            # Died while idle (the kernel's OOM killer, an operator's kill): not the next file's fault.
+            await asyncio.to_thread(worker.stop)
         worker = await asyncio.to_thread(_Worker.start, self.limits)
         self.stats.started += 1
         return worker
@@ -242,6 +261,7 @@ class Sandbox:
         self._idle.clear()
         for worker in workers:
             await asyncio.to_thread(worker.stop)
+        self._waiters.shutdown(wait=False)
 
 
 def _limit_of(exitcode: int | None) -> str:

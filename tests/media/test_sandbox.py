@@ -73,6 +73,22 @@ async def test_a_worker_is_stopped_at_each_limit_and_replaced() -> None:
     assert all(not w.process.is_alive() for w in [*box._idle, *box._busy, *quick._idle])
 
 
+async def test_a_worker_that_died_while_idle_is_not_blamed_on_the_next_file() -> None:
+    import os
+    import signal
+
+    box = Sandbox(SandboxLimits(memory_bytes=512 * MIB, cpu_s=5, wall_s=30, workers=1))
+    try:
+        assert await box.run(jobs.echo, 1, label="a") == 1
+        idle = box._idle[0]
+        os.kill(idle.process.pid, signal.SIGKILL)
+        idle.process.join(10)
+        assert await box.run(jobs.echo, 2, label="b") == 2
+        assert box.stats.stopped == {} and box.stats.started == 2
+    finally:
+        await box.close()
+
+
 async def test_the_pool_starts_with_the_first_file_and_stops_with_the_daemon(make_gateway: GatewayFactory) -> None:
     gw = await make_gateway()
     assert SANDBOX not in gw.stash, "a daemon that gets no file starts no reader"
