@@ -71,6 +71,12 @@ class UploadStore:
             upload = self._uploads.get(upload_id)
         return upload if upload is not None and upload.user_id == user_id else None
 
+    def held_by(self, user_id: str) -> int:
+        """Bytes of ``user_id``'s uploads waiting for a message (what counts against their budget)."""
+        with self._lock:
+            self._expire()
+            return sum(len(u.data) for u in self._uploads.values() if u.user_id == user_id)
+
     def cancel(self, upload_id: str, *, user_id: str) -> bool:
         """Drop ``user_id``'s upload (the person removed it before sending); whether there was one.
         Another person's upload is left alone and reported as unknown."""
