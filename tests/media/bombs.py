@@ -120,3 +120,16 @@ def utf16_entity_docx(copies: int = 200) -> bytes:
     xml = (f'<?xml version="1.0" encoding="UTF-16"?><!DOCTYPE w:document [<!ENTITY big "{payload}">]>'
            f'<w:document xmlns:w="{W_NS}"><w:body><w:p>{body}</w:p></w:body></w:document>')  # fmt: skip
     return docx_with(Entry.deflated("word/document.xml", xml.encode("utf-16")))
+
+
+def big_png(width: int = 6000, height: int = 6000) -> bytes:
+    """A real, black PNG of ``width`` x ``height`` (36 Mpx by default: under the pixel cap, so it is
+    decoded) in about 0.5 MB: decoding it needs more memory than a small reader process has."""
+    def chunk(kind: bytes, data: bytes) -> bytes:
+        return struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+    row = b"\0" * (1 + 3 * width)  # filter byte "none", then RGB
+    c = zlib.compressobj(1)
+    idat = b"".join(c.compress(row * 100) for _ in range(height // 100)) + c.compress(row * (height % 100))
+    idat += c.flush()
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 2, 0, 0, 0)
+    return b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", ihdr) + chunk(b"IDAT", idat) + chunk(b"IEND", b"")

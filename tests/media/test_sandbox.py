@@ -26,7 +26,7 @@ from gateway.testing import GatewayFactory
 from tests.fakes.anthropic import FakeAnthropic
 from tests.media import bombs
 from tests.media import sandbox_jobs as jobs
-from tests.media.rig import Browser, media_files, png, signed_in_browser
+from tests.media.rig import Browser, media_files, signed_in_browser
 from tests.media.watch import watching
 from tests.signin.rig import url
 
@@ -188,43 +188,38 @@ async def test_a_48kb_docx_nesting_millions_of_runs_does_not_stall_the_daemon(ch
     assert reply["notice"] is True and "deep.docx: the document nests its parts more than 512 levels" in reply["text"]
 
 
-def _wide_docx(paragraphs: int) -> bytes:
-    """A million paragraphs in 17 MB of XML (under max_unpacked_bytes): a tree too big for 256 MiB."""
-    xml = (f'<w:document xmlns:w="{bombs.W_NS}"><w:body>'.encode()
-           + b"<w:p><w:r><w:t>x</w:t></w:r></w:p>" * paragraphs + b"</w:body></w:document>")  # fmt: skip
-    return bombs.docx_with(bombs.Entry.deflated("word/document.xml", xml))
-
-
 async def test_a_file_stopped_at_a_limit_costs_only_that_file(chat: Any) -> None:
     gw, b, fake = chat
     gw.stash[LIMITS] = MediaLimits(read_memory_bytes=256 * MIB)
-    wide = _wide_docx(500_000)
-    status, bomb = await b.upload(wide, "wide.docx", "application/octet-stream")
+    photo = bombs.big_png()  # 36 Mpx: allowed, but decoding it needs more than 256 MiB
+    status, big = await b.upload(photo, "panorama.png", "image/png")
     assert status == 201
-    status, photo = await b.upload(png(), "garden.png", "image/png")
+    plan = bombs.docx_with(bombs.Entry.deflated("word/document.xml", (
+        f'<w:document xmlns:w="{bombs.W_NS}"><w:body><w:p><w:r><w:t>Paint the shed blue.</w:t></w:r></w:p>'
+        "</w:body></w:document>").encode()))  # fmt: skip
+    status, doc = await b.upload(plan, "plan.docx", "application/octet-stream")
     assert status == 201
     async with watching(url(gw, "/healthz")) as watch:
-        reply = await b.send("here is the plan and a photo, marmalade", [bomb["upload_id"], photo["upload_id"]])
+        reply = await b.send("here is the plan and a photo, marmalade", [big["upload_id"], doc["upload_id"]])
     assert watch.max_stall_s < STALL_S and watch.max_healthz_s < STALL_S, watch
     assert reply["type"] == "reply" and reply["notice"] is False and reply["text"] == "Read what I could.", reply
-    # The text and the photo reached the model; the stopped file is named, with why, for it to say.
+    # The text and the document reached the model; the stopped file is named, with why, for it to say.
     turn = fake.last_turn()["messages"][-1]["content"]
-    text = " ".join(block.get("text", "") for block in turn)
-    assert "marmalade" in text and [block["type"] for block in turn].count("image") == 1
+    text = " ".join(block.get("text", "") for block in turn) if isinstance(turn, list) else turn
+    assert "marmalade" in text and "Paint the shed blue." in text
     limit = "it exceeds the memory limit for reading one file (256 MiB)"
-    assert f"(file wide.docx, not read and not kept: {limit})" in text
+    assert f"(file panorama.png, not read and not kept: {limit})" in text
     assert 'unread="true"' in text and "Tell them it was not read" in text
     assert sandbox(gw).stats.stopped["memory"] == 1
-    # Nothing lost: the message is in the transcript; only the photo is kept.
-    rows = gw.state.turns.rows_with_words(b.user_id, "marmalade")
-    assert rows, "the message was recorded"
+    # Nothing lost: the message is in the transcript; only the document is kept (and its text).
+    assert gw.state.turns.rows_with_words(b.user_id, "marmalade"), "the message was recorded"
     kept = media_files(gw.data_dir, b.user_id)
-    assert len(kept) == 1 and kept[0].endswith("garden.png"), kept
+    assert [p.rsplit("-", 1)[-1] for p in kept] == ["plan.docx", "plan.docx.md"], kept
 
     # The same file alone: nothing to send, so one notice says which file and why.
-    status, bomb = await b.upload(wide, "wide.docx", "application/octet-stream")
+    status, big = await b.upload(photo, "panorama.png", "image/png")
     assert status == 201
-    alone = await b.send("", [bomb["upload_id"]])
+    alone = await b.send("", [big["upload_id"]])
     assert alone["notice"] is True, alone
-    assert alone["text"] == (f"I could not take that file in: wide.docx could not be read: {limit}. "
+    assert alone["text"] == (f"I could not take that file in: panorama.png could not be read: {limit}. "
                              "The message was not sent to the model.")
