@@ -290,7 +290,9 @@ SANDBOX: StashKey[Sandbox] = StashKey()
 
 
 def sandbox(gateway: Gateway) -> Sandbox:
-    """The gateway's reader sandbox, made on first use (its workers start with the first file)."""
+    """The gateway's reader sandbox, made on first use (its workers start with the first file).
+    Its process limits are read then, from the limits in force; the parsers' own caps (pages, pixels,
+    unpacked bytes) travel with each file, so a changed ``LIMITS`` applies to them at once."""
     from gateway.media.limits import media_limits
 
     box = gateway.stash.get(SANDBOX)
