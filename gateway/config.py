@@ -473,12 +473,20 @@ class MediaConfig(Section):
     max_pages: int = Field(200, ge=1)  # a longer PDF is refused, not read in part
     max_chars: int = Field(60_000, ge=1)  # text kept from one document (the rest is cut, and the cut is said)
     max_unpacked_bytes: int = Field(50 * 1024 * 1024, ge=1)  # the text XML of a .docx/.odt, unzipped (zip bombs)
-    extract_timeout_s: float = Field(30.0, gt=0)  # reading one document or image, in a worker thread
+    extract_timeout_s: float = Field(30.0, gt=0)  # reading one document or image (wall clock), in the sandbox
+    # The reader sandbox (gateway/media/sandbox.py, docs/security.md#attachment-sandbox): each file is
+    # parsed in a worker process with this much address space (RLIMIT_AS) and CPU time (RLIMIT_CPU).
+    read_memory_bytes: int = Field(1024 * 1024 * 1024, ge=128 * 1024 * 1024)
+    read_cpu_s: float = Field(20.0, gt=0)
+    read_workers: int = Field(2, ge=1, le=32)  # files read at once (worker processes, started on the first file)
     transcribe_timeout_s: float = Field(120.0, gt=0)  # one voice note, by the transcription role
     fetch_timeout_s: float = Field(60.0, gt=0)  # downloading one file from its channel
     upload_ttl_s: float = Field(3600.0, gt=0)  # an upload not used by a message within this is dropped
     # Pending uploads held in memory, for everyone (at least max_bytes: _semantic_problems).
     upload_total_bytes: int = Field(200 * 1024 * 1024, ge=1)
+    # Pending uploads of one person (at least max_bytes, at most upload_total_bytes: _semantic_problems),
+    # so one person cannot use up everyone's budget (issue 27).
+    upload_person_bytes: int = Field(48 * 1024 * 1024, ge=1)
 
 
 # --------------------------------------------------------------------------------------------- root
@@ -601,6 +609,13 @@ def _semantic_problems(cfg: Config) -> list[str]:
     if media.upload_total_bytes < media.max_bytes:
         problems.append(f"media.upload_total_bytes: {media.upload_total_bytes:,} is below media.max_bytes "
                         f"({media.max_bytes:,}): a file at the size cap could never be uploaded")
+    if media.upload_person_bytes < media.max_bytes:
+        problems.append(f"media.upload_person_bytes: {media.upload_person_bytes:,} is below media.max_bytes "
+                        f"({media.max_bytes:,}): a file at the size cap could never be uploaded")
+    elif media.upload_person_bytes > media.upload_total_bytes:
+        problems.append(f"media.upload_person_bytes: {media.upload_person_bytes:,} is above "
+                        f"media.upload_total_bytes ({media.upload_total_bytes:,}): one person could use up "
+                        "everyone's upload budget")
     seen: dict[str, str] = {}
     for i, link in enumerate(cfg.identity_links):
         for acct in link.accounts:
