@@ -1,9 +1,15 @@
-"""Built-in plugin registering the platform adapters (Telegram, Discord, Nextcloud Talk).
+"""Built-in plugin for the built-in channels: their config sections and the platform adapters.
+
+``gateway_register_channels`` declares ``channels.websocket``, ``channels.telegram``,
+``channels.discord`` and ``channels.nextcloud`` with their models (``adapters/*_config.py``). Every
+config read loads this module for that (``gateway.plugins.CONFIG_PLUGINS``), so it imports no
+platform SDK at the top.
 
 The host instantiates only channels whose config says ``enabled: true``, and only their modules are
 imported: the platform SDKs take ~0.3-0.5 s each to import, paid at every start by people who do not
 use them (docs/benchmarks.md, "Footprint"). A platform library that fails to import costs that channel
-only: it is logged and not registered, and the other channels still start.
+only: it is logged and not registered, and the other channels still start. (The WebSocket adapter is
+registered by its own plugin, ``adapters.websocket``.)
 """
 
 from __future__ import annotations
@@ -12,10 +18,15 @@ import importlib
 import logging
 from typing import TYPE_CHECKING
 
-from gateway.adapter import AdapterRegistry
+from adapters.discord_config import DiscordConfig
+from adapters.nextcloud_config import NextcloudConfig
+from adapters.telegram_config import TelegramConfig
+from adapters.websocket_config import WebSocketConfig
 from gateway.hookspecs import hookimpl
 
 if TYPE_CHECKING:
+    from gateway.adapter import AdapterRegistry
+    from gateway.channels import ChannelRegistry
     from gateway.config import Config
 
 log = logging.getLogger("kith.adapters")
@@ -29,9 +40,18 @@ ADAPTERS: tuple[tuple[str, str, str], ...] = (
 
 
 @hookimpl
+def gateway_register_channels(register: ChannelRegistry) -> None:
+    register("websocket", WebSocketConfig)
+    register("telegram", TelegramConfig)
+    register("discord", DiscordConfig)
+    register("nextcloud", NextcloudConfig)
+
+
+@hookimpl
 def gateway_register_adapters(register: AdapterRegistry, config: Config) -> None:
     for channel, module, cls in ADAPTERS:
-        if not getattr(getattr(config.channels, channel, None), "enabled", True):
+        section = config.channels.get(channel)
+        if section is None or not section.enabled:
             continue  # a disabled channel is never created: its SDK need not be loaded either
         try:
             adapter = getattr(importlib.import_module(module), cls)

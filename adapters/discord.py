@@ -35,10 +35,10 @@ import discord
 import yarl
 from discord.gateway import DiscordWebSocket
 
+from adapters.discord_config import DiscordConfig
 from adapters.download import check_declared, download
 from adapters.ratelimit import RateLimiter, with_retry
 from gateway.adapter import Adapter, AdapterAuthError
-from gateway.config import DiscordChannel
 from gateway.media.errors import AttachmentUnavailable
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 
@@ -82,10 +82,10 @@ class DiscordAdapter(Adapter):
     name: ClassVar[str] = "discord"
     max_message_chars: ClassVar[int] = 2000
 
-    def __init__(self, gateway: Gateway, config: DiscordChannel | None = None) -> None:
-        cfg = config if config is not None else gateway.config.channels.discord
+    def __init__(self, gateway: Gateway, config: DiscordConfig | None = None) -> None:
+        cfg = config if config is not None else gateway.config.channels.section("discord", DiscordConfig)
         super().__init__(gateway, cfg)
-        self.cfg: DiscordChannel = cfg
+        self.cfg: DiscordConfig = cfg
         if cfg.token is None:
             raise ValueError("channels.discord.token is required")
         self.stall_after_s = cfg.stall_after_s  # type: ignore[misc]  # per-instance, from config

@@ -50,9 +50,9 @@ from aiohttp import web
 
 from adapters.body import BodyTooLarge, read_body
 from adapters.download import check_declared, download
+from adapters.nextcloud_config import NextcloudConfig
 from adapters.ratelimit import RateLimiter, with_retry
 from gateway.adapter import Adapter
-from gateway.config import NextcloudChannel
 from gateway.media.errors import AttachmentUnavailable
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 
@@ -127,10 +127,10 @@ class NextcloudTalkAdapter(Adapter):
     name: ClassVar[str] = "nextcloud"
     max_message_chars: ClassVar[int] = 32_000
 
-    def __init__(self, gateway: Gateway, config: NextcloudChannel | None = None) -> None:
-        cfg = config if config is not None else gateway.config.channels.nextcloud
+    def __init__(self, gateway: Gateway, config: NextcloudConfig | None = None) -> None:
+        cfg = config if config is not None else gateway.config.channels.section("nextcloud", NextcloudConfig)
         super().__init__(gateway, cfg)
-        self.cfg: NextcloudChannel = cfg
+        self.cfg: NextcloudConfig = cfg
         if cfg.bot_secret is None or not cfg.base_url:
             raise ValueError("channels.nextcloud: base_url and bot_secret are required")
         self._secret = cfg.bot_secret.get_secret_value().encode()

@@ -44,8 +44,8 @@ from adapters._split import markdown_to_telegram_html
 from adapters.body import BodyTooLarge, read_body
 from adapters.download import check_declared, download, mib
 from adapters.ratelimit import RateLimiter, with_retry
+from adapters.telegram_config import TelegramConfig
 from gateway.adapter import Adapter, AdapterAuthError
-from gateway.config import TelegramChannel
 from gateway.logs import install_redaction
 from gateway.media.errors import AttachmentUnavailable, TooLarge
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
@@ -140,10 +140,10 @@ class TelegramAdapter(Adapter):
     name: ClassVar[str] = "telegram"
     max_message_chars: ClassVar[int] = 4096
 
-    def __init__(self, gateway: Gateway, config: TelegramChannel | None = None) -> None:
-        cfg = config if config is not None else gateway.config.channels.telegram
+    def __init__(self, gateway: Gateway, config: TelegramConfig | None = None) -> None:
+        cfg = config if config is not None else gateway.config.channels.section("telegram", TelegramConfig)
         super().__init__(gateway, cfg)
-        self.cfg: TelegramChannel = cfg
+        self.cfg: TelegramConfig = cfg
         if cfg.token is None:
             raise ValueError("channels.telegram.token is required")
         self.stall_after_s = cfg.stall_after_s  # type: ignore[misc]  # per-instance, from config

@@ -26,6 +26,7 @@ from aiohttp import WSCloseCode, WSMsgType, web
 from adapters import ws_conversation
 from adapters.ws_limits import WebSocketLimits, hard_frame_bytes
 from gateway.adapter import Adapter, AdapterRegistry
+from gateway.delivery.acks import acknowledge, expect_ack
 from gateway.delivery.missed import replay_missed
 from gateway.hookspecs import hookimpl
 from gateway.http.auth import tokens_match
@@ -88,6 +89,7 @@ class Connection:
         self.worker: asyncio.Task[None] | None = None
         self.busy = False
         self.closing = False
+        self.acks = False  # the client acknowledges proactive frames ("acks": true in its hello)
 
     async def _work(self) -> None:
         while not self.closing:
@@ -176,6 +178,8 @@ class Connection:
             await self._hello(frame)
         elif kind == "history":
             await self._history(frame)
+        elif kind == "ack":
+            await self._ack(frame)
         elif kind == "message":
             if self.worker is None:
                 self.worker = asyncio.create_task(self._work(), name=f"ws:{self.client_id or 'anon'}")
@@ -208,6 +212,9 @@ class Connection:
         if not isinstance(name, str) or len(name) > 100:
             await self.error("bad_frame", "name must be a string of at most 100 characters")
             return
+        if not isinstance(frame.get("acks", False), bool):
+            await self.error("bad_frame", "'acks' must be true or false")
+            return
         if self.client_id and client_id != self.client_id:
             # One identity per connection: otherwise one socket mints users by the thousand, and
             # the connections map keeps an entry for an id the socket no longer answers to.
@@ -230,6 +237,7 @@ class Connection:
             if self.signed_in is not None:
                 self._attach(client_id, name)
         self.client_id, self.name = client_id, name
+        self.acks = frame.get("acks") is True
         user = gw.identities.resolve(self._message_obj("", ""))
         assert user is not None
         self.user_id = user.user_id
@@ -239,7 +247,19 @@ class Connection:
                          "accounts": ws_conversation.accounts(gw, user.user_id),
                          "model_ready": gw.model_ready, "notice": "" if gw.model_ready else gw.model_help})
         # Proactive messages no channel could take while this person was away (gateway/delivery/missed.py).
-        await replay_missed(gw, user.user_id, self.send)
+        await replay_missed(gw, user.user_id, self.send, acks=self.acks)
+
+    async def _ack(self, frame: dict[str, Any]) -> None:
+        """The client has a proactive frame: its outbox row is sent (gateway/delivery/acks.py). An ack
+        of a row that is not this person's, or not in flight, changes nothing and is not answered."""
+        delivery_id = frame.get("delivery_id")
+        if not isinstance(delivery_id, str) or not 0 < len(delivery_id) <= 512:
+            await self.error("bad_frame", "'delivery_id' must be the string of a proactive frame", frame.get("id"))
+            return
+        if not self.client_id:
+            await self.error("no_hello", "send a 'hello' frame with your client_id first", frame.get("id"))
+            return
+        acknowledge(self.adapter.gateway, delivery_id, self.user_id)
 
     def _attach(self, client_id: str, name: str) -> None:
         """A new client of a signed-in browser: its account joins the cookie's person (no new user)."""
@@ -411,14 +431,20 @@ class WebSocketAdapter(Adapter):
         return upload.data
 
     async def send(self, address: ConversationAddress, reply: Reply) -> None:
-        frame = {"type": "reply", "id": None, "text": reply.text, "notice": reply.notice, "otr": reply.otr,
-                 "proactive": True}
-        delivered = 0
+        frame: dict[str, Any] = {"type": "reply", "id": None, "text": reply.text, "notice": reply.notice,
+                                 "otr": reply.otr, "proactive": True}
+        if reply.delivery_id:
+            frame["delivery_id"] = reply.delivery_id  # acknowledged by the clients that do (docs/protocol.md)
+        delivered = acking = 0
         for conn in list(self.connections.get(address.conversation_id, ())):
-            delivered += await conn.send(frame)
+            if await conn.send(frame):
+                delivered += 1
+                acking += conn.acks
         if not delivered:
             # The caller (a reminder job) must not mark it sent: raising makes the job retry later.
             raise LookupError(f"websocket client {address.conversation_id!r} is not connected")
+        if reply.delivery_id and acking == delivered:
+            expect_ack(self.gateway, reply.delivery_id)  # sent when a client acknowledges it
 
     # ---------------------------------------------------------------------------------- HTTP
     def _origin_ok(self, request: web.Request) -> bool:

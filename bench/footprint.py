@@ -42,6 +42,7 @@ import aiohttp
 
 from bench.common import machine
 from gateway.diskspace import RESERVE_FILE
+from gateway.turnspool import SPOOL_FILE
 
 MEMORY_STAGES = [
     "plugins.memory_index", "plugins.recall", "plugins.profile", "plugins.people", "plugins.compaction",
@@ -152,8 +153,9 @@ class Daemon:
 
 def disk_usage(root: Path) -> dict[str, float]:
     """Allocated bytes (st_blocks: preallocated and memory-mapped files count, holes do not) and
-    apparent sizes under ``root``; the start-up reserve file on its own."""
-    allocated = apparent = reserve = 0
+    apparent sizes under ``root``; the start-up reserve and the turn spool, preallocated on purpose, on
+    their own."""
+    allocated = apparent = reserve = spool = 0
     for dirpath, _dirs, files in os.walk(root):
         for name in files:
             try:
@@ -163,10 +165,13 @@ def disk_usage(root: Path) -> dict[str, float]:
             if name == RESERVE_FILE and dirpath == str(root):
                 reserve += st.st_blocks * 512
                 continue
+            if name == SPOOL_FILE and dirpath == str(root):
+                spool += st.st_blocks * 512
+                continue
             allocated += st.st_blocks * 512
             apparent += st.st_size
     return {"allocated_mb": round(allocated / MB, 2), "apparent_mb": round(apparent / MB, 2),
-            "reserve_mb": round(reserve / MB, 2)}
+            "reserve_mb": round(reserve / MB, 2), "spool_mb": round(spool / MB, 2)}
 
 
 class Conversation:

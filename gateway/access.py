@@ -37,7 +37,8 @@ import secrets
 from datetime import UTC, datetime, timedelta
 from typing import NamedTuple
 
-from gateway.config import ChannelAccess, Config
+from gateway.channels import ChannelAccess
+from gateway.config import Config
 from gateway.state import ApprovedAccount, Invite, PairingRequest, QueueStats, State, open_config_state
 from gateway.state.interface import Counter
 from gateway.types import AccessDecision, ConversationKind, Drop, InboundMessage
@@ -223,7 +224,7 @@ class AccessPolicy:
         self.store = store
 
     def channel_config(self, channel: str) -> ChannelAccess | None:
-        cfg = getattr(self.config.channels, channel, None)
+        cfg = self.config.channels.get(channel)
         return cfg if isinstance(cfg, ChannelAccess) else None
 
     def check(self, message: InboundMessage) -> AccessDecision | Drop | None:

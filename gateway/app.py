@@ -20,14 +20,16 @@ from aiohttp import web
 
 from gateway.adapter import Adapter
 from gateway.bus import JobBus, UserDirectory
+from gateway.cluster.node import node_dir
 from gateway.cluster.role import Cluster
 from gateway.config import Config
 from gateway.dedupe import Dedupe
+from gateway.diskspace import MB
 from gateway.hooks import Hooks, Registrations
 from gateway.http.accept import BackoffSite
-from gateway.http.api import install as install_person_api
+from gateway.http.api.table import install as install_api
+from gateway.http.api.table import mount as mount_api
 from gateway.http.guard import install as install_http_guard
-from gateway.http.operator_api import routes as operator_routes
 from gateway.http.signin import install as install_signin
 from gateway.identity.users import Identities
 from gateway.llm.base import NO_MODEL_HELP, Provider
@@ -46,7 +48,9 @@ from gateway.sessions import Sessions
 from gateway.state import State, open_configured_async
 from gateway.supervisor import Supervisor
 from gateway.turngate import TURNS
+from gateway.turnspool import TurnSpool
 from gateway.types import ConversationAddress, InboundMessage, Reply, Stash, Turn
+from gateway.writeback import WRITE_BACK, WriteBack
 
 log = logging.getLogger("kith.gateway")
 
@@ -90,12 +94,11 @@ class Gateway:
         self.supervisor = Supervisor()
         self.http_app = web.Application(client_max_size=1024 * 1024)
         self.http_app[GATEWAY_KEY] = self
-        install_http_guard(self.http_app, self)  # Host, proxy, Origin, operator and CSRF checks on every route
+        install_http_guard(self.http_app, self)  # Host, proxy, Origin and content-type checks on every route
         install_signin(self.http_app, self)  # session cookie, sign-in routes, CSRF token (gateway/http/signin.py)
         self.http_app.router.add_get("/healthz", self._healthz)
-        self.http_app.router.add_routes(operator_routes(self))
         self.http_app.router.add_routes(metrics_routes(self))  # /metrics (Prometheus; gateway/ops/http.py)
-        install_person_api(self.http_app, self)  # /api: the person-facing JSON API + OpenAPI (docs/api.md)
+        install_api(self.http_app)  # /api errors as JSON; its routes are mounted in start() (docs/api.md)
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
         self._providers: dict[str, Provider] = {}
@@ -137,6 +140,8 @@ class Gateway:
         # Adapters, jobs and tools from every plugin, before anything is opened: every problem
         # (a name registered twice, a bad spec) refuses startup in one error.
         self.registrations = self.hooks.registrations(self.config)
+        # /api: the host's table and every plugin's routes, as registered (gateway/http/api/registry.py)
+        mount_api(self.http_app, self, self.registrations.routes.values())
         # Opened in a worker thread: the WAL switch and migrations may wait for another process.
         url = self.config.state.url  # unset: <data_dir>/state.sqlite; postgresql://... (docs/configuration.md)
         self.state = await open_configured_async(self.data_dir, url and url.get_secret_value(),
@@ -145,6 +150,14 @@ class Gateway:
         self.identities.apply_config_links()
         self.sessions = Sessions(self.state, self.config)
         self.dedupe = Dedupe(self.state)
+        if self.run_jobs:
+            # Before the plugins start: the session log's catch-up then finds what an earlier run
+            # spooled (gateway/writeback.py). The gateway that answers turns holds the spool.
+            # In a cluster each node has its own (under its node directory: keep cluster.node_id stable).
+            spool = TurnSpool(node_dir(self.config), self.config.state.spool_mb * MB)
+            keeper = self.stash[WRITE_BACK] = WriteBack(self, spool)
+            keeper.start()
+            keeper.serve()
         self._providers.update(make_providers(self.config.llm))
         self.kg = KnowledgeGraph(self.state)  # on the state's one connection
         self.memory = MemoryService(self.config, detach_if_busy=self.mode == "worker")
@@ -185,6 +198,9 @@ class Gateway:
             await self.hooks.shutdown(self)
         if self._background:
             await asyncio.gather(*self._background, return_exceptions=True)
+        keeper = self.stash.pop(WRITE_BACK)
+        if keeper is not None:
+            await keeper.close()
         if self.bus is not None:
             await self.bus.close()  # stops the scheduler and drains running jobs first
             self.bus = None
@@ -221,8 +237,8 @@ class Gateway:
     def _create_adapters(self) -> None:
         """One adapter per registered class whose channel is enabled; its webhook routes are mounted."""
         for name, cls in self.registrations.adapters.items():
-            channel_cfg = getattr(self.config.channels, name, None)
-            if channel_cfg is not None and not getattr(channel_cfg, "enabled", True):
+            channel_cfg = self.config.channels.get(name)  # None: a channel without a config section
+            if channel_cfg is not None and not channel_cfg.enabled:
                 continue
             adapter = cls(self, channel_cfg)
             self.adapters[name] = adapter
@@ -239,6 +255,7 @@ class Gateway:
         log.info("listening on http://%s:%s", self.config.server.host, self.port)
 
     async def _healthz(self, request: web.Request) -> web.Response:
+        from gateway.ops.memory_jobs import health_of_memory_jobs
         from gateway.writefailures import write_failures
 
         # "degraded": the daemon answers, but something is not at full service (indexing paused
@@ -247,9 +264,15 @@ class Gateway:
         persist = write_failures(self.stash).problem()
         if persist:
             problems.append(persist)
+        keeper = self.stash.get(WRITE_BACK)
+        spooled = keeper.problem() if keeper is not None else None
+        if spooled:
+            problems.append(spooled)
         mcp = self.stash.get(MCP_MANAGER)  # MCP servers not up: their tools are withdrawn (docs/mcp.md)
         if mcp is not None:
             problems.extend(mcp.problems())
+        memory_jobs = await health_of_memory_jobs(self)  # dead-lettered, failing again and again
+        problems.extend(memory_jobs.pop("problems", []))
         return web.json_response({
             "status": "degraded" if problems else "ok",
             "degraded": problems,
@@ -258,6 +281,7 @@ class Gateway:
             "adapters": self.supervisor.health(),
             "plugin_failures": dict(self.hooks.failures),
             "mcp": mcp.health() if mcp is not None else {},
+            "memory_jobs": memory_jobs,
         })
 
     # ---------------------------------------------------------------------------------- turns

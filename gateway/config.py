@@ -4,6 +4,13 @@ Unknown keys are rejected everywhere (``extra="forbid"``) and every problem is r
 an operator fixes a config in one round trip. Secrets never need to be in the file: any string may be
 ``${NAME}`` / ``${NAME:-default}`` or a mapping ``{"$env": NAME}``, and ``KITH__SECTION__KEY``
 environment variables override file values.
+
+This module holds the host's own sections and places the others. Settings owned by one stage live
+next to it (``gateway/memory/settings.py``, ``gateway/memory/background/settings.py``,
+``gateway/memory/hygiene/settings.py``, ``gateway/mcp/settings.py``); each ``channels.<name>`` section
+is declared by the plugin that provides the channel and validated with its model (``gateway.channels``;
+the built-in ones are in ``adapters/``); ``extensions.<name>`` belongs to a third-party plugin. Every
+field typed ``ModelRole`` (``gateway.configtypes``), wherever it is, must name a configured role.
 """
 
 from __future__ import annotations
@@ -11,40 +18,26 @@ from __future__ import annotations
 import ipaddress
 import os
 import re
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Annotated, Any, Literal
 
 import yaml
-from pydantic import (
-    AfterValidator,
-    BaseModel,
-    ConfigDict,
-    Field,
-    SecretStr,
-    ValidationError,
-    field_validator,
-    model_validator,
-)
+from pydantic import Field, SecretStr, SerializeAsAny, ValidationError, field_validator, model_validator
+from pydantic_core import ErrorDetails
+
+from gateway.channels import Channels, channel_problems, channels_model
+from gateway.configtypes import ROLE_NAME, ConfigError, Section, model_roles
+from gateway.mcp.settings import McpConfig
+
+# WriterConfig: gateway/memory/background/writer.py still imports it from here (changed concurrently elsewhere).
+from gateway.memory.background.settings import BackgroundConfig, WriterConfig  # noqa: F401
+from gateway.memory.settings import MemoryConfig
 
 ENV_PREFIX = "KITH__"
 # Pillow's Image.MAX_IMAGE_PIXELS as kith sets it (gateway/media/images.py): media.max_pixels stays under it.
 PILLOW_MAX_PIXELS = 89_478_485
 _ENV_REF = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)(?::-([^}]*))?\}")
-
-
-class ConfigError(Exception):
-    """All problems found in a configuration, one per line."""
-
-    def __init__(self, problems: Iterable[str], source: str = "") -> None:
-        self.problems = list(problems)
-        self.source = source
-        head = f"invalid configuration{f' in {source}' if source else ''}"
-        super().__init__(head + ":\n" + "\n".join(f"  - {p}" for p in self.problems))
-
-
-class Section(BaseModel):
-    model_config = ConfigDict(extra="forbid", validate_default=True)
 
 
 # --------------------------------------------------------------------------------------------- core
@@ -169,7 +162,6 @@ def is_loopback_host(host: str) -> bool:
         return False
 
 
-ROLE_NAME = r"^[a-z][a-z0-9_-]{0,31}$"
 BUILTIN_ROLES = ("main", "cheap", "vision", "transcription")
 ProviderName = Literal["anthropic", "openai", "echo"]
 LOCAL_REMOVED = (
@@ -377,181 +369,6 @@ class PersonasConfig(Section):
                        *self.user_defaults.values(), *(n for names in self.user_personas.values() for n in names)})
 
 
-# ------------------------------------------------------------------------------------------- memory
-
-
-class FilterTierConfig(Section):
-    """The recall filter tier (docs/memory.md): one model call keeps and orders the recalled candidates."""
-
-    # auto: on when the ``backend`` role is configured under llm.roles (a cheap or local model of its own);
-    # on: whenever the role has a model; off: never.
-    enabled: Literal["auto", "on", "off"] = "auto"
-    backend: str = Field("cheap", pattern=ROLE_NAME)  # a model role (checked at load like the others)
-    deadline_ms: int = Field(800, ge=50, le=10_000)  # past this the hybrid ranking is used as it was
-    candidates: int = Field(16, ge=1, le=50)  # top hybrid hits shown to the model
-    max_tokens: int = Field(64, ge=8, le=1000)
-
-
-class MemoryConfig(Section):
-    """Memory store and recall (owned by gateway.memory; see docs/memory.md)."""
-
-    max_file_bytes: int = Field(256 * 1024, ge=1024)
-    # Re-index files edited by hand (an editor, git pull, a sync tool) within ~2 s (memory/files/watch.py).
-    watch_files: bool = True
-    # Offline ONNX models shipped in wheels; chosen by measurement on LoCoMo (docs/benchmarks.md).
-    embedding_model: Literal["minilm-l6-int8", "e5-small-q4"] = "minilm-l6-int8"
-    # Texts embedded at once, one thread each: 2 meets the ingest goal on a 2-core machine (docs/benchmarks.md).
-    embedding_threads: int = Field(2, ge=1, le=64)
-    # None = embedded Qdrant under <data_dir>/qdrant; "http(s)://host:6333" = a Qdrant server;
-    # ":memory:" = qdrant-client's in-process mode (tests only: slow at scale).
-    qdrant_url: str | None = None
-    qdrant_api_key: SecretStr | None = None
-    search_threads: int = Field(1, ge=1, le=64)
-    recency_half_life_days: float = Field(180, ge=0)  # 0 disables recency decay
-    recency_weight: float = Field(0.25, ge=0, le=1)  # share of a hit's score subject to decay
-    dense_weight: float = Field(0.4, ge=0)
-    sparse_weight: float = Field(0.6, ge=0)
-    recall_candidates: int = Field(50, ge=1, le=1000)  # per retriever, before fusion
-    neighbor_weight: float = Field(0.6, ge=0, le=1)  # a turn inherits this share of a nearby turn's score
-    neighbor_window_s: float = Field(120, ge=0)  # nearby = same session, at most this many seconds apart
-    # Query signals (docs/memory.md#ranking): added to a turn whose speaker the query names, and to a
-    # memory dated inside a time the query names ("yesterday", "last summer", "in May"), in the
-    # person's zone. Chosen by the leave-one-out search of `kith bench locomo` (docs/benchmarks.md).
-    speaker_weight: float = Field(0.6, ge=0, le=2)
-    date_weight: float = Field(0.2, ge=0, le=2)
-    # A hit loses this much per better-ranked hit of its own session (spreads multi-evidence answers).
-    session_diversity: float = Field(0.0, ge=0, le=1)
-    bm25_avg_len: float = Field(64, gt=0)
-    recall_k: int = Field(8, ge=0, le=100)
-    recall_budget_tokens: int = Field(600, ge=0)
-    # Groups recall from the group's own memory only; True also searches the speaker's private memory.
-    group_private_recall: bool = False
-    # Session-start injection (docs/memory.md): WORKING.md expires this long after its last update,
-    # and is capped to this many tokens when compaction writes it.
-    working_ttl_days: float = Field(14, gt=0)
-    working_max_tokens: int = Field(1000, ge=100)
-    proactive_session_greeting: bool = False  # first turn: acknowledge what the user was working on
-    # Groups never see a member's USER.md/PATTERNS.md/people notes unless this is true.
-    group_private_profile: bool = False
-    people_file_tokens: int = Field(800, ge=50)  # per people/ file in the prompt
-    people_recent_participants: int = Field(5, ge=0, le=50)
-    # Session-start injection of the dated memories (memories/YYYY-MM-DD.md of the sleep cycle): the
-    # last N days (0 = off), in one section capped at this many tokens, trimmed with the digests.
-    dated_days: int = Field(3, ge=0, le=60)
-    dated_budget_tokens: int = Field(800, ge=50)
-    filter_tier: FilterTierConfig = Field(default_factory=FilterTierConfig)
-    # Below this much free space on the index's filesystem, index writes (and opening the embedded
-    # index) pause instead of risking a SIGBUS in Qdrant's memory-mapped files (docs/memory.md); 0 = off.
-    min_free_mb: int = Field(256, ge=0)
-    disk_check_s: float = Field(10.0, gt=0)  # how often free space is re-checked (resume, /healthz)
-
-
-# --------------------------------------------------------------------------------------- background
-
-
-# A model role by name: main, cheap, vision, transcription or one under llm.roles (checked at load).
-Backend = Annotated[str, Field(pattern=ROLE_NAME)]
-
-
-def _cron(v: str) -> str:
-    from croniter import croniter
-
-    if (len(v.split()) != 5 and not v.startswith("@")) or not croniter.is_valid(v):
-        raise ValueError(f"invalid cron expression {v!r} (5 fields expected)")
-    return v
-
-
-Cron = Annotated[str, AfterValidator(_cron)]
-
-
-class WriterConfig(Section):
-    """Memory writer: session summaries, people/ and topics/ files (docs/memory.md)."""
-
-    enabled: bool = True
-    turn_threshold: int = Field(50, ge=1)  # unsummarised turns that trigger a run
-    idle_seconds: float = Field(1800, ge=1)  # silence in a session that triggers a run
-    on_session_end: bool = True  # a session ended by an idle gap or /new is summarised
-    backend: Backend = "cheap"
-    max_transcript_chars: int = Field(40_000, ge=1000)  # per run; the rest waits for the next run
-    max_tokens: int = Field(2000, ge=100, le=64000)
-
-
-class SleepConfig(Section):
-    """Nightly sleep cycle: extraction into memories/, facts, USER.md curation (docs/knowledge.md)."""
-
-    enabled: bool = True
-    cron: Cron = "0 3 * * *"  # per user, in the user's timezone
-    groups: bool = True  # also one cycle per group conversation
-    group_cron: Cron = "30 3 * * *"  # in the gateway's timezone
-    backend: Backend = "cheap"
-    char_budget: int = Field(50_000, ge=2000)  # characters of the day's turns sent to the model
-    interactive_share: float = Field(0.8, gt=0, le=1)  # of the budget, for direct conversations
-    head_share: float = Field(0.4, ge=0, le=1)  # of a cut conversation, kept from its start
-    automated_channels: list[str] = Field(default_factory=lambda: ["cron", "system", "briefing", "scheduled"])
-    max_tokens: int = Field(4000, ge=100, le=64000)
-    curate: bool = True  # end the night with USER.md curation by operations
-    curation_backend: Backend = "cheap"
-
-
-class RailsConfig(Section):
-    """Code-enforced limits on one USER.md curation run."""
-
-    max_ops: int = Field(20, ge=0)
-    max_remove_fraction: float = Field(0.25, ge=0, le=1)
-    allowed_sections: list[str] = Field(
-        default_factory=lambda: ["Identity", "Work", "Preferences", "Communication", "People", "Projects",
-                                 "Interests", "Health", "Routines", "Goals", "Notes"]
-    )
-    allow_new_sections: bool = False
-
-
-class DistillTier(Section):
-    enabled: bool = True
-    cron: Cron = "0 3 * * *"  # per user, in the user's timezone
-    backend: Backend = "cheap"  # ignored by the short tier (no model)
-    budget_tokens: int = Field(2000, ge=100)
-
-
-class DistillConfig(Section):
-    """Distillation tiers MEMORY_SHORT / MID / LONG (docs/memory.md)."""
-
-    short: DistillTier = Field(default_factory=lambda: DistillTier(cron="0 3 * * *", budget_tokens=3000))
-    mid: DistillTier = Field(default_factory=lambda: DistillTier(cron="30 3 * * 0"))
-    long: DistillTier = Field(default_factory=lambda: DistillTier(enabled=False, cron="0 4 1 * *", backend="main"))
-    # Deprecated: the operator's copy of every notice; each person chooses their own (docs/proactive.md).
-    notify_conversation: str | None = None  # conversation key, e.g. "telegram:12345"
-    notify_tiers: list[Literal["short", "mid", "long"]] = Field(default_factory=lambda: ["mid", "long"])
-
-
-class RetentionConfig(Section):
-    memory_retention_days: int = Field(0, ge=0)  # 0 = keep forever; the profile is never pruned by age
-    cron: Cron = "15 4 * * *"  # per user, in the user's timezone
-
-
-class HygieneConfig(Section):
-    """Weekly memory hygiene (docs/memory.md): proposals the person accepts or rejects (/tidy, the console)."""
-
-    enabled: bool = True
-    cron: Cron = "0 5 * * 0"  # per user, in the user's timezone (Sundays 05:00)
-    backend: Backend = "cheap"  # judges conflicting facts, stale beliefs and notes worth promoting
-    use_model: bool = True  # False: only the deterministic checks (duplicate people files)
-    max_proposals: int = Field(20, ge=1, le=200)  # pending at once per person
-    stale_days: int = Field(365, ge=30)  # a dated belief older than this is shown to the model as possibly stale
-
-
-class BackgroundConfig(Section):
-    """What the assistant learns between conversations: every stage is a job (docs/jobs.md)."""
-
-    writer: WriterConfig = Field(default_factory=WriterConfig)
-    sleep: SleepConfig = Field(default_factory=SleepConfig)
-    curation: RailsConfig = Field(default_factory=RailsConfig)
-    distill: DistillConfig = Field(default_factory=DistillConfig)
-    retention: RetentionConfig = Field(default_factory=RetentionConfig)
-    hygiene: HygieneConfig = Field(default_factory=HygieneConfig)
-    facts_in_prompt: bool = True  # relevant knowledge-graph facts join the system prompt
-    max_prompt_facts: int = Field(20, ge=0, le=200)
-
-
 # -------------------------------------------------------------------------------------------- state
 
 
@@ -562,6 +379,9 @@ class StateConfig(Section):
     # None = the SQLite file <data_dir>/state.sqlite; "postgresql://user:pass@host:5432/db" = PostgreSQL
     url: SecretStr | None = None
     pool_size: int = Field(16, ge=2, le=512)  # PostgreSQL connections per process, at most
+    # <data_dir>/turns.spool, allocated while there is room: answered turns the transcript cannot take
+    # (a full disk) wait there to be written back (docs/security.md, "Disk full"); 0 = none
+    spool_mb: int = Field(4, ge=0, le=1024)
 
     @field_validator("url")
     @classmethod
@@ -611,132 +431,6 @@ class ClusterConfig(Section):
     turn_lock_wait_s: float = Field(300.0, gt=0)  # longest a turn waits for the person's previous one
 
 
-# ----------------------------------------------------------------------------------------- channels
-
-
-class ChannelAccess(Section):
-    """Who may talk to the bot on one channel (see gateway/access.py and docs/channels.md)."""
-
-    dm_policy: Literal["pairing", "allowlist", "open", "disabled"] = "pairing"
-    allow_from: list[str] = Field(default_factory=list)  # account ids allowed to DM
-    group_allow: list[str] = Field(default_factory=list)  # conversation ids; "*" = any group
-    require_mention: bool = True
-    pairing_code_ttl_s: int = Field(3600, ge=60, le=7 * 86400)
-    pairing_max_pending: int = Field(20, ge=1, le=1000)  # per channel; see gateway/access.py for the fairness rules
-    pairing_reply_interval_s: float = Field(600, ge=0)  # answer a waiting stranger at most this often
-    # Supervision: restart the adapter when the platform has been silent this long (0 = never).
-    stall_after_s: float = Field(0, ge=0)
-    # Outbound pacing per conversation (messages per second, burst) before the platform's own 429s.
-    send_rate_per_s: float = Field(1.0, gt=0)
-    send_burst: int = Field(5, ge=1)
-
-
-class WebSocketChannel(Section):
-    enabled: bool = True
-
-
-class TelegramChannel(ChannelAccess):
-    enabled: bool = False
-    token: SecretStr | None = None
-    mode: Literal["polling", "webhook"] = "polling"
-    webhook_secret: SecretStr | None = None
-    webhook_path: str = "/telegram/webhook"
-    webhook_url: str | None = None
-    base_url: str | None = None  # Bot API server (tests point this at a local fake)
-    poll_timeout_s: int = Field(30, ge=0, le=50)  # getUpdates long-poll seconds
-    stall_after_s: float = Field(120, ge=0)  # no Bot API answer for this long -> restart the poller
-    parse_mode: Literal["html", "plain"] = "html"  # Markdown from the model rendered as Telegram HTML
-
-
-class DiscordChannel(ChannelAccess):
-    enabled: bool = False
-    token: SecretStr | None = None
-    api_base: str | None = None  # REST base, e.g. http://127.0.0.1:P/api/v10 (tests: a local fake)
-    gateway_url: str | None = None  # gateway websocket, e.g. ws://127.0.0.1:P/ (tests: a local fake)
-    stall_after_s: float = Field(180, ge=0)  # no gateway frame (heartbeat ack, event) for this long
-
-
-class NextcloudChannel(ChannelAccess):
-    enabled: bool = False
-    base_url: str | None = None
-    bot_secret: SecretStr | None = None
-    webhook_path: str = "/nextcloud/webhook"
-    bot_name: str = "kith"  # "@kith" in a message counts as a mention
-    # Rooms to treat as one-to-one (DM policy, per-user memory); every other room is a group.
-    dm_rooms: list[str] = Field(default_factory=list)
-    # Optional app password of a user in the rooms: looks up room types (one-to-one) and downloads
-    # files shared into the rooms over WebDAV (docs/channels.md#media-in).
-    api_user: str | None = None
-    api_password: SecretStr | None = None
-    ack_reaction: str | None = None  # e.g. "\U0001f440": react to a message when a turn starts
-    max_body_bytes: int = Field(256 * 1024, ge=1024)
-
-
-class ChannelsConfig(Section):
-    websocket: WebSocketChannel = Field(default_factory=WebSocketChannel)
-    telegram: TelegramChannel = Field(default_factory=TelegramChannel)
-    discord: DiscordChannel = Field(default_factory=DiscordChannel)
-    nextcloud: NextcloudChannel = Field(default_factory=NextcloudChannel)
-
-
-# ---------------------------------------------------------------------------------------------- mcp
-
-_MCP_SERVER_NAME = re.compile(r"^[a-z0-9](?:[a-z0-9-]|_(?!_)){0,23}$")
-
-
-class McpServerConfig(Section):
-    """One MCP server whose tools the model may use (docs/mcp.md). ``env`` and ``headers`` are secrets:
-    redacted from every log line."""
-
-    enabled: bool = True
-    transport: Literal["stdio", "http"] = "stdio"
-    command: str = ""  # stdio: the executable (looked up on PATH)
-    args: list[str] = Field(default_factory=list)
-    env: dict[str, SecretStr] = Field(default_factory=dict)  # stdio: added to a minimal inherited environment
-    cwd: Path | None = None
-    url: str = ""  # http: the streamable HTTP endpoint, e.g. https://host/mcp
-    headers: dict[str, SecretStr] = Field(default_factory=dict)  # http: e.g. Authorization
-    tools: list[str] | None = None  # the server's tool names to offer (None = all it lists)
-    tier: int = Field(2, ge=1, le=4)  # the lowest context tier that offers these tools
-    private: bool = True  # reaches the operator's or a person's own data: never offered in group conversations
-    writes: bool | None = None  # changes something: never Off-The-Record; None = unless the tool is readOnlyHint
-    timeout_s: float = Field(30.0, gt=0, le=600)  # one tool call; a server that hangs is cut off here
-    connect_timeout_s: float = Field(20.0, gt=0, le=300)
-    max_result_chars: int = Field(8000, ge=200, le=16000)
-    max_schema_bytes: int = Field(16 * 1024, ge=256, le=256 * 1024)
-
-    @model_validator(mode="after")
-    def _transport_fields(self) -> McpServerConfig:
-        if self.transport == "stdio":
-            if not self.command.strip():
-                raise ValueError("transport stdio needs 'command'")
-            if self.url or self.headers:
-                raise ValueError("'url' and 'headers' are for transport http")
-        else:
-            if not re.match(r"^https?://[^/\s]+", self.url):
-                raise ValueError("transport http needs 'url' (http:// or https://)")
-            if self.command or self.args or self.env or self.cwd is not None:
-                raise ValueError("'command', 'args', 'env' and 'cwd' are for transport stdio")
-        return self
-
-
-class McpConfig(Section):
-    servers: dict[str, McpServerConfig] = Field(default_factory=dict)
-    ping_interval_s: float = Field(30.0, gt=0, le=3600)  # how soon a dead or hung idle server is noticed
-    restart_base_delay_s: float = Field(1.0, gt=0, le=60)
-    restart_max_delay_s: float = Field(60.0, gt=0, le=3600)
-    startup_wait_s: float = Field(10.0, ge=0, le=120)  # start-up waits this long for the first tool lists
-
-    @field_validator("servers")
-    @classmethod
-    def _server_names(cls, v: dict[str, McpServerConfig]) -> dict[str, McpServerConfig]:
-        bad = [name for name in v if not _MCP_SERVER_NAME.match(name)]
-        if bad:
-            raise ValueError(f"server names must be 1-24 of [a-z0-9_-] without '__' (tools are named "
-                             f"<server>__<tool>): {', '.join(map(repr, bad))}")
-        return v
-
-
 # --------------------------------------------------------------------------------------- operations
 
 
@@ -779,12 +473,20 @@ class MediaConfig(Section):
     max_pages: int = Field(200, ge=1)  # a longer PDF is refused, not read in part
     max_chars: int = Field(60_000, ge=1)  # text kept from one document (the rest is cut, and the cut is said)
     max_unpacked_bytes: int = Field(50 * 1024 * 1024, ge=1)  # the text XML of a .docx/.odt, unzipped (zip bombs)
-    extract_timeout_s: float = Field(30.0, gt=0)  # reading one document or image, in a worker thread
+    extract_timeout_s: float = Field(30.0, gt=0)  # reading one document or image (wall clock), in the sandbox
+    # The reader sandbox (gateway/media/sandbox.py, docs/security.md#attachment-sandbox): each file is
+    # parsed in a worker process with this much address space (RLIMIT_AS) and CPU time (RLIMIT_CPU).
+    read_memory_bytes: int = Field(1024 * 1024 * 1024, ge=128 * 1024 * 1024)
+    read_cpu_s: float = Field(20.0, gt=0)
+    read_workers: int = Field(2, ge=1, le=32)  # files read at once (worker processes, started on the first file)
     transcribe_timeout_s: float = Field(120.0, gt=0)  # one voice note, by the transcription role
     fetch_timeout_s: float = Field(60.0, gt=0)  # downloading one file from its channel
     upload_ttl_s: float = Field(3600.0, gt=0)  # an upload not used by a message within this is dropped
     # Pending uploads held in memory, for everyone (at least max_bytes: _semantic_problems).
     upload_total_bytes: int = Field(200 * 1024 * 1024, ge=1)
+    # Pending uploads of one person (at least max_bytes, at most upload_total_bytes: _semantic_problems),
+    # so one person cannot use up everyone's budget (issue 27).
+    upload_person_bytes: int = Field(48 * 1024 * 1024, ge=1)
 
 
 # --------------------------------------------------------------------------------------------- root
@@ -807,7 +509,9 @@ class Config(Section):
     bus: BusConfig = Field(default_factory=BusConfig)
     cluster: ClusterConfig = Field(default_factory=ClusterConfig)
     background: BackgroundConfig = Field(default_factory=BackgroundConfig)
-    channels: ChannelsConfig = Field(default_factory=ChannelsConfig)
+    # One section per channel, declared by the plugin providing it (gateway.channels; set by parse_config).
+    # SerializeAsAny: dumped as the model it was read with, not as the empty base.
+    channels: SerializeAsAny[Channels] = Field(default_factory=Channels)
     mcp: McpConfig = Field(default_factory=McpConfig)
     logging: LoggingConfig = Field(default_factory=LoggingConfig)
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
@@ -883,33 +587,11 @@ def _format_loc(loc: tuple[Any, ...]) -> str:
     return out or "<root>"
 
 
-def _telegram_is_public(tg: TelegramChannel) -> bool:
-    """Webhook mode where the Bot API calling us is not on this machine: the real Telegram (no
-    ``base_url``) only calls public HTTPS URLs, and a ``webhook_url`` off this machine is public too."""
-    from urllib.parse import urlsplit
-
-    if not tg.enabled or tg.mode != "webhook":
-        return False
-    url = tg.webhook_url or tg.base_url
-    if url is None:
-        return True
-    try:
-        return not is_loopback_host(urlsplit(url).hostname or "")
-    except ValueError:
-        return True
-
-
 def _role_problems(cfg: Config) -> list[str]:
-    """Every setting that names a model role names one that exists."""
+    """Every field typed ``ModelRole``, in any section (a stage's, a channel's), names a role that exists."""
     known = cfg.llm.role_names()
-    bg = cfg.background
-    named = {"background.writer.backend": bg.writer.backend, "background.sleep.backend": bg.sleep.backend,
-             "background.sleep.curation_backend": bg.sleep.curation_backend,
-             **{f"background.distill.{t}.backend": getattr(bg.distill, t).backend for t in ("short", "mid", "long")},
-             "background.hygiene.backend": bg.hygiene.backend,
-             "memory.filter_tier.backend": cfg.memory.filter_tier.backend}
     return [f"{path}: unknown model role {role!r} (known: {', '.join(known)}; add it under llm.roles)"
-            for path, role in named.items() if role not in known]
+            for path, role in model_roles(cfg) if role not in known]
 
 
 def _semantic_problems(cfg: Config) -> list[str]:
@@ -919,23 +601,7 @@ def _semantic_problems(cfg: Config) -> list[str]:
             f"server.token: required when server.host ({cfg.server.host}) is not loopback; "
             "set it with ${KITH_TOKEN} or KITH__SERVER__TOKEN"
         )
-    tg = cfg.channels.telegram
-    if tg.enabled and tg.token is None:
-        problems.append("channels.telegram.token: required when the Telegram channel is enabled")
-    if tg.enabled and tg.mode == "webhook" and tg.webhook_secret is None:
-        problems.append("channels.telegram.webhook_secret: webhook mode refuses to start without a secret")
-    if cfg.server.token is None and _telegram_is_public(tg):
-        # Telegram reaches a public URL, so something (a proxy, a tunnel, a port forward) exposes this
-        # server to the internet, where loopback is no proof of anything (docs/security.md#proxies).
-        problems.append(
-            f"server.token: required when Telegram calls a public webhook ({tg.webhook_url or 'set outside kith'}); "
-            "set it with ${KITH_TOKEN} or KITH__SERVER__TOKEN (docs/security.md#proxies)"
-        )
-    if cfg.channels.discord.enabled and cfg.channels.discord.token is None:
-        problems.append("channels.discord.token: required when the Discord channel is enabled")
-    nc = cfg.channels.nextcloud
-    if nc.enabled and (nc.bot_secret is None or not nc.base_url):
-        problems.append("channels.nextcloud: base_url and bot_secret are required when enabled")
+    problems.extend(channel_problems(cfg))
     if cfg.cluster.enabled and cfg.bus.url is None and not cfg.bus.sentinel_master:
         problems.append("cluster.enabled: every node needs the shared Redis: set bus.url (or bus.sentinel_master);"
                         " the embedded server belongs to one node")
@@ -943,6 +609,13 @@ def _semantic_problems(cfg: Config) -> list[str]:
     if media.upload_total_bytes < media.max_bytes:
         problems.append(f"media.upload_total_bytes: {media.upload_total_bytes:,} is below media.max_bytes "
                         f"({media.max_bytes:,}): a file at the size cap could never be uploaded")
+    if media.upload_person_bytes < media.max_bytes:
+        problems.append(f"media.upload_person_bytes: {media.upload_person_bytes:,} is below media.max_bytes "
+                        f"({media.max_bytes:,}): a file at the size cap could never be uploaded")
+    elif media.upload_person_bytes > media.upload_total_bytes:
+        problems.append(f"media.upload_person_bytes: {media.upload_person_bytes:,} is above "
+                        f"media.upload_total_bytes ({media.upload_total_bytes:,}): one person could use up "
+                        "everyone's upload budget")
     seen: dict[str, str] = {}
     for i, link in enumerate(cfg.identity_links):
         for acct in link.accounts:
@@ -956,7 +629,49 @@ def _semantic_problems(cfg: Config) -> list[str]:
     return problems
 
 
-def parse_config(data: Any, *, env: Mapping[str, str] | None = None, source: str = "") -> Config:
+def _problem(err: ErrorDetails, prefix: tuple[str, ...] = ()) -> str:
+    msg = "unknown key" if err["type"] == "extra_forbidden" else err["msg"]
+    return f"{_format_loc((*prefix, *err['loc']))}: {msg}"
+
+
+def _read_channels(raw: Any, plugins_raw: Any, extra_plugins: Sequence[Any]) -> tuple[Channels | None, list[str]]:
+    """``channels`` validated with the models its plugins declare (``gateway_register_channels``).
+
+    The plugins are those the ``plugins`` section loads (its own problems are the host's to report).
+    A plugin that fails to load is named only when some section is left undeclared: that is when it
+    matters here, and ``gateway.plugins.build_plugin_host`` reports it at start-up either way."""
+    from gateway.plugins import declared_channels  # the loader imports this module
+
+    try:
+        plugins = PluginsConfig.model_validate(plugins_raw if plugins_raw is not None else {})
+    except ValidationError:
+        plugins = PluginsConfig()
+    declared, load_problems = declared_channels(plugins, extra_plugins=extra_plugins)
+    problems = [f"channels: {p}" for p in declared.problems]
+    try:
+        channels = channels_model(declared).model_validate(raw)
+    except ValidationError as exc:
+        undeclared = False
+        for err in exc.errors():
+            if err["type"] == "extra_forbidden" and len(err["loc"]) == 1:
+                undeclared = True
+                problems.append(f"channels.{err['loc'][0]}: unknown key (no plugin declares that channel; "
+                                f"declared: {', '.join(sorted(declared)) or 'none'})")
+            else:
+                problems.append(_problem(err, ("channels",)))
+        if undeclared:
+            problems.extend(load_problems)
+        return None, problems
+    # A bad declaration (a name taken twice) is reported; checks that need the sections wait for its fix.
+    return (None if declared.problems else channels), problems
+
+
+def parse_config(data: Any, *, env: Mapping[str, str] | None = None, source: str = "",
+                 plugins: Sequence[Any] = ()) -> Config:  # fmt: skip
+    """Validate ``data`` (a parsed YAML document) into a ``Config``; ``ConfigError`` lists every problem.
+
+    ``plugins``: plugin objects beyond those the config itself loads (``Gateway(plugins=...)`` in
+    tests), so that the channel sections they declare are known."""
     env = os.environ if env is None else env
     problems: list[str] = []
     if data is None:
@@ -976,16 +691,14 @@ def parse_config(data: Any, *, env: Mapping[str, str] | None = None, source: str
     if "OPENAI_API_KEY" in env and llm is not None and llm.get("provider") == "openai" and not llm.get("api_key") \
             and not llm.get("base_url"):
         llm["api_key"] = env["OPENAI_API_KEY"]  # only for OpenAI itself: a base_url names another server
+    channels, channel_problems_found = _read_channels(data.pop("channels", {}), data.get("plugins"), plugins)
     cfg: Config | None = None
     try:
-        cfg = Config.model_validate(data)
+        cfg = Config.model_validate({**data, "channels": channels} if channels is not None else data)
     except ValidationError as exc:
-        for err in exc.errors():
-            msg = err["msg"]
-            if err["type"] == "extra_forbidden":
-                msg = "unknown key"
-            problems.append(f"{_format_loc(tuple(err['loc']))}: {msg}")
-    if cfg is not None:
+        problems.extend(_problem(err) for err in exc.errors())
+    problems.extend(channel_problems_found)
+    if cfg is not None and channels is not None:
         problems.extend(_semantic_problems(cfg))
     if problems:
         raise ConfigError(problems, source)
@@ -993,10 +706,11 @@ def parse_config(data: Any, *, env: Mapping[str, str] | None = None, source: str
     return cfg
 
 
-def load_config(path: str | Path | None = None, *, env: Mapping[str, str] | None = None) -> Config:
+def load_config(path: str | Path | None = None, *, env: Mapping[str, str] | None = None,
+                plugins: Sequence[Any] = ()) -> Config:  # fmt: skip
     """Load ``path`` (or defaults when None). Raises ConfigError listing every problem."""
     if path is None:
-        return parse_config({}, env=env)
+        return parse_config({}, env=env, plugins=plugins)
     p = Path(path)
     try:
         text = p.read_text(encoding="utf-8")
@@ -1006,4 +720,4 @@ def load_config(path: str | Path | None = None, *, env: Mapping[str, str] | None
         data = yaml.safe_load(text)
     except yaml.YAMLError as exc:
         raise ConfigError([f"YAML syntax error: {exc}"], str(p)) from exc
-    return parse_config(data, env=env, source=str(p))
+    return parse_config(data, env=env, source=str(p), plugins=plugins)

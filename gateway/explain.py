@@ -2,8 +2,8 @@
 
 ``explain`` runs the real context stages and the budgeter for a message from a user on a channel,
 without running the model and without writing anything (the session is peeked, not created; no
-turn, no log, no job). ``kith context`` prints it, and the daemon serves it as ``POST /context``
-(``gateway.http.operator_api``) so the CLI sees the live memory index the daemon holds.
+turn, no log, no job). ``kith context`` prints it, and the daemon serves it as ``POST /api/users/{uid}/context``
+(``gateway/http/api/explain.py``) so the CLI sees the live memory index the daemon holds.
 """
 
 from __future__ import annotations

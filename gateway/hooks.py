@@ -18,13 +18,10 @@ from typing import TYPE_CHECKING, Any
 
 import pluggy
 
-from gateway.adapter import AdapterRegistry
-from gateway.bus.registry import JobRegistry
-from gateway.command_registry import CommandRegistry
+from gateway.channels import ChannelRegistry
 from gateway.config import Config, ConfigError
 from gateway.delivery.sections import BriefingSection
 from gateway.hookcall import HookCaller
-from gateway.tools import ToolRegistry
 from gateway.types import (
     AccessDecision,
     ContextSection,
@@ -43,21 +40,29 @@ from gateway.types import (
 if TYPE_CHECKING:
     from datetime import datetime
 
+    from gateway.adapter import AdapterRegistry
     from gateway.app import Gateway
+    from gateway.bus.registry import JobRegistry
+    from gateway.command_registry import CommandRegistry
+    from gateway.http.api.registry import RouteRegistry
+    from gateway.tools import ToolRegistry
 
 
 @dataclass(frozen=True, slots=True)
 class Registrations:
     """What every plugin registered, collected once per gateway at start-up."""
 
-    adapters: AdapterRegistry = field(default_factory=AdapterRegistry)
-    jobs: JobRegistry = field(default_factory=JobRegistry)
-    tools: ToolRegistry = field(default_factory=ToolRegistry)
-    commands: CommandRegistry = field(default_factory=CommandRegistry)
+    adapters: AdapterRegistry
+    jobs: JobRegistry
+    tools: ToolRegistry
+    commands: CommandRegistry
+    routes: RouteRegistry
+    channels: ChannelRegistry = field(default_factory=ChannelRegistry)
 
     @property
     def problems(self) -> list[str]:
-        return [*self.adapters.problems, *self.jobs.problems, *self.tools.problems, *self.commands.problems]
+        return [*self.adapters.problems, *self.jobs.problems, *self.tools.problems, *self.commands.problems,
+                *self.routes.problems, *self.channels.problems]
 
 
 class Hooks:
@@ -78,13 +83,39 @@ class Hooks:
     def configure(self, config: Config) -> None:
         self._call.call_historic("gateway_configure", config=config)
 
+    def register_channels(self) -> ChannelRegistry:
+        """The channel sections the plugins declare (``channels.<name>``); problems on the registry."""
+        declared = ChannelRegistry()
+        self._call.call_register("gateway_register_channels", declared)
+        return declared
+
     def registrations(self, config: Config) -> Registrations:
-        """Adapters, jobs and tools from every plugin; every problem in one ``ConfigError``."""
-        regs = Registrations()
+        """Adapters, jobs, tools, commands and HTTP routes from every plugin; every problem in one
+        ``ConfigError``.
+
+        Also the channel sections again, from every plugin of this gateway: each must be in
+        ``config.channels`` as its own model, i.e. the config was read with the same plugins."""
+        # Imported here, not at the top: reading a config builds a plugin host too (its channel
+        # sections, gateway.plugins.declared_channels), and every CLI command reads one.
+        from gateway.adapter import AdapterRegistry
+        from gateway.bus.registry import JobRegistry
+        from gateway.command_registry import CommandRegistry
+        from gateway.http.api.registry import RouteRegistry
+        from gateway.tools import ToolRegistry
+
+        regs = Registrations(AdapterRegistry(), JobRegistry(), ToolRegistry(), CommandRegistry(), RouteRegistry(),
+                             self.register_channels())  # fmt: skip
+        for name, model in regs.channels.items():
+            if not isinstance(config.channels.get(name), model):
+                regs.channels.problems.append(
+                    f"channel {name!r} ({regs.channels.plugin_of(name) or '?'}) is not in this config: it was read"
+                    " without the plugin (declare channels from a kith.config entry point, docs/plugins.md; in"
+                    " tests pass the plugin to parse_config(..., plugins=...))")
         self._call.call_register("gateway_register_adapters", regs.adapters, config=config)
         self._call.call_register("gateway_register_jobs", regs.jobs, config=config)
         self._call.call_register("gateway_register_tools", regs.tools, config=config)
         self._call.call_register("gateway_register_commands", regs.commands, config=config)
+        self._call.call_register("gateway_register_routes", regs.routes, config=config)
         if regs.problems:
             raise ConfigError(regs.problems, "plugin registrations")
         return regs

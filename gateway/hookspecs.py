@@ -9,10 +9,12 @@ Rules that hold for all hooks:
   result; the built-in default is registered ``trylast`` so any plugin overrides it.
 * Every call is bounded by ``plugins.hook_timeout_s`` unless the hook's docstring says otherwise.
 * The host calls each hook through its typed method on ``gateway.hooks`` (``gateway/hooks.py``).
-* The registration hooks (adapters, jobs, tools, commands) get a typed registry as ``register`` and the
+* The registration hooks (adapters, jobs, tools, commands, HTTP routes) get a typed registry as ``register`` and the
   configuration; they run once, in ``Gateway.start`` after ``gateway_configure``. One policy for all
   of them (``gateway/registry.py``): entries are attributed to their plugin, and every problem (a name
   registered twice, a bad entry, a plugin raising) refuses startup, all reported in one ``ConfigError``.
+  ``gateway_register_channels`` follows the same policy but takes no configuration: it runs while a
+  config is read, to validate ``channels.<name>`` (``gateway.channels``).
 """
 
 from __future__ import annotations
@@ -28,9 +30,11 @@ if TYPE_CHECKING:
     from gateway.adapter import AdapterRegistry
     from gateway.app import Gateway
     from gateway.bus.registry import JobRegistry
+    from gateway.channels import ChannelRegistry
     from gateway.command_registry import CommandRegistry
     from gateway.config import Config
     from gateway.delivery.sections import BriefingSection
+    from gateway.http.api.registry import RouteRegistry
     from gateway.tools import ToolRegistry
     from gateway.types import (
         AccessDecision,
@@ -82,6 +86,17 @@ def gateway_shutdown(gateway: Gateway) -> None:
 
 
 # ----------------------------------------------------------------------------------------- channels
+
+
+@hookspec
+def gateway_register_channels(register: ChannelRegistry) -> None:
+    """``register(name, Model)`` for each channel the plugin provides: the section ``channels.<name>``
+    is validated with ``Model`` (a ``gateway.channels.ChannelConfig``: unknown keys refused, its
+    ``problems`` checks) whenever a config is read, with the host's sections, every problem at once.
+
+    Rule: all, sync, no config (it is called while the config is being read), so the plugin's module
+    must import no platform SDK. A name declared twice is a config error.
+    """
 
 
 @hookspec
@@ -256,6 +271,23 @@ def gateway_flush(gateway: Gateway) -> None:
 @hookspec
 def gateway_turn_error(gateway: Gateway, turn: Turn, error: BaseException) -> None:
     """The turn failed with ``error``; the user got an error notice. Rule: all."""
+
+
+# --------------------------------------------------------------------------------------------- http
+
+
+@hookspec
+def gateway_register_routes(register: RouteRegistry, config: Config) -> None:
+    """``register(Route(...))`` for each HTTP route the plugin serves (``gateway.http.api.spec.Route``:
+    method, a path under ``/api/``, the pydantic models of its query, body and answer, its handler, and
+    ``operator=True`` when only the operator may call it). The gateway mounts every registered route
+    and lists it in the OpenAPI document (``GET /api/openapi.json``); the API's one operator check,
+    validation and JSON errors apply to it as to the host's own routes.
+
+    Rule: all, sync, once at startup. A route outside ``/api/``, without a handler or with models of
+    the wrong base, or a method and path already served (by the host or another plugin), is a startup
+    error.
+    """
 
 
 # --------------------------------------------------------------------------------------------- jobs

@@ -1,4 +1,4 @@
-"""Plugin-manager factory: built-in plugins, the ``kith`` entry-point group, config modules.
+"""Plugin-manager factory: built-in plugins, the ``kith`` and ``kith.config`` entry-point groups, config modules.
 
 Loading is explicit (a factory, never an import side effect). The allow/deny list applies to every
 source by plugin name, so an operator can switch off a built-in stage as easily as a third-party one.
@@ -16,6 +16,7 @@ from typing import Any
 import pluggy
 
 from gateway import hookspecs
+from gateway.channels import ChannelRegistry
 from gateway.config import Config, ConfigError, PluginsConfig
 from gateway.hooks import Hooks
 
@@ -28,6 +29,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "gateway.identity.users",
     "gateway.commands",
     "gateway.http.web_command",
+    "gateway.http.api.table",  # the host's /api routes, registered as plugins register theirs
     "gateway.llm.provider",
     "gateway.turncontext",
     "plugins.system_block",
@@ -111,6 +113,16 @@ def _import(module: str, source: str, problems: list[str]) -> Any | None:
         return None
 
 
+# Built-in plugins that declare channel sections (``gateway_register_channels``). Reading a config
+# loads them to validate ``channels.<name>`` (``declared_channels``), so they must import no platform
+# SDK and no model: every CLI command reads a config (tests/footprint/test_cli_lazy.py).
+# tests/core/test_channel_config.py checks that every built-in declaring a channel is listed here.
+CONFIG_PLUGINS: tuple[str, ...] = ("adapters.builtin",)
+# The entry-point group of third-party modules that declare config sections, for the same reason: a
+# distribution's main plugin (group ``kith``) may import anything, its declarations here stay light.
+CONFIG_ENTRY_POINTS = "kith.config"
+
+
 def build_plugin_host(
     config: Config,
     *,
@@ -122,21 +134,56 @@ def build_plugin_host(
     cfg = config.plugins
     host = PluginHost(hook_timeout_s=cfg.hook_timeout_s)
     problems: list[str] = []
+    use_eps = cfg.entry_points if entry_points is None else entry_points
+    groups = (hookspecs.PROJECT, CONFIG_ENTRY_POINTS) if use_eps else ()
+    _load(host, cfg, builtins=builtins, groups=groups, extra_plugins=extra_plugins, problems=problems)
+    # Plugins may add hookspecs; do that before checking that every implementation has a spec.
+    host.hooks.addhooks()
+    try:
+        host.pm.check_pending()
+    except pluggy.PluginValidationError as exc:
+        problems.append(f"plugin implements an unknown hook: {exc}")
+    if problems:
+        raise ConfigError(problems, "plugins")
+    return host
 
+
+def declared_channels(cfg: PluginsConfig, *, extra_plugins: Sequence[Any] = ()) -> tuple[ChannelRegistry, list[str]]:
+    """The channel sections that the plugins of a config declare, for reading that config, and the
+    problems met loading those plugins.
+
+    Loaded: the built-ins of ``CONFIG_PLUGINS``, whatever ``plugins.allow``/``deny`` say (a built-in
+    channel's section is as valid with its plugin denied as it always was; its adapter is simply not
+    created); the ``kith.config`` entry points (when ``plugins.entry_points``), ``plugins.modules`` and
+    ``extra_plugins``, filtered by allow/deny as ``build_plugin_host`` filters them, so a denied plugin
+    is never imported."""
+    host = PluginHost(hook_timeout_s=cfg.hook_timeout_s)
+    problems: list[str] = []
+    _load(host, cfg, builtins=CONFIG_PLUGINS, groups=(CONFIG_ENTRY_POINTS,) if cfg.entry_points else (),
+          extra_plugins=extra_plugins, problems=problems, filter_builtins=False)  # fmt: skip
+    declared = host.hooks.register_channels()
+    return declared, problems
+
+
+def _load(host: PluginHost, cfg: PluginsConfig, *, builtins: Iterable[str], groups: Sequence[str],
+          extra_plugins: Sequence[Any], problems: list[str], filter_builtins: bool = True) -> None:  # fmt: skip
+    """Register the plugins of every source into ``host``, in order: built-ins, the entry points of
+    ``groups``, config modules, extra plugins (tests); what fails to load is a problem, the rest
+    still load. allow/deny name an entry point by its name in any group."""
     for module in builtins:
-        if not _allowed(module, cfg):
+        if filter_builtins and not _allowed(module, cfg):
             host.blocked.append((module, "builtin"))
             continue
         mod = _import(module, "builtin", problems)
         if mod is not None:
             host.register(mod, name=module, source="builtin")
 
-    use_eps = cfg.entry_points if entry_points is None else entry_points
-    if use_eps:
-        for ep in importlib.metadata.entry_points(group=hookspecs.PROJECT):
+    for group in groups:
+        for ep in importlib.metadata.entry_points(group=group):
             dist = ep.dist.name if ep.dist else "?"
             if not _allowed(ep.name, cfg):
-                host.blocked.append((ep.name, f"entry-point {dist}"))
+                if (ep.name, f"entry-point {dist}") not in host.blocked:  # once for both of its groups
+                    host.blocked.append((ep.name, f"entry-point {dist}"))
                 continue
             try:
                 plugin = ep.load()
@@ -145,7 +192,9 @@ def build_plugin_host(
                 continue
             if host.pm.is_registered(plugin):
                 continue
-            host.register(plugin, name=ep.name, source=f"entry-point {dist}")
+            # A distribution's kith.config module is a plugin of its own, next to its main one.
+            name = ep.name if group == hookspecs.PROJECT else f"{ep.name}:{group.removeprefix('kith.')}"
+            host.register(plugin, name=name, source=f"entry-point {dist}")
 
     for module in cfg.modules:
         if not _allowed(module, cfg):
@@ -157,15 +206,5 @@ def build_plugin_host(
 
     for i, plugin in enumerate(extra_plugins):
         name = getattr(plugin, "__name__", None) or f"{type(plugin).__name__}-{i}"
-        if _allowed(name, cfg):
+        if _allowed(name, cfg) and not host.pm.is_registered(plugin):
             host.register(plugin, name=name, source="test")
-
-    # Plugins may add hookspecs; do that before checking that every implementation has a spec.
-    host.hooks.addhooks()
-    try:
-        host.pm.check_pending()
-    except pluggy.PluginValidationError as exc:
-        problems.append(f"plugin implements an unknown hook: {exc}")
-    if problems:
-        raise ConfigError(problems, "plugins")
-    return host

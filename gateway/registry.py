@@ -1,4 +1,4 @@
-"""The one registry pattern: named things plugins register (adapters, jobs, tools).
+"""The one registry pattern: named things plugins register (adapters, jobs, tools, commands, HTTP routes).
 
 A ``Registry[T]`` is handed to a registration hook (``register``); the plugin calls it once per thing
 it provides, exactly as built-ins do (tox ``register.py``). Every registry follows one policy:
@@ -8,11 +8,11 @@ it provides, exactly as built-ins do (tox ``register.py``). Every registry follo
   report names both);
 * a bad entry (not the right type, an invalid spec) is a problem, and the plugin's other entries
   are still looked at;
-* nothing raises while plugins register: ``gateway.hooks.Hooks.registrations`` collects all three
-  kinds once in ``Gateway.start`` and reports every problem together in one ``ConfigError``.
+* nothing raises while plugins register: ``gateway.hooks.Hooks.registrations`` collects every
+  kind once in ``Gateway.start`` and reports every problem together in one ``ConfigError``.
 
-The kinds (``AdapterRegistry``, ``JobRegistry``, ``ToolRegistry``) live next to what they register
-and add only a typed ``__call__``.
+The kinds (``AdapterRegistry``, ``JobRegistry``, ``ToolRegistry``, ``CommandRegistry``,
+``ChannelRegistry``, ``RouteRegistry``) live next to what they register and add only a typed ``__call__``.
 """
 
 from __future__ import annotations

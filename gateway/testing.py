@@ -6,8 +6,9 @@ fixtures by installing kith; nothing to import in ``conftest.py``:
 * ``kith_config(**overrides)`` -> a validated ``Config`` in the test's temporary directory: the
   ``echo`` model (no network, no key), port 0 (a free port, never the default 8765), no entry points.
 * ``kith_gateway(plugins=(...), **overrides)`` -> a started ``Gateway`` with the built-in plugins and
-  the given ones (a module or an object with ``@hookimpl`` methods), closed after the test. Pass
-  ``entry_points=True`` to load installed plugins as ``kith run`` does.
+  the given ones (a module or an object with ``@hookimpl`` methods), closed after the test; a channel
+  one of them declares may have its section in ``channels=``. Pass ``entry_points=True`` to load
+  installed plugins as ``kith run`` does.
 
 ``message(text, ...)`` builds an ``InboundMessage`` from a trusted local client, for
 ``await gateway.handle_inbound(message("hi"))``; ``await gateway.settle()`` waits for the jobs a turn
@@ -33,8 +34,10 @@ ConfigFactory = Callable[..., Config]
 GatewayFactory = Callable[..., Awaitable["Gateway"]]
 
 
-def test_config(data_dir: Path, **overrides: Any) -> Config:
-    """A config for tests: ``overrides`` are top-level sections; a dict merges into the default one."""
+def test_config(data_dir: Path, extra_plugins: tuple[Any, ...] = (), **overrides: Any) -> Config:
+    """A config for tests: ``overrides`` are top-level sections; a dict merges into the default one.
+    ``extra_plugins``: the plugins the gateway will get besides the built-ins, whose channel sections
+    (``gateway_register_channels``) the config may then hold."""
     data: dict[str, Any] = {
         "data_dir": str(data_dir),
         "llm": {"provider": "echo"},
@@ -47,7 +50,7 @@ def test_config(data_dir: Path, **overrides: Any) -> Config:
             data[key] = {**data[key], **value}
         else:
             data[key] = value
-    return parse_config(data, env={})
+    return parse_config(data, env={}, plugins=extra_plugins)
 
 
 test_config.__test__ = False  # type: ignore[attr-defined]  # a helper, not a test pytest should collect
@@ -79,7 +82,7 @@ async def kith_gateway(tmp_path: Path) -> AsyncIterator[GatewayFactory]:
 
     async def factory(*, plugins: tuple[Any, ...] = (), config: Config | None = None,
                       entry_points: bool = False, **overrides: Any) -> Gateway:  # fmt: skip
-        cfg = config or test_config(tmp_path / "data", **overrides)
+        cfg = config or test_config(tmp_path / "data", extra_plugins=plugins, **overrides)
         gw = Gateway(cfg, plugins=plugins, entry_points=entry_points)
         await gw.__aenter__()
         opened.append(gw)

@@ -32,8 +32,10 @@ from gateway.sessions import scope_key_for
 from gateway.text import split_text
 from gateway.tools import toolset
 from gateway.turngate import TURNS
+from gateway.turnspool import SpooledTurn
 from gateway.types import (
     AccessDecision,
+    ConversationKind,
     Drop,
     HistoryMessage,
     LLMRequest,
@@ -43,6 +45,7 @@ from gateway.types import (
     Turn,
     UserRef,
 )
+from gateway.writeback import NOT_KEPT_NOTE, write_back_of
 from gateway.writefailures import write_failures
 
 if TYPE_CHECKING:
@@ -210,19 +213,47 @@ async def _serve(gateway: Gateway, turn: Turn, user: UserRef) -> Reply | None:
     # tried on its own, so the after-turn hooks (session log, jobs) still get the turn.
     failures = write_failures(gateway.stash)
     ok = True
+    reply_at = datetime.now(UTC)
     if not session.otr:
         ok &= _persist(gateway, turn, "dedupe key", lambda: gateway.dedupe.persist(msg.channel, msg.message_id))
-    ok &= _persist(gateway, turn, "transcript", lambda: gateway.sessions.record(
+    stored = _persist(gateway, turn, "transcript", lambda: gateway.sessions.record(
         session, turn_id=turn.turn_id, user_text=msg.text, reply_text=reply.text, channel=msg.channel,
-        speaker=msg.display_name or msg.account_id, at=turn.received_at, reply_at=datetime.now(UTC),
+        speaker=msg.display_name or msg.account_id, at=turn.received_at, reply_at=reply_at,
         user_id=user.user_id,
     ))
+    ok &= stored
+    answer = reply
     if not session.otr:
         ok &= _persist(gateway, turn, "conversation address", lambda: gateway.remember_conversation(turn))
+        if not stored:  # the turn goes to the spool, or the person is told it is not kept
+            answer = _keep(gateway, turn, user, reply, reply_at)
         await hooks.after_turn(gateway, turn, reply, response)
     if ok:
         failures.success()
-    return reply
+    if stored and (keeper := write_back_of(gateway)) is not None:
+        keeper.writes_succeed()  # the transcript takes writes again: spooled turns go back now
+    return answer
+
+
+def _keep(gateway: Gateway, turn: Turn, user: UserRef, reply: Reply, reply_at: datetime) -> Reply:
+    """The transcript did not take an answered turn: spool it (gateway/writeback.py) to be written
+    back when it can; if that fails too, the reply says that this exchange is not kept."""
+    msg, session = turn.message, turn.session
+    assert session is not None
+    keeper = write_back_of(gateway)
+    spooled = SpooledTurn(
+        turn_id=turn.turn_id, session_id=session.session_id, user_id=user.user_id, channel=msg.channel,
+        conversation_key=session.conversation_key, speaker=msg.display_name or msg.account_id, text=msg.text,
+        at=turn.received_at, reply=reply.text, reply_at=reply_at, group=msg.kind is ConversationKind.GROUP,
+        message_id=msg.message_id or "", conversation_id=msg.conversation_id or msg.account_id,
+        kind=msg.kind.value, persona=session.persona,
+    )
+    if keeper is not None and keeper.keep(spooled):
+        return reply
+    if keeper is None:
+        log.error("turn %s was answered but could not be stored, and there is no turn spool: its person is told",
+                  turn.turn_id)
+    return replace(reply, text=f"{reply.text}\n\n{NOT_KEPT_NOTE}", chunks=(*reply.chunks, NOT_KEPT_NOTE))
 
 
 def _persist(gateway: Gateway, turn: Turn, what: str, write: Callable[[], object]) -> bool:

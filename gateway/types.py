@@ -282,6 +282,7 @@ class Reply:
     session_id: str = ""
     otr: bool = False
     notice: bool = False  # a system notice (command answer, config hint), not a model reply
+    delivery_id: str = ""  # a proactive message's outbox row: clients that acknowledge name it back
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

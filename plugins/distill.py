@@ -1,4 +1,4 @@
-"""Built-in plugin: distillation tiers as jobs, and the ``/distill`` HTTP API (docs/memory.md).
+"""Built-in plugin: distillation tiers as jobs, and the operator's distillation routes (docs/memory.md).
 
 Jobs ``distill_short`` / ``distill_mid`` / ``distill_long`` run per user at their tier's cron in the
 user's timezone (a disabled tier's cron job returns at once; a manual run forces it). Each run is
@@ -7,14 +7,12 @@ goes to the person's own notification conversation (their ``notify_conversation`
 the outbox: docs/proactive.md) and, deprecated, the operator's copy to ``distill.notify_conversation``
 (a conversation key such as ``telegram:12345``).
 
-HTTP, on the gateway's one aiohttp application:
+HTTP, declared through ``gateway_register_routes`` (docs/api.md; operator only, in the OpenAPI document):
 
-* ``POST /distill/{short|mid|long}`` with ``{"user": "<id>"}`` (or ``?user=``): queues a forced run,
-  answers 202 with the job id;
-* ``GET /distill/status[?user=<id>]``: the last run of each tier per user, and the tier settings.
+* ``POST /api/users/{uid}/distill/{short|mid|long}``: queues a forced run, answers 202 with the job id;
+* ``GET /api/distill[?user=<id>]``: the last run of each tier per user, and the tier settings.
 
-Both need the operator credential (``Authorization: Bearer``, gateway/http/auth.py), and the POST a
-``Content-Type: application/json`` request (an empty body is fine): docs/security.md.
+A person's own tiers and their last runs are ``GET /api/users/{uid}/distill`` (the memory console).
 """
 
 from __future__ import annotations
@@ -22,24 +20,21 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import UTC, datetime
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from aiohttp import web
+from pydantic import Field
 
 from gateway.bus.context import JobContext
 from gateway.bus.registry import JobRegistry
 from gateway.config import Config
 from gateway.delivery.notices import notify_person
 from gateway.hookspecs import hookimpl
-from gateway.http.auth import require_operator
-from gateway.http.guard import json_object
+from gateway.http.api.registry import RouteRegistry
+from gateway.http.api.spec import Answer, ApiError, Call, Query, Route
 from gateway.llm.provider import model_configured
 from gateway.memory.background import jobscope
 from gateway.memory.background.distill import FILES, TIERS, DistillResult, Tier, run_tier
 from gateway.types import ConversationAddress, ConversationKind, Reply
-
-if TYPE_CHECKING:
-    from gateway.app import Gateway
 
 log = logging.getLogger("kith.plugins.distill")
 
@@ -107,34 +102,61 @@ def gateway_register_jobs(register: JobRegistry, config: Config) -> None:
 # ------------------------------------------------------------------------------------------- HTTP
 
 
-def routes(gateway: Gateway) -> list[web.RouteDef]:
-    async def start(request: web.Request) -> web.Response:
-        require_operator(request)
-        tier = request.match_info["tier"]
-        if tier not in TIERS:
-            raise web.HTTPNotFound(text=f"unknown tier {tier!r}; one of {', '.join(TIERS)}")
-        body = await json_object(request, empty_ok=True)
-        user = str(body.get("user") or request.query.get("user") or "")
-        if not user or gateway.state.users.get(user) is None:
-            raise web.HTTPBadRequest(text="unknown or missing user")
-        if gateway.bus is None:
-            raise web.HTTPServiceUnavailable(text="the job bus is not running")
-        job_id = await gateway.bus.enqueue(f"distill_{tier}", {"user_id": user, "force": True},
-                                           job_id=f"distill-{tier}:{user}:{uuid.uuid4().hex[:12]}")  # fmt: skip
-        return web.json_response({"job_id": job_id, "tier": tier, "user": user, "file": FILES[tier]}, status=202)
+class Queued(Answer):
+    job_id: str
+    tier: str
+    user: str
+    file: str = Field(description="the tier's file in the person's memory")
 
-    async def status(request: web.Request) -> web.Response:
-        require_operator(request)
-        cfg = gateway.config.background.distill
-        tiers = {t: {"enabled": getattr(cfg, t).enabled, "cron": getattr(cfg, t).cron,
-                     "backend": getattr(cfg, t).backend, "file": FILES[t]} for t in TIERS}  # fmt: skip
-        runs = gateway.state.progress.distill_status(request.query.get("user") or None)
-        return web.json_response({"tiers": tiers, "runs": runs})
 
-    return [web.post("/distill/{tier}", start), web.get("/distill/status", status)]
+class TierSettings(Answer):
+    enabled: bool
+    cron: str
+    backend: str
+    file: str
+
+
+class StatusQuery(Query):
+    user: str | None = Field(None, min_length=1, max_length=200, description="one person; absent: everyone")
+
+
+class Status(Answer):
+    tiers: dict[str, TierSettings]
+    runs: list[dict[str, Any]] = Field(description="the last run of each tier per user")
+
+
+async def start(call: Call) -> Queued:
+    user = call.user_id()
+    tier = call.param("tier")
+    if tier not in TIERS:
+        raise ApiError(404, f"unknown tier {tier!r}; one of {', '.join(TIERS)}")
+    bus = call.gateway.bus
+    if bus is None:
+        raise ApiError(503, "the job bus is not running")
+    job_id = await bus.enqueue(f"distill_{tier}", {"user_id": user, "force": True},
+                               job_id=f"distill-{tier}:{user}:{uuid.uuid4().hex[:12]}")  # fmt: skip
+    return Queued(job_id=job_id, tier=tier, user=user, file=FILES[tier])
+
+
+async def status(call: Call) -> Status:
+    cfg = call.gateway.config.background.distill
+    tiers = {t: TierSettings(enabled=getattr(cfg, t).enabled, cron=getattr(cfg, t).cron,
+                             backend=getattr(cfg, t).backend, file=FILES[t]) for t in TIERS}  # fmt: skip
+    query: StatusQuery = call.query
+    return Status(tiers=tiers, runs=call.gateway.state.progress.distill_status(query.user))
+
+
+ROUTES = [
+    Route("POST", "/api/users/{uid}/distill/{tier}", "run a distillation tier for a person now (operator)", Queued,
+          start, operator=True, status=202, tag="operator", errors=(401, 403, 404, 503),
+          params={"tier": {"type": "string", "enum": list(TIERS)}},
+          description="Queues a forced run on the job bus; the person's tiers show it when it is done."),
+    Route("GET", "/api/distill", "the distillation tiers' settings and every person's last runs (operator)", Status,
+          status, query=StatusQuery, operator=True, tag="operator", errors=(400, 401, 403)),
+]
 
 
 @hookimpl
-def gateway_startup(gateway: Gateway) -> None:
-    if not gateway.http_app.router.frozen:
-        gateway.http_app.router.add_routes(routes(gateway))
+def gateway_register_routes(register: RouteRegistry) -> None:
+    for route in ROUTES:
+        register(route)

@@ -13,7 +13,12 @@ nothing it holds is lost on the way to the Markdown log:
   and is retried with exponential backoff; the failure is logged once per streak, the recovery once;
 * at start, a background task compares the transcript of the last days with the logs and appends the
   turns that are missing (a kill inside the batch window, a batch still failing at shutdown). A
-  watermark in the state database keeps each start to the turns since the previous one.
+  watermark in the state database keeps each start to the turns since the previous one. A row whose
+  stored time is not a timestamp (damaged by hand, or imported before imports were checked) cannot be
+  placed in a day's log: it is skipped and reported (seq and turn id, once), and the others are written;
+* a turn the transcript could not take either (a full disk) is in the turn spool: written back to the
+  transcript before this plugin starts, it is found by that catch-up; still waiting for the
+  transcript, it is queued here from the spool (``gateway/writeback.py``).
 
 Off-The-Record turns never get here (nor into the transcript).
 """
@@ -36,7 +41,9 @@ from gateway.memory.files.scopes import channel_scope, user_scope
 from gateway.memory.files.session_log import LogEntry, day_log_path, format_entry, log_day, parse_session_log
 from gateway.memory.files.store import MemoryStore
 from gateway.state import LoggedTurn
+from gateway.turnspool import SpooledTurn
 from gateway.types import ConversationKind, LLMResponse, Reply, StashKey, Turn
+from gateway.writeback import write_back_of
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
@@ -77,7 +84,11 @@ class SessionLog:
         self.dropped = 0  # entries let go past MAX_PENDING in this failure streak
         self.dropped_total = 0
         self.reconciled = 0
+        self.damaged = 0  # transcript rows the reconciliation skipped: their stored time is not a timestamp
         self.scanned = asyncio.Event()  # the start-up reconciliation has queued what was missing
+        # Spooled turns queued at start: their whole entry is queued, the transcript may hold only
+        # the message (stored before the model call), so the catch-up leaves them alone.
+        self.spooled: set[str] = set()
 
     # ------------------------------------------------------------------------------- queueing
 
@@ -94,6 +105,20 @@ class SessionLog:
             scope = channel_scope(turn.message.conversation_key)
         else:
             scope = user_scope(turn.user.user_id)
+        self.queue((scope, day_log_path(entry.timestamp, tz)), entry.turn_id, format_entry(entry, tz))
+
+    def add_spooled(self, turn: SpooledTurn) -> None:
+        """A turn an earlier run answered and spooled, not in the transcript yet (gateway/writeback.py):
+        its log entry is queued now, as the turn's own after-turn hook had, so it does not wait for
+        the write-back and the catch-up of a later start."""
+        user = self.gateway.state.users.get(turn.user_id)
+        tz = jobscope.zone((user.timezone if user is not None else "") or None)
+        entry = LogEntry(
+            turn_id=turn.turn_id, session_id=turn.session_id, channel=turn.channel, speaker=turn.speaker,
+            text=turn.text, timestamp=turn.at, reply=turn.reply, reply_at=turn.reply_at,
+        )
+        scope = channel_scope(turn.conversation_key) if turn.group else user_scope(turn.user_id)
+        self.spooled.add(turn.turn_id)
         self.queue((scope, day_log_path(entry.timestamp, tz)), entry.turn_id, format_entry(entry, tz))
 
     def queue(self, key: Key, turn_id: str, block: str) -> None:
@@ -285,11 +310,17 @@ class SessionLog:
         dropped = self.dropped_total
         unreadable = False
         cursor = after
+        damaged: list[LoggedTurn] = []
         while rows := state.turns.logged(after_seq=cursor, upto_seq=upto_seq, since=since, limit=RECONCILE_PAGE):
             cursor = rows[-1].seq
             for row in rows:
+                if row.created_at is None:
+                    damaged.append(row)
+                    continue
+                if row.turn_id in self.spooled:
+                    continue
                 scope, tz = _scope_of(row), jobscope.zone(row.timezone or None)
-                entry = _entry_of(row)
+                entry = _entry_of(row, row.created_at)
                 rel = day_log_path(entry.timestamp, tz)
                 logged = await self._logged(seen, scope, rel, entry.turn_id)
                 if logged is None:
@@ -303,6 +334,11 @@ class SessionLog:
         if queued:
             log.warning("session log: %d turns of the transcript were missing from the Markdown logs; appending "
                         "them", len(queued))
+        if damaged:
+            self.damaged += len(damaged)
+            log.error("session log: %d transcript rows have a stored time that is not a timestamp and cannot be "
+                      "placed in a day's log; skipped (seq/turn id: %s)", len(damaged),
+                      ", ".join(f"{r.seq}/{r.turn_id}" for r in damaged[:20]))  # fmt: skip
         self.scanned.set()
         # The watermark moves only once every block is written: a failing disk leaves them to the
         # flusher's retries, a stop before that to the next start.
@@ -370,10 +406,10 @@ def _scope_of(row: LoggedTurn) -> str:
     return channel_scope(row.conversation_key) if kind == "conv" else user_scope(row.user_id)
 
 
-def _entry_of(row: LoggedTurn) -> LogEntry:
+def _entry_of(row: LoggedTurn, at: datetime) -> LogEntry:
     return LogEntry(
         turn_id=row.turn_id, session_id=row.session_id, channel=row.channel, speaker=row.speaker,
-        text=row.content, timestamp=row.created_at, reply=row.reply, reply_at=row.reply_at,
+        text=row.content, timestamp=at, reply=row.reply, reply_at=row.reply_at,
     )
 
 
@@ -391,6 +427,9 @@ async def gateway_startup(gateway: Gateway) -> None:
     sl = SessionLog(gateway)
     sl.task = asyncio.create_task(sl.run(), name="session-log")
     gateway.stash[SESSION_LOG] = sl
+    keeper = write_back_of(gateway)
+    for spooled in keeper.unstored() if keeper is not None else ():
+        sl.add_spooled(spooled)
     if gateway.mode == "daemon" and gateway.run_jobs and gateway.memory is not None and not gateway.memory.detached:
         # Before any turn is served: every row up to here is from an earlier run. A background task,
         # so the first reply does not wait for it.

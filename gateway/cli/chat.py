@@ -20,6 +20,7 @@ import os
 import sys
 import threading
 import uuid
+from collections import OrderedDict
 from collections.abc import Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
@@ -30,6 +31,7 @@ from gateway.cli.chat_view import View
 from gateway.cli.common import load_or_exit
 
 T = TypeVar("T")
+SHOWN_IDS = 500  # delivery ids remembered to drop a proactive message sent again
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -78,6 +80,9 @@ class Client:
         self._answers: asyncio.Queue[dict[str, Any]] = asyncio.Queue()
         self._reader: asyncio.Task[None] | None = None
         self.closed = False
+        # delivery ids of the proactive messages shown (docs/protocol.md, acknowledging): one sent
+        # again (its ack was lost with a killed daemon) is acknowledged and not shown twice
+        self.shown: OrderedDict[str, None] = OrderedDict()
 
     async def recv(self) -> dict[str, Any]:
         msg = await self.ws.receive()
@@ -86,7 +91,7 @@ class Client:
         return json.loads(msg.data)  # type: ignore[no-any-return]
 
     async def hello(self, client_id: str, name: str) -> dict[str, Any]:
-        await self.ws.send_json({"type": "hello", "client_id": client_id, "name": name})
+        await self.ws.send_json({"type": "hello", "client_id": client_id, "name": name, "acks": True})
         ready = await self.recv()
         if ready.get("type") == "ready":
             self.state = {k: ready.get(k) for k in ("session_id", "otr", "persona", "tier", "display_name")}
@@ -103,8 +108,12 @@ class Client:
                         self.view.state_changed(self.state, changed)
                     self.state.update(changed)
                 elif frame.get("type") == "reply" and frame.get("proactive"):
+                    # Acknowledged once shown: ``--message`` shows none, so they wait for a client that does.
                     if self.view is not None:
-                        self.view.proactive(frame.get("text", ""), notice=bool(frame.get("notice")))
+                        if self._first_time(frame.get("delivery_id")):
+                            self.view.proactive(frame.get("text", ""), notice=bool(frame.get("notice")))
+                        if isinstance(frame.get("delivery_id"), str):
+                            await self.ws.send_json({"type": "ack", "delivery_id": frame["delivery_id"]})
                 else:
                     await self._answers.put(frame)
         except (ConnectionError, aiohttp.ClientError) as exc:
@@ -112,6 +121,16 @@ class Client:
                 self.view.disconnected()  # at once, not only when the next line is sent
             self.closed = True
             await self._answers.put({"type": "closed", "message": str(exc)})
+
+    def _first_time(self, delivery_id: Any) -> bool:
+        if not isinstance(delivery_id, str):
+            return True
+        if delivery_id in self.shown:
+            return False
+        self.shown[delivery_id] = None
+        while len(self.shown) > SHOWN_IDS:
+            self.shown.popitem(last=False)
+        return True
 
     async def ask(self, text: str, *, stream: bool) -> tuple[bool, str]:
         """Send ``text``; (True, reply text) or (False, an error line). Streams to the view if asked."""

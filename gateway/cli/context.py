@@ -1,6 +1,6 @@
 """``kith context --user U --channel C MESSAGE``: exactly what the model would receive, and why.
 
-Asks the running daemon (``POST /context``: it holds the live memory index); with no daemon running
+Asks the running daemon (``POST /api/users/{uid}/context``: it holds the live memory index); with no daemon running
 it opens the data directory itself, read-only (no jobs, no writes). Prints every system-prompt
 section with its token count, where the prompt cache ends, what the budgeter trimmed, the live
 history and the tools offered. ``--json`` prints the raw explanation.
@@ -15,7 +15,7 @@ import sys
 from typing import Any
 
 from gateway.cli.common import load_or_exit
-from gateway.cli.daemon import DaemonError, ask_daemon
+from gateway.cli.daemon import DaemonError, ask_daemon, user_path
 from gateway.config import Config
 
 
@@ -38,6 +38,20 @@ async def locally(config: Config, body: dict[str, Any]) -> dict[str, Any]:
     async with Gateway(config, serve_http=False, supervise=False, run_jobs=False) as gw:
         return await explain(gw, user_id=body["user"], channel=body["channel"], text=body["message"],
                              conversation=body["conversation"], tier=body["tier"])
+
+
+async def from_daemon(config: Config, body: dict[str, Any]) -> dict[str, Any] | None:
+    """The daemon's preview (None: no daemon serves this data dir); an unknown user is told as locally."""
+    from gateway.explain import ExplainError
+
+    preview = {"message": body["message"], "channel": body["channel"], "conversation": body["conversation"] or "",
+               "tier": body["tier"]}  # fmt: skip
+    try:
+        return await ask_daemon(config, "POST", user_path(body["user"], "/context"), preview)
+    except DaemonError as exc:
+        if exc.status == 404:
+            raise ExplainError(f"unknown user {body['user']!r} (see `kith memory stats` or the users table)") from None
+        raise
 
 
 def render(x: dict[str, Any]) -> str:
@@ -85,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
             "tier": args.tier}
 
     async def go() -> dict[str, Any]:
-        answer = None if args.local else await ask_daemon(config, "POST", "/context", body)
+        answer = None if args.local else await from_daemon(config, body)
         return answer if answer is not None else await locally(config, body)
 
     from gateway.explain import ExplainError

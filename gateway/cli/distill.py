@@ -2,7 +2,7 @@
 
 Runs on the files directly (guarded store, the configured model), so it works with or without a
 running daemon; a running daemon's index picks the new tier file up at its next sync. Against a
-running daemon, ``POST /distill/<tier>`` queues the same work on its job bus instead.
+running daemon, ``POST /api/users/{uid}/distill/<tier>`` (operator) queues the same work on its job bus instead.
 """
 
 from __future__ import annotations

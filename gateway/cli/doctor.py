@@ -1,5 +1,6 @@
 """``kith doctor``: one line per check of this install (config, data dir, disk, port, state, Redis,
-index, model reachability, clock); exit 1 when a check fails, 2 when the config itself is invalid.
+memory jobs, index, model reachability, clock); exit 1 when a check fails, 2 when the config itself is
+invalid. Dead-lettered or repeatedly failing memory jobs are a warning (gateway/ops/memory_jobs.py).
 Read-only: nothing is created or changed (gateway/ops/doctor.py, docs/operations.md#doctor)."""
 
 from __future__ import annotations
@@ -21,7 +22,8 @@ MARK = {"ok": "ok  ", "warn": "WARN", "fail": "FAIL", "skip": "skip"}
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
-    p = sub.add_parser("doctor", help="check this install: config, ports, disk, Redis, state, index, models, clock")
+    p = sub.add_parser("doctor", help="check this install: config, ports, disk, Redis, memory jobs, state, index, "
+                                      "models, clock")
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
     p.set_defaults(func=run)
 

@@ -1,9 +1,9 @@
 """``kith memory search | stats | reindex``: the memory index from the shell.
 
 These open the index themselves. The embedded index is single-process: while a gateway runs on the
-same data directory they ask it instead, through its operator API (``/memory/*``); a reindex then
-runs as ``memory.rebuild`` jobs on the daemon. Exit 3 only when the index is busy and no daemon
-answers.
+same data directory they ask it instead, through its API (``/api/users/{uid}/recall``,
+``/api/memory/*``); a reindex then runs as ``memory.rebuild`` jobs on the daemon. Exit 3 only when
+the index is busy and no daemon answers.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from dataclasses import asdict
 from typing import TYPE_CHECKING, Any
 
 from gateway.cli.common import load_or_exit, user_store
-from gateway.cli.daemon import DaemonError, ask_daemon
+from gateway.cli.daemon import DaemonError, ask_daemon, recall_hits
 from gateway.config import Config
 from gateway.memory.files.scopes import ScopeError, user_scope
 from gateway.memory.search.index import IndexBusyError
@@ -48,10 +48,16 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=lambda a: _run(a, _reindex), func_name="reindex")
 
-    p = msub.add_parser("rollback", help="undo a USER.md curation run (default: the latest one that changed it)")
+    p = msub.add_parser("rollback", help="undo a USER.md curation run or a memory-writer run (default: the latest "
+                                          "curation run that changed USER.md)")  # fmt: skip
     p.add_argument("--user", required=True, help="user id (users/<id>/)")
-    p.add_argument("--run", default=None, help="run id from USER.md.audit.jsonl (default: the latest written run)")
-    p.add_argument("--force", action="store_true", help="restore even if USER.md changed after that run")
+    p.add_argument("--run", default=None,
+                   help="run id from USER.md.audit.jsonl, or a writer run id (writer-...) from "
+                        "_history/writer.audit.jsonl (default: the latest run)")  # fmt: skip
+    p.add_argument("--writer", action="store_true",
+                   help="undo a memory-writer run (people/, topics/, the session summary): every file it changed, "
+                        "or none")  # fmt: skip
+    p.add_argument("--force", action="store_true", help="restore even if a file changed after that run")
     p.add_argument("--file", default="USER.md", choices=("USER.md", "PATTERNS.md"),
                    help="the curated file (PATTERNS.md: the nightly patterns; default USER.md)")
     p.add_argument("--json", action="store_true")
@@ -94,14 +100,13 @@ def _run(args: argparse.Namespace, action: Callable[[MemoryService, argparse.Nam
 async def _via_daemon(config: Config, args: argparse.Namespace) -> int | None:
     action = args.func_name
     if action == "search":
-        out = await ask_daemon(config, "POST", "/memory/search",
-                               {"user": args.user, "query": " ".join(args.query), "k": args.k})
-        return None if out is None else _print_hits([_hit(h) for h in out["hits"]], args)
+        hits = await recall_hits(config, args.user, " ".join(args.query), args.k)
+        return None if hits is None else _print_hits(hits, args)
     if action == "stats":
-        out = await ask_daemon(config, "GET", "/memory/stats")
+        out = await ask_daemon(config, "GET", "/api/memory/stats")
         return None if out is None else _print_stats(out, args)
     if action == "reindex":
-        out = await ask_daemon(config, "POST", "/memory/reindex", {"user": args.user} if args.user else {})
+        out = await ask_daemon(config, "POST", "/api/memory/reindex", {"user": args.user} if args.user else {})
         if out is not None:
             print(json.dumps(out) if args.json else f"queued a rebuild of {len(out['queued'])} scopes on the daemon")
             return 0
@@ -163,6 +168,8 @@ def _rollback(args: argparse.Namespace) -> int:
     store = user_store(config, args.user)
     if store is None:
         return 2
+    if args.writer or (args.run or "").startswith("writer-"):
+        return _rollback_writer(store, args)
     run_id = args.run
     if run_id is None:
         records = list(audit.read_records(store, args.file))
@@ -180,7 +187,34 @@ def _rollback(args: argparse.Namespace) -> int:
     return 0 if result.status in ("restored", "already_restored") else 1
 
 
-def _hit(fields: dict[str, Any]) -> Hit:
-    from gateway.memory.search.recall import Hit
+def _rollback_writer(store: Any, args: argparse.Namespace) -> int:
+    """Undo a memory-writer run as a whole: every file it changed goes back to its pre-run bytes (a
+    file the run created is removed), or, when one changed since, none (without ``--force``)."""
+    from gateway.memory.background import writer_ops
 
-    return Hit(**fields)
+    run_id = args.run
+    if run_id is None:
+        undone = {r.get("run_id") for r in _writer_rollbacks(store)}
+        runs = [r for r in writer_ops.runs(store) if r.get("run_id") not in undone]
+        if not runs:
+            print("nothing to roll back: no memory-writer run in _history/writer.audit.jsonl", file=sys.stderr)
+            return 1
+        run_id = str(runs[-1]["run_id"])
+    result = writer_ops.rollback_run(store, run_id, force=args.force)
+    if result.status == "restored":
+        writer_ops.note_rollback(store, run_id)
+    if args.json:
+        print(json.dumps(asdict(result)))
+    else:
+        print(f"{result.run_id}: {result.status}{f' ({result.detail})' if result.detail else ''}")
+        for f in result.files:
+            print(f"  {printable(f.file)}: {f.status}{f' ({f.detail})' if f.detail else ''}")
+    return 0 if result.status in ("restored", "already_restored") else 1
+
+
+def _writer_rollbacks(store: Any) -> list[dict[str, Any]]:
+    from gateway.memory.background import writer_ops
+    from gateway.memory.curation import audit
+
+    return [r for r in audit.read_records(store, writer_ops.JOURNAL) if r.get("type") == "rollback"]
+

@@ -14,10 +14,10 @@ import re
 import sys
 from collections import defaultdict
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from gateway.cli.common import load_or_exit
-from gateway.cli.daemon import DaemonError, ask_daemon
+from gateway.cli.daemon import DaemonError, recall_hits
 from gateway.memory.files.errors import InvalidPatternError
 from gateway.memory.files.scopes import ScopeError, user_scope
 from gateway.memory.search.index import IndexBusyError
@@ -130,13 +130,12 @@ def _main(args: argparse.Namespace) -> int:
         except IndexBusyError as exc:
             # The running daemon holds the embedded index: ask it.
             try:
-                out = await ask_daemon(config, "POST", "/memory/search",
-                                       {"user": args.user, "query": query, "k": args.k, "kinds": ["turn"]})
+                hits = await recall_hits(config, args.user, query, args.k, kinds=("turn",))
             except DaemonError as err:
                 print(f"error: {err}", file=sys.stderr)
                 return 2
-            if out is not None:
-                return excerpts([_hit(h) for h in out["hits"]])
+            if hits is not None:
+                return excerpts(hits)
             print(f"error: {exc}, and its daemon does not answer; use --exact, stop it or configure "
                   "memory.qdrant_url", file=sys.stderr)
             return 3
@@ -173,8 +172,3 @@ def _main(args: argparse.Namespace) -> int:
 def _as_dict(e: Excerpt) -> dict[str, object]:
     return {"date": e.date, "time": e.time, "source": e.source, "text": e.text, "score": e.score}
 
-
-def _hit(fields: dict[str, Any]) -> Hit:
-    from gateway.memory.search.recall import Hit
-
-    return Hit(**fields)

@@ -2,7 +2,7 @@
 
 USER is a user id, a display name (when only one person has it) or ``channel:account``. ``list``,
 ``show`` and ``export`` read the database and the memory files directly (a running daemon does not
-mind). ``delete`` goes through the running daemon's operator API (``POST /users/delete``) so its
+mind). ``delete`` goes through the running daemon's API (``DELETE /api/users/{uid}``) so its
 memory index, job bus and caches drop the person too; with no daemon it starts the parts it needs
 itself (no HTTP, no adapters, no jobs). ``import`` writes the files and rows itself, then has the
 index rebuilt for the new user (by the daemon when one runs). See docs/users.md.
@@ -22,7 +22,7 @@ from typing import TYPE_CHECKING, Any
 import aiohttp
 
 from gateway.cli.common import load_or_exit
-from gateway.cli.daemon import DaemonError, ask_daemon
+from gateway.cli.daemon import DaemonError, ask_daemon, user_path
 from gateway.config import Config
 from gateway.memory.files.scopes import ScopeError, root_for, user_scope
 from gateway.safetext import printable
@@ -30,6 +30,7 @@ from gateway.state import State, config_state_exists, open_config_state
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
+    from gateway.identity.import_ import ImportReport
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -64,6 +65,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--as", dest="as_user", default=None, metavar="USER",
                    help="user id to restore as (default: a new id)")  # fmt: skip
     p.add_argument("--force", action="store_true", help="erase an existing user with that id first")
+    p.add_argument("--approve", action="store_true",
+                   help="approve the accounts the import links (an archive's approvals are never imported: "
+                        "without this, each account pairs again)")  # fmt: skip
     p.add_argument("--json", action="store_true", help="print the import report as JSON")
     p.set_defaults(func=_guard(_import))
 
@@ -307,9 +311,10 @@ async def _erase(config: Config, uid: str, *, missing_ok: bool = False) -> dict[
     from gateway.memory.search.index import IndexBusyError
 
     try:
-        answered = await ask_daemon(config, "POST", "/users/delete", {"user": uid, "missing_ok": missing_ok})
+        answered = await ask_daemon(config, "DELETE", user_path(uid),
+                                    params={"missing_ok": "true" if missing_ok else "false"})
     except DaemonError as exc:
-        if " 404:" in str(exc):
+        if exc.status == 404:
             raise UsageError(f"no user {uid!r}") from None
         print(f"error: {exc}", file=sys.stderr)
         return None
@@ -364,28 +369,46 @@ def _import(args: argparse.Namespace, config: Config) -> int:
         state = open_config_state(config)
     try:
         report = import_user(state, data_dir, archive, as_user=args.as_user)
+        approved = _approve(state, report) if args.approve else []
     except ArchiveError as exc:
         raise UsageError(str(exc)) from None
     finally:
         state.close()
     indexed = asyncio.run(_reindex(config, report.user_id))
     if args.json:
-        print(json.dumps({**report.as_dict(), "indexed": indexed}, indent=2))
+        print(json.dumps({**report.as_dict(), "approved": approved, "indexed": indexed}, indent=2))
         return 0
     rows = report.rows
     print(f"imported {report.source_user_id or 'the archive'} as {report.user_id}: {report.files} memory files, "
           f"{rows.get('turns', 0)} messages, {rows.get('kg_facts', 0)} facts, {rows.get('identities', 0)} accounts")
     for acct in report.skipped_accounts:
-        print(f"  account {printable(acct)} belongs to someone else now: not linked")
+        print(f"  account {printable(acct)} is someone else's here (linked, approved or pairing): not linked")
+    for acct in report.linked_accounts:
+        state_of = "approved (--approve)" if acct in approved else "not approved: it pairs again (docs/users.md#import)"
+        print(f"  account {printable(acct)} linked; {state_of}")
+    for what, n in report.left_out.items():
+        print(f"  left out: {n} {what} rows (docs/users.md#import)")
     print(f"  memory index: {indexed}")
     return 0
+
+
+def _approve(state: State, report: ImportReport) -> list[str]:
+    """Approve the accounts the import linked: the operator's explicit choice (``--approve``), never the
+    archive's. Trusted channels (the local WebSocket) need no approval and are approved all the same."""
+    from datetime import UTC, datetime
+
+    now = datetime.now(UTC)
+    for acct in report.linked_accounts:
+        channel, _, account_id = acct.partition(":")
+        state.access.approve(channel, account_id, display_name="", via="import", at=now)
+    return list(report.linked_accounts)
 
 
 async def _reindex(config: Config, uid: str) -> str:
     from gateway.memory.search.index import IndexBusyError
 
     try:
-        answered = await ask_daemon(config, "POST", "/memory/reindex", {"user": uid})
+        answered = await ask_daemon(config, "POST", "/api/memory/reindex", {"user": uid})
     except DaemonError as exc:
         return f"not rebuilt ({exc}); run `kith memory reindex --user {uid}`"
     if answered is not None:

@@ -7,9 +7,10 @@ that takes it. When none does and the person has a web or WebSocket client, the 
 ``missed`` for that client's next connection; otherwise it is tried again later with backoff.
 
 Guarantee (docs/proactive.md, "Delivery guarantees"): a recorded delivery is never lost; the attempt is
-counted and leased before the send, and marked sent after it. A crash between the send and the mark
-leaves the row ``sending``; once the lease runs out the sweep (gateway/delivery/sweep.py) sends it
-again: at most one duplicate per crash between send and record, on platforms that cannot deduplicate.
+counted and leased before the send, and marked sent after it (a WebSocket frame to a client that
+acknowledges: on its ack, gateway/delivery/acks.py). A crash between the send and the mark leaves the
+row ``sending``; once the lease runs out the sweep (gateway/delivery/sweep.py) sends it again: at most
+one duplicate per crash between send and record, on platforms that cannot deduplicate.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
+from gateway.delivery.acks import MAX_UNACKED, awaiting
 from gateway.delivery.quiet import quiet_until
 from gateway.delivery.routing import WEB_CHANNEL, routes, web_reachable
 from gateway.state.delivery import OutboxEntry
@@ -84,10 +86,13 @@ async def attempt(gateway: Gateway, delivery_id: str, *, now: datetime | None = 
             break  # set in the web chat, no channel preferred: it waits for the tab (docs/proactive.md)
         chunks = tuple(split_text(entry.text, gateway.message_limit(address.channel)))
         try:
-            await gateway.send(address, Reply(text=entry.text, chunks=chunks, notice=entry.notice))
+            await gateway.send(address, Reply(text=entry.text, chunks=chunks, notice=entry.notice,
+                                              delivery_id=delivery_id))  # fmt: skip
         except Exception as exc:  # one channel down: the next route may reach the person
             failures.append(f"{address.channel}: {exc}")
             continue
+        if awaiting(gateway, delivery_id) and entry.attempts < MAX_UNACKED:
+            return "sending"  # written to clients that acknowledge: sent on their ack (gateway/delivery/acks.py)
         outbox.mark_sent(delivery_id, channel=address.channel, at=datetime.now(UTC))
         return "sent"
     detail = "; ".join(failures)[:500] or "no channel can reach this person"

@@ -1,11 +1,13 @@
-"""The operator credential: who may call the daemon's operator endpoints (``/context``, ``/memory/*``,
-``/distill/*``).
+"""The operator credential: the token that makes a request the operator (``gateway/http/principal.py``
+decides what a request may do; the routes declared ``operator=True`` under ``/api`` need it or a
+person signed in with the operator role).
 
 Being on loopback proves nothing (a web page on a rebound DNS name, a reverse proxy and every local
-process all arrive from 127.0.0.1), so every operator request carries ``Authorization: Bearer
-<token>``, compared in constant time. The token is ``server.token`` when one is configured; otherwise
-the daemon creates ``<data_dir>/operator.token`` (32 random bytes, urlsafe, file mode 0600) at its
-first start and keeps it across restarts. The CLI reads the same file from the configured data dir,
+process all arrive from 127.0.0.1), so the operator is a credential, never an address:
+``Authorization: Bearer <token>``, compared in constant time (or a session cookie issued with the
+operator role). The token is ``server.token`` when one is configured; otherwise the daemon creates
+``<data_dir>/operator.token`` (32 random bytes, urlsafe, file mode 0600) at its first start and
+keeps it across restarts. The CLI reads the same file from the configured data dir,
 so only accounts that can read the data dir can act as the operator. Delete the file and restart the
 daemon to rotate it. See docs/security.md#operator-token.
 """
@@ -27,10 +29,6 @@ log = logging.getLogger("kith.httpauth")
 
 TOKEN_FILE = "operator.token"
 OPERATOR_TOKEN: web.AppKey[str] = web.AppKey("operator_token", str)
-# The operator API; the HTTP guard (gateway/http/guard.py) asks for the credential on these paths
-# before any handler runs, and each handler asks again (a route moved elsewhere stays protected).
-OPERATOR_PREFIXES = ("/memory/", "/distill/")
-OPERATOR_PATHS = frozenset({"/context", "/memory", "/distill"})
 
 
 class OperatorTokenError(RuntimeError):
@@ -39,10 +37,6 @@ class OperatorTokenError(RuntimeError):
 
 def token_path(config: Config) -> Path:
     return Path(config.data_dir) / TOKEN_FILE
-
-
-def is_operator_path(path: str) -> bool:
-    return path in OPERATOR_PATHS or path.startswith(OPERATOR_PREFIXES)
 
 
 def ensure_operator_token(config: Config) -> str:
@@ -124,12 +118,3 @@ def is_operator(request: web.Request) -> bool:
     if expected is None or given is None:
         return False  # fail closed: an app without a credential serves no operator
     return tokens_match(given, expected)
-
-
-def require_operator(request: web.Request) -> None:
-    if not is_operator(request):
-        raise web.HTTPUnauthorized(
-            text="operator token required: send Authorization: Bearer <token> (server.token, or the "
-                 "operator.token file in the daemon's data dir; docs/security.md#operator-token)",
-            headers={"WWW-Authenticate": 'Bearer realm="kith operator"'},
-        )

@@ -1,5 +1,5 @@
 """The HTTP guard: one aiohttp middleware in front of every route of the daemon (web chat, ``/ws``,
-``/healthz``, the operator API, platform webhooks and plugin routes).
+``/healthz``, ``/api`` with the routes plugins register, platform webhooks).
 
 In order, before any handler runs (and so before a WebSocket upgrade):
 
@@ -13,13 +13,14 @@ In order, before any handler runs (and so before a WebSocket upgrade):
    ``server.allowed_origins``, or http(s) on a loopback name or a public name at the server's own
    port (public names also on the scheme's default port, as served by a proxy). Never compared with
    the request's own Host, which the attacker chooses in a rebinding attack.
-4. **Operator credential** on the operator API (``gateway/http/auth.py``): 401 without it.
-5. **Content type.** State-changing methods need ``Content-Type: application/json`` (415), which no
+4. **Content type.** State-changing methods need ``Content-Type: application/json`` (415), which no
    HTML form can send and no cross-site ``fetch`` can send without a CORS preflight that kith never
    answers. Platform webhooks are exempt: they carry their own signature or secret.
 
-Refusals are plain text with the reason and the docs anchor; they are logged at most once a minute
-per kind, so a page hammering the daemon cannot flood the log. Every answer says it may not be framed
+Who may call a route is not the guard's to say: every ``/api`` route asks ``gateway/http/principal.py``
+(``spec.Route.operator`` is the one operator check). Refusals are plain text with the reason and the
+docs anchor; they are logged at most once a minute per kind, so a page hammering the daemon cannot
+flood the log. Every answer says it may not be framed
 or embedded by another site. See docs/security.md.
 """
 
@@ -33,7 +34,7 @@ from urllib.parse import urlsplit
 from aiohttp import web
 
 from gateway.config import Config, canonical_host, is_loopback_host, parse_origin
-from gateway.http.auth import OPERATOR_TOKEN, ensure_operator_token, is_operator_path, require_operator
+from gateway.http.auth import OPERATOR_TOKEN, ensure_operator_token
 from gateway.logthrottle import LogThrottle
 
 if TYPE_CHECKING:
@@ -45,8 +46,12 @@ LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "[::1]"})
 SAFE_METHODS = frozenset({"GET", "HEAD", "OPTIONS"})
 # Headers a reverse proxy or CDN adds to say who the real client is.
 PROXY_HEADERS = ("forwarded", "x-real-ip", "x-client-ip", "true-client-ip", "cf-connecting-ip",
-                 "x-cluster-client-ip", "fastly-client-ip", "x-original-forwarded-for", "via")
-PROXY_PREFIXES = ("x-forwarded-",)
+                 "cf-connecting-ipv6", "x-cluster-client-ip", "fastly-client-ip", "x-original-forwarded-for", "via",
+                 "x-proxyuser-ip", "fly-client-ip", "x-azure-clientip", "x-azure-socketip",
+                 "x-appengine-user-ip")  # fmt: skip
+# Envoy (and Istio, Contour, Ambassador on top of it) marks what it forwards with x-envoy-* headers,
+# the client's address in ``x-envoy-external-address``.
+PROXY_PREFIXES = ("x-forwarded-", "x-envoy-")
 LOG_INTERVAL_S = 60.0
 # On every answer: no other site may frame the web chat (clickjacking a user into typing "/link CODE")
 # or embed an API answer as a resource.
@@ -83,14 +88,10 @@ class Policy:
         self.config = config
         self.public_names = self._public_names(config)
         self.allowed_origins = frozenset(o for o in map(parse_origin, config.server.allowed_origins) if o)
-        ch = config.channels
-        hooks = set()
-        if ch.telegram.enabled and ch.telegram.mode == "webhook":
-            hooks.add(ch.telegram.webhook_path)
-        if ch.nextcloud.enabled:
-            hooks.add(ch.nextcloud.webhook_path)
-        # Platform webhooks are authenticated by the platform's secret or signature, not by a browser.
-        self.webhook_paths = frozenset(hooks)
+        # Platform webhooks are authenticated by the platform's secret or signature, not by a browser;
+        # each channel's section says which paths its platform calls (gateway.channels.ChannelConfig).
+        channels = config.channels.sections().values()
+        self.webhook_paths = frozenset(path for channel in channels for path in channel.webhook_paths())
 
     @staticmethod
     def _public_names(config: Config) -> frozenset[str]:
@@ -98,14 +99,13 @@ class Policy:
         host = config.server.host
         if host not in ("", "0.0.0.0", "::") and not is_loopback_host(host):
             names.add(canonical_host(host) or host)  # a concrete bind address is how clients reach it
-        tg = config.channels.telegram
-        if tg.enabled and tg.mode == "webhook" and tg.webhook_url:
+        for url in (url for channel in config.channels.sections().values() for url in channel.public_urls()):
             try:
-                hook_host = canonical_host(urlsplit(tg.webhook_url).hostname or "")
+                hook_host = canonical_host(urlsplit(url).hostname or "")
             except ValueError:
                 hook_host = None
             if hook_host:
-                names.add(hook_host)  # Telegram calls the webhook URL, with its host in the Host header
+                names.add(hook_host)  # a platform calls its webhook URL, with that host in the Host header
         return frozenset(names - LOOPBACK_NAMES)
 
     def host_allowed(self, value: str | None) -> bool:
@@ -187,8 +187,6 @@ def install(app: web.Application, gateway: Gateway) -> None:
         unsafe = (request.method not in SAFE_METHODS and path not in policy.webhook_paths
                   and path not in RAW_BODY_PATHS)
         try:
-            if is_operator_path(path):
-                require_operator(request)
             if unsafe and request.content_type != "application/json":
                 return _refuse(415, "send the request body as JSON with Content-Type: application/json "
                                     "(docs/security.md#host-and-origin).")

@@ -184,8 +184,9 @@ def resolver(gateway: Gateway) -> CookieResolver:
 def routes(gateway: Gateway) -> list[web.RouteDef]:
     async def signin(request: web.Request) -> web.StreamResponse:
         token = request.query.get("t", "")
-        if request.headers.get("Sec-Fetch-Mode", "").lower() != "navigate":
-            # A link preview, a script, a very old browser: the link is left unused.
+        if request.method != "GET" or request.headers.get("Sec-Fetch-Mode", "").lower() != "navigate":
+            # A link preview, a script, a very old browser, a HEAD (a link checker, a mail scanner: the
+            # answer has no body, so no one could be signed in by it): the link is left unused.
             return web.Response(text=_OPEN_IN_BROWSER, content_type="text/html", headers=NO_STORE)
         grant = None
         if token and len(token) <= MAX_SECRET_CHARS:

@@ -1,6 +1,6 @@
 """Erasing a person (``kith users delete``): nothing of theirs is left in the data directory.
 
-In order, on a started ``Gateway`` (the daemon itself, through its operator API, or one the CLI starts
+In order, on a started ``Gateway`` (the daemon itself, through ``DELETE /api/users/{uid}``, or one the CLI starts
 without HTTP, adapters or job workers when no daemon runs):
 
 1. buffered writes are flushed (the session log would otherwise append to a folder just removed);

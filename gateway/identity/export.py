@@ -51,7 +51,8 @@ every file is plain Markdown or JSON, readable without kith.
 - `settings.json`: display name, time zone, tier, chosen personas, the conversations kith can
   reach them in.
 - `accounts.md`, `accounts.json`: the chat accounts linked to this person.
-- `rows.json`: every database row of this person, by table: what `kith users import` reads back.
+- `rows.json`: every database row of this person, by table: what `kith users import` reads back
+  (checked row by row; access approvals and group sessions are not restored, docs/users.md#import).
 - `manifest.json`: format `{format}` version {version}, the user id, the export time, counts.
 
 To restore into a kith data directory: `kith users import {archive}` (a new user id) or

@@ -5,6 +5,18 @@ under the one top folder, as a relative path without ``..``; only regular files 
 symlinks, hard links or devices); at most ``MAX_MEMBERS`` members, ``MAX_FILE_BYTES`` each and
 ``MAX_TOTAL_BYTES`` in all, counted while reading (a size in a header is not trusted).
 
+Rows: every row is checked against its table's columns and ids before anything is written
+(``gateway.identity.import_rows``): a malformed value, another person's id or a session that is not the
+archive's own refuses the whole archive. What is left out by rule, and said in the report:
+
+* access approvals (``access_approved``): an imported person's accounts are approved again by the
+  operator (``kith users import --approve``, or pairing), never by a file;
+* an account another person holds, or that is approved or waiting for pairing without a person yet
+  (someone on this instance is about to be it): not linked;
+* group conversations and group sessions with their messages (they are the group's: a group's
+  transcript is distilled into its shared memory), and one-to-one conversations on a channel where
+  none of the imported accounts is linked (kith would deliver the person's messages there).
+
 Writing: the memory tree is extracted into a staging folder inside the data directory, the database
 rows are written in one transaction, and only then is the staging folder renamed to ``users/<id>/``;
 a failure anywhere removes the staging folder and rolls the rows back, so nothing is half-written.
@@ -21,10 +33,12 @@ import uuid
 import zipfile
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path, PurePosixPath
 from typing import IO, Any
 
 from gateway.identity.export import FORMAT, VERSION
+from gateway.identity.import_rows import NEVER_RESTORED, RowError, Rows, check_ids, check_types, leave_out_groups
 from gateway.memory.files.scopes import ScopeError, root_for, user_scope
 from gateway.state import State, StorageError
 
@@ -44,11 +58,14 @@ class ImportReport:
     source_user_id: str
     files: int = 0
     rows: dict[str, int] = field(default_factory=dict)
-    skipped_accounts: list[str] = field(default_factory=list)
+    skipped_accounts: list[str] = field(default_factory=list)  # channel:account someone else has
+    linked_accounts: list[str] = field(default_factory=list)  # linked to the person, not approved by the import
+    left_out: dict[str, int] = field(default_factory=dict)  # rows left out by rule, by what they are
 
     def as_dict(self) -> dict[str, object]:
         return {"user_id": self.user_id, "source_user_id": self.source_user_id, "files": self.files,
-                "rows": self.rows, "skipped_accounts": self.skipped_accounts}  # fmt: skip
+                "rows": self.rows, "skipped_accounts": self.skipped_accounts,
+                "linked_accounts": self.linked_accounts, "left_out": self.left_out}  # fmt: skip
 
 
 @dataclass
@@ -183,8 +200,16 @@ def import_user(state: State, data_dir: Path, archive: Path, *, as_user: str | N
             docs = _unpack(archive, staging)
         except (OSError, EOFError, tarfile.TarError, zipfile.BadZipFile) as exc:
             raise ArchiveError(f"the archive cannot be unpacked: {exc}") from None
-        manifest, rows = read_manifest(docs)
-        source = str(manifest.get("user_id") or "")
+        manifest, raw = read_manifest(docs)
+        if not raw.get("users"):
+            raise ArchiveError("rows.json holds no user row")
+        try:
+            rows = check_types(raw)
+            source = check_ids(rows)
+        except RowError as exc:
+            raise ArchiveError(str(exc)) from None
+        if manifest.get("user_id") and manifest["user_id"] != source:
+            raise ArchiveError(f"manifest.json names user {manifest.get('user_id')!r}, rows.json {source!r}")
         user_id = as_user or new_user_id()
         try:
             root = root_for(data_dir, user_scope(user_id))
@@ -192,16 +217,15 @@ def import_user(state: State, data_dir: Path, archive: Path, *, as_user: str | N
             raise ArchiveError(str(exc)) from None
         if target_exists(state, data_dir, user_id):
             raise ArchiveError(f"user {user_id!r} exists; delete it first or pass --force")
-        if not rows.get("users"):
-            raise ArchiveError("rows.json holds no user row")
         report = ImportReport(user_id=user_id, source_user_id=source)
-        taken = {(str(r.get("channel")), str(r.get("account_id"))) for r in rows.get("identities", [])
-                 if state.identities.lookup(str(r.get("channel")), str(r.get("account_id"))) is not None}  # fmt: skip
-        report.skipped_accounts = sorted(f"{c}:{a}" for c, a in taken)
+        report.left_out = {t: len(raw[t]) for t in sorted(NEVER_RESTORED) if raw.get(t)}
+        report.left_out.update(leave_out_groups(rows))
+        _accounts(state, rows, report)
+        _conversations(rows, report)
         session_ids = {}
         for r in rows.get("sessions", []):
-            old = str(r.get("session_id"))
-            session_ids[old] = uuid.uuid4().hex if state.sessions.get(old) is not None else old
+            old = str(r["session_id"])
+            session_ids[old] = uuid.uuid4().hex if state.sessions.scope_of(old) is not None else old
         report.files = sum(1 for p in (staging / "memory").rglob("*") if p.is_file())
         root.parent.mkdir(parents=True, exist_ok=True)
         os.rename(staging / "memory", root)  # same filesystem: the tree appears whole
@@ -216,3 +240,33 @@ def import_user(state: State, data_dir: Path, archive: Path, *, as_user: str | N
         return report
     finally:
         shutil.rmtree(staging, ignore_errors=True)
+
+
+def _accounts(state: State, rows: Rows, report: ImportReport) -> None:
+    """Keep the accounts nobody on this instance has a claim to: not linked to someone, not approved,
+    not waiting in the pairing queue (an approval or a pending request without a person is someone
+    about to write for the first time; an archive is no proof that the account is the archive's)."""
+    waiting = {(p.channel, p.account_id) for p in state.access.pending(datetime.now(UTC))}
+    kept, seen = [], set()
+    for r in rows.get("identities", []):
+        acct = (str(r["channel"]), str(r["account_id"]))
+        if acct in seen:
+            continue  # listed twice: one link
+        seen.add(acct)
+        if state.identities.lookup(*acct) is not None or state.access.is_approved(*acct) or acct in waiting:
+            report.skipped_accounts.append(":".join(acct))
+        else:
+            kept.append(r)
+            report.linked_accounts.append(":".join(acct))
+    rows["identities"] = kept
+
+
+def _conversations(rows: Rows, report: ImportReport) -> None:
+    """Keep one-to-one conversations on a channel of an account the import links: kith delivers the
+    person's reminders there. A group's conversation is the group's, whoever spoke in it."""
+    channels = {str(r["channel"]) for r in rows.get("identities", [])}
+    kept = [r for r in rows.get("conversations", []) if r["kind"] == "dm" and r["channel"] in channels
+            and r["conversation_key"] == f"{r['channel']}:{r['conversation_id']}"]  # fmt: skip
+    if len(kept) < len(rows.get("conversations", [])):
+        report.left_out["conversations"] = len(rows["conversations"]) - len(kept)
+    rows["conversations"] = kept

@@ -16,7 +16,7 @@ from typing import Any
 
 import mcp_types
 
-SEPARATOR = "__"  # <server>__<tool>: the server name may not contain it (gateway/config.py)
+SEPARATOR = "__"  # <server>__<tool>: the server name may not contain it (gateway/mcp/settings.py)
 MAX_NAME = 64  # gateway.tools.Tool: 1-64 of [a-z0-9_-]
 MAX_DESCRIPTION = 1024
 _NOT_NAME = re.compile(r"[^a-z0-9_-]+")

@@ -15,9 +15,9 @@ import logging
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.config import McpConfig
 from gateway.mcp.convert import RemoteTool
 from gateway.mcp.server import McpServer
+from gateway.mcp.settings import McpConfig
 from gateway.tools import Tool, ToolContext, ToolRegistry
 
 log = logging.getLogger("kith.mcp")

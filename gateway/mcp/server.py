@@ -27,8 +27,8 @@ import mcp_types
 from mcp import Client, MCPError, StdioServerParameters
 from mcp.client.streamable_http import streamable_http_client
 
-from gateway.config import McpConfig, McpServerConfig
 from gateway.mcp.convert import RemoteTool, convert, quoted, result_text
+from gateway.mcp.settings import McpConfig, McpServerConfig
 from gateway.supervisor import Backoff
 from gateway.tools import ToolError
 

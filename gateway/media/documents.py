@@ -1,8 +1,9 @@
 """Documents to text: PDF (pypdf), plain text, Markdown, HTML (the standard library's parser), Word
-``.docx`` and OpenDocument ``.odt`` (their XML, read with the standard library).
+``.docx`` and OpenDocument ``.odt`` (their XML, read with ``defusedxml``).
 
-Every reader is bounded in pages, characters and input size, and blocking: the pipeline runs it in a
-worker thread under a timeout. Refusals are ``TooLarge`` or ``Unsupported`` with a reply for the person.
+Every reader is bounded in pages, characters and input size, and blocking: the pipeline runs it in
+the reader sandbox (``gateway/media/sandbox.py``), a separate process under memory and CPU limits,
+never on the event loop. Refusals are ``TooLarge`` or ``Unsupported`` with a reply for the person.
 """
 
 from __future__ import annotations
@@ -12,11 +13,15 @@ import logging
 import zipfile
 from dataclasses import dataclass
 from html.parser import HTMLParser
-from xml.etree import ElementTree
+from xml.etree.ElementTree import Element, ParseError
+
+from defusedxml import DefusedXmlException
+from defusedxml.ElementTree import iterparse
 
 from gateway.media.errors import TooLarge, Unsupported
 from gateway.media.limits import MediaLimits
 from gateway.media.sniff import DOCX, ODT
+from gateway.media.zipread import EntryTooLarge, UnsupportedMethod, read_entry
 
 log = logging.getLogger("kith.media")
 logging.getLogger("pypdf").setLevel(logging.ERROR)  # a malformed PDF is the sender's, not an operator alarm
@@ -124,6 +129,10 @@ def _html(source: str) -> str:
     return "\n".join(line for line in lines if line)
 
 
+# Real documents nest tables in tables and text boxes in runs, a few dozen levels at most. A 48 KB file
+# can nest three million runs (issue 27): refused at this depth, before the tree is built.
+MAX_XML_DEPTH = 512
+
 _PARAGRAPHS = frozenset({
     "{http://schemas.openxmlformats.org/wordprocessingml/2006/main}p",
     "{urn:oasis:names:tc:opendocument:xmlns:text:1.0}p",
@@ -132,23 +141,23 @@ _PARAGRAPHS = frozenset({
 
 
 def _office_xml(data: bytes, member: str, *, name: str, limits: MediaLimits) -> str:
+    damaged = f"{name}: the document is damaged and could not be read"
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
-            info = zf.getinfo(member)
-            # The archive's directory gives the unpacked size before anything is inflated.
-            if info.file_size > limits.max_unpacked_bytes:
-                raise TooLarge(f"{name}: the document unpacks to {info.file_size:,} bytes of text markup; "
-                               f"the limit is {limits.max_unpacked_bytes:,}")
-            xml = zf.read(member)
-    except (zipfile.BadZipFile, KeyError, OSError, ValueError, NotImplementedError):
-        raise Unsupported(f"{name}: the document is damaged and could not be read") from None
-    if b"<!DOCTYPE" in xml[:4096] or b"<!ENTITY" in xml:
-        # Office XML never declares entities; one that does is an entity-expansion attempt.
-        raise Unsupported(f"{name}: the document is damaged and could not be read")
+            # Streamed and counted: the directory's file_size is the sender's word (issue 27).
+            xml = read_entry(zf, member, max_bytes=limits.max_unpacked_bytes)
+    except EntryTooLarge:
+        raise TooLarge(f"{name}: the document unpacks to more than {limits.max_unpacked_bytes:,} bytes of text "
+                       "markup (a zip bomb?)") from None  # fmt: skip
+    except UnsupportedMethod:
+        raise Unsupported(f"{name}: the document is packed with a compression office files do not use; "
+                          "save it again from a word processor") from None  # fmt: skip
+    except (zipfile.BadZipFile, KeyError, OSError, ValueError, NotImplementedError, EOFError):
+        raise Unsupported(damaged) from None
     try:
-        root = ElementTree.fromstring(xml)
-    except ElementTree.ParseError:
-        raise Unsupported(f"{name}: the document is damaged and could not be read") from None
+        root = _parse_office_xml(xml, name=name)
+    except (ParseError, DefusedXmlException, ValueError):
+        raise Unsupported(damaged) from None
     paragraphs: list[str] = []
     for element in root.iter():
         if element.tag in _PARAGRAPHS:
@@ -156,3 +165,25 @@ def _office_xml(data: bytes, member: str, *, name: str, limits: MediaLimits) -> 
             if text:
                 paragraphs.append(text)
     return "\n\n".join(paragraphs)
+
+
+def _parse_office_xml(xml: bytes, *, name: str) -> Element:
+    # Office XML never has a DTD: one is refused whatever the encoding (UTF-16 included), so no
+    # entity can expand; defusedxml checks the parser's events, not the bytes.
+    events = iterparse(io.BytesIO(xml), events=("start", "end"), forbid_dtd=True, forbid_entities=True,
+                       forbid_external=True)  # fmt: skip
+    depth = 0
+    root: Element | None = None
+    for event, element in events:
+        if event == "start":
+            depth += 1
+            if depth > MAX_XML_DEPTH:
+                raise Unsupported(f"{name}: the document nests its parts more than {MAX_XML_DEPTH} levels deep, "
+                                  "which no word processor writes")  # fmt: skip
+            if root is None:
+                root = element
+        else:
+            depth -= 1
+    if root is None:
+        raise ValueError("no root element")
+    return root

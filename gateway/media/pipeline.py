@@ -4,33 +4,37 @@ session is Off-The-Record, and turned into the message the transcript keeps and 
 
 All of a message's files are read before anything is stored, and a failed store is undone, so a
 refused file leaves nothing behind: the person gets one clear reply saying which file and why.
-Reading runs in worker threads under a timeout, so the event loop keeps serving other turns.
+Reading runs in the reader sandbox (``gateway/media/sandbox.py``): separate processes under memory,
+CPU and time limits, so the event loop keeps serving other turns whatever a file holds. A file whose
+reader is stopped at one of those limits is left out and said so, and the rest of the message (its
+text, the other files) still goes to the model: a hostile file costs its sender that file only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import datetime
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING
 
 from gateway.llm.base import LLMError, Transcriber
-from gateway.media.documents import Extracted, extract_text
+from gateway.media.documents import Extracted
 from gateway.media.errors import AttachmentUnavailable, MediaError, TooLarge, Unsupported
-from gateway.media.images import prepare_image
 from gateway.media.limits import MediaLimits, media_limits
-from gateway.media.sniff import AUDIO_TYPES, DOCUMENT_TYPES, IMAGE_TYPES, sniff
+from gateway.media.names import clean_name
+from gateway.media.reader import read_file
+from gateway.media.sandbox import LimitExceeded, sandbox
+from gateway.media.sniff import AUDIO_TYPES, DOCUMENT_TYPES, IMAGE_TYPES, ZIP, sniff_magic
 from gateway.media.store import Saved, media_path, save_file, save_text
 from gateway.memory.files.errors import MemoryStoreError
+from gateway.safetext import printable
 from gateway.types import Attachment, ImagePart, PreparedMessage, Reply, Turn
 
 if TYPE_CHECKING:
     from gateway.app import Gateway
 
 log = logging.getLogger("kith.media")
-T = TypeVar("T")
 
 READS = ("images (PNG, JPEG, GIF, WebP), PDF, plain text, Markdown, HTML, Word .docx and OpenDocument .odt "
          "files, and voice notes")  # fmt: skip
@@ -51,6 +55,7 @@ class Item:
     document: Extracted | None = None
     transcript: str = ""
     stored: str = ""  # its path in the person's tree, once stored
+    unread: str = ""  # why the sandbox stopped its reader: left out of the message, never stored
 
 
 async def take_in(gateway: Gateway, turn: Turn) -> PreparedMessage | Reply | None:
@@ -61,14 +66,26 @@ async def take_in(gateway: Gateway, turn: Turn) -> PreparedMessage | Reply | Non
     limits = media_limits(gateway)
     if len(msg.attachments) > limits.max_files:
         return _refusal(f"that message has {len(msg.attachments)} files; send at most {limits.max_files} at once")
+    items: list[Item] = []
     try:
-        items = [await _read(gateway, msg.channel, att, index, limits) for index, att in enumerate(msg.attachments)]
+        for index, att in enumerate(msg.attachments):
+            att = replace(att, name=clean_name(att.name))  # adapters' errors name it too
+            try:
+                items.append(await _read(gateway, msg.channel, att, index, limits))
+            except LimitExceeded as exc:
+                # The reader was stopped: this file is left out, the rest of the message goes on.
+                label = att.name or f"attachment {index + 1}"
+                items.append(Item(name=label, mime_type="", data=b"", unread=exc.reason))
     except MediaError as exc:
-        log.info("refused an attachment from %s:%s: %s", msg.channel, msg.account_id, exc)
+        _log_refusal(turn, exc)
         return _refusal(str(exc))
     except Exception:
         log.exception("reading an attachment of turn %s failed", turn.turn_id)
         return _refusal("something went wrong while reading it; the error is logged")
+    unread = [item for item in items if item.unread]
+    if unread and len(unread) == len(items) and not msg.text.strip():
+        # Nothing left to send: one notice naming each file and why, and nothing kept.
+        return _refusal("; ".join(f"{item.name} could not be read: {item.unread}" for item in unread))
     if not turn.otr:
         try:
             saved = Saved(gateway.memory_store(turn.user.user_id))
@@ -85,6 +102,17 @@ async def take_in(gateway: Gateway, turn: Turn) -> PreparedMessage | Reply | Non
                 log.exception("storing the attachments of turn %s failed", turn.turn_id)
             return _refusal("it could not be stored (the server's disk or memory store refused it); nothing was kept")
     return _prepared(msg.text, items, otr=turn.otr)
+
+
+def _log_refusal(turn: Turn, exc: MediaError) -> None:
+    msg = turn.message
+    if turn.otr:
+        # Off-The-Record leaves no trace of what was sent: the reason names the file, so only its kind.
+        log.info("refused an attachment from %s:%s (%s; Off-The-Record, so no file name or reason is logged)",
+                 msg.channel, msg.account_id, type(exc).__name__)  # fmt: skip
+    else:
+        # Names are clean by now, but an adapter's own error text is printed inert all the same.
+        log.info("refused an attachment from %s:%s: %s", msg.channel, msg.account_id, printable(str(exc)))
 
 
 def _refusal(why: str) -> Reply:
@@ -107,21 +135,20 @@ async def _read(gateway: Gateway, channel: str, att: Attachment, index: int, lim
         raise TooLarge(f"{label} is over the limit of {limits.max_bytes:,} bytes")
     if not data:
         raise Unsupported(f"{label} is empty")
-    mime = sniff(data, att.name)
+    mime = sniff_magic(data, att.name)
     name = att.name or f"{att.kind or 'file'}-{index + 1}{_EXTENSIONS.get(mime, '')}"
     item = Item(name=name, mime_type=mime, data=data)
-    if mime in IMAGE_TYPES:
-        item.image = await _bounded(lambda: prepare_image(data, name=name, limits=limits),
-                                    seconds=limits.extract_timeout_s, label=name)  # fmt: skip
-    elif mime in DOCUMENT_TYPES:
-        item.document = await _bounded(lambda: extract_text(data, mime, name=name, limits=limits),
-                                       seconds=limits.extract_timeout_s, label=name)  # fmt: skip
-    elif mime in AUDIO_TYPES:
+    if mime in AUDIO_TYPES:
         item.transcript = await _transcribe(gateway, item, limits)
-    else:
-        claimed = f" (it says {att.mime_type})" if att.mime_type else ""
-        raise Unsupported(f"{name} is not a kind of file I read{claimed}; I read {READS}")
-    return item
+        return item
+    if mime in IMAGE_TYPES or mime in DOCUMENT_TYPES or mime == ZIP:
+        # Every parser of the file's bytes (zip, XML, PDF, image, HTML) runs in the sandbox.
+        read = await sandbox(gateway).run(read_file, data, mime, name, limits, label=name)
+        item.mime_type, item.image, item.document = read.mime_type, read.image, read.document
+        if item.image is not None or item.document is not None:
+            return item
+    claimed = f" (it says {clean_name(att.mime_type)})" if att.mime_type else ""
+    raise Unsupported(f"{name} is not a kind of file I read{claimed}; I read {READS}")
 
 
 async def _transcribe(gateway: Gateway, item: Item, limits: MediaLimits) -> str:
@@ -146,6 +173,8 @@ def _store(saved: Saved, items: list[Item], turn: Turn, limits: MediaLimits) -> 
     msg = turn.message
     at: datetime = turn.received_at
     for item in items:
+        if item.unread:
+            continue  # a file no reader got through is not kept: it may be a bomb, and nothing was read
         extension = _EXTENSIONS.get(item.mime_type, "")
         item.stored = media_path(item.name, at, extension)
         save_file(saved, item.stored, item.data, message_id=msg.message_id)
@@ -173,12 +202,14 @@ def _prepared(text: str, items: list[Item], *, otr: bool) -> PreparedMessage:
     lines.extend(transcripts)
     links = [_link(item, otr=otr) for item in items]
     body = "\n\n".join([*lines, "\n".join(links)])
-    attached = "\n\n".join(_attached(item) for item in items if item.document is not None)
+    attached = "\n\n".join(_attached(item) for item in items if item.document is not None or item.unread)
     images = tuple(item.image for item in items if item.image is not None)
     return PreparedMessage(text=body, attached=attached, images=images)
 
 
 def _link(item: Item, *, otr: bool) -> str:
+    if item.unread:
+        return f"(file {item.name}, not read and not kept: {item.unread})"
     what = "voice note" if item.transcript else "file"
     if otr or not item.stored:
         return f"({what} {item.name}, not kept: Off-The-Record)"
@@ -186,6 +217,10 @@ def _link(item: Item, *, otr: bool) -> str:
 
 
 def _attached(item: Item) -> str:
+    if item.unread:
+        return (f'<attachment name="{_attr(item.name)}" unread="true">\n'
+                f"(The person sent this file, but {item.unread}. Tell them it was not read; answer the rest.)\n"
+                "</attachment>")  # fmt: skip
     doc = item.document
     assert doc is not None
     body = doc.text.replace("</attachment", "</ attachment") or "(no text could be read from it; a scan?)"
@@ -198,11 +233,3 @@ def _attached(item: Item) -> str:
 
 def _attr(value: str) -> str:
     return value.replace("&", "&amp;").replace('"', "&quot;").replace("<", "&lt;").replace(">", "&gt;")
-
-
-async def _bounded(fn: Callable[[], T], *, seconds: float, label: str) -> T:
-    try:
-        return await asyncio.wait_for(asyncio.to_thread(fn), seconds)
-    except TimeoutError:
-        # The worker thread cannot be killed; the page and pixel caps bound what it can still cost.
-        raise TooLarge(f"{label} took longer than {seconds:g} seconds to read") from None

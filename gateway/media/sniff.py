@@ -1,10 +1,18 @@
 """The real type of a file, from its first bytes: the name and the claimed mime type are the sender's
-word, never trusted to pick a decoder."""
+word, never trusted to pick a decoder.
+
+``sniff_magic`` looks at magic bytes only and is cheap enough for the event loop; a zip archive is
+only ``application/zip`` to it. Telling a ``.docx`` or ``.odt`` from another zip means opening the
+archive, which is parsing untrusted data: ``office_type`` does that, in the reader sandbox
+(``gateway/media/sandbox.py``), reading at most 64 bytes of any entry.
+"""
 
 from __future__ import annotations
 
 import io
 import zipfile
+
+from gateway.media.zipread import ZipRefused, read_entry
 
 IMAGE_TYPES = frozenset({"image/png", "image/jpeg", "image/gif", "image/webp"})
 AUDIO_TYPES = frozenset({"audio/ogg", "audio/mpeg", "audio/wav", "audio/mp4", "audio/webm", "audio/flac"})
@@ -17,8 +25,19 @@ _MARKDOWN_SUFFIXES = (".md", ".markdown")
 _HTML_SUFFIXES = (".html", ".htm")
 
 
+ZIP = "application/zip"
+_ODT_MIMETYPE_BYTES = 64
+
+
 def sniff(data: bytes, name: str = "") -> str:
-    """The file's type by content; ``application/octet-stream`` when kith does not recognise it."""
+    """The file's type by content; ``application/octet-stream`` when kith does not recognise it.
+    Opens a zip archive to tell office documents apart: run it in the reader sandbox."""
+    mime = sniff_magic(data, name)
+    return office_type(data) if mime == ZIP else mime
+
+
+def sniff_magic(data: bytes, name: str = "") -> str:
+    """The file's type from its magic bytes, without opening any container (``ZIP`` for an archive)."""
     head = data[:64]
     if head.startswith(b"\x89PNG\r\n\x1a\n"):
         return "image/png"
@@ -43,21 +62,25 @@ def sniff(data: bytes, name: str = "") -> str:
     if head.startswith(b"\x1a\x45\xdf\xa3"):
         return "audio/webm"
     if head.startswith(b"PK\x03\x04"):
-        return _office(data)
+        return ZIP
     return _text(data, name.lower())
 
 
-def _office(data: bytes) -> str:
+def office_type(data: bytes) -> str:
+    """``DOCX`` or ``ODT`` for an office document, ``ZIP`` for any other archive (or a broken one)."""
     try:
         with zipfile.ZipFile(io.BytesIO(data)) as zf:
             names = set(zf.namelist())
             if "word/document.xml" in names:
                 return DOCX
-            if "content.xml" in names and "mimetype" in names and zf.read("mimetype")[:64].strip() == ODT.encode():
-                return ODT
-    except (zipfile.BadZipFile, KeyError, OSError, ValueError):
+            if "content.xml" in names and "mimetype" in names:
+                # Never zf.read(): the entry's declared size is the sender's word (issue 27).
+                head = read_entry(zf, "mimetype", max_bytes=_ODT_MIMETYPE_BYTES, truncate=True)
+                if head.strip() == ODT.encode():
+                    return ODT
+    except (zipfile.BadZipFile, KeyError, OSError, ValueError, ZipRefused, NotImplementedError):
         pass
-    return "application/zip"
+    return ZIP
 
 
 def _text(data: bytes, name: str) -> str:

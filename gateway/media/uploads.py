@@ -3,7 +3,10 @@
 They are held in memory, never on disk: an upload becomes a file in the person's tree only once a
 message takes it in (and never in an Off-The-Record session), so an upload nobody sends is simply
 forgotten after ``upload_ttl_s``. Each upload belongs to the person who sent it; a message can only
-use its own. The total held at once is capped, so uploads cannot fill the daemon's memory.
+use its own, and its person can take it back (``cancel``, ``DELETE /api/uploads/{id}``). What is held
+is capped for everyone together (``upload_total_bytes``, so uploads cannot fill the daemon's memory)
+and for each person (``upload_person_bytes``, well under it, so one person cannot use up everyone's
+budget: issue 27).
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ from typing import TYPE_CHECKING
 
 from gateway.media.errors import TooLarge
 from gateway.media.limits import DEFAULT_LIMITS, MediaLimits, media_limits
+from gateway.media.names import clean_name
 from gateway.types import StashKey
 
 if TYPE_CHECKING:
@@ -39,13 +43,19 @@ class UploadStore:
         self._lock = threading.Lock()
 
     def add(self, *, user_id: str, name: str, mime_type: str, data: bytes) -> Upload:
+        name = clean_name(name)  # the sender's text: no control character reaches a log line or a path
         if len(data) > self.limits.max_bytes:
             raise TooLarge(f"{name or 'the file'} is {len(data):,} bytes; the limit is {self.limits.max_bytes:,}")
         with self._lock:
             self._expire()
-            mine = sum(1 for u in self._uploads.values() if u.user_id == user_id)
-            if mine >= 2 * self.limits.max_files:
-                raise TooLarge(f"{mine} of your uploads are waiting for a message already; send them first")
+            mine = [u for u in self._uploads.values() if u.user_id == user_id]
+            if len(mine) >= 2 * self.limits.max_files:
+                raise TooLarge(f"{len(mine)} of your uploads are waiting for a message already; send them first")
+            person_cap = min(self.limits.upload_person_bytes, self.limits.upload_total_bytes)
+            mine_bytes = sum(len(u.data) for u in mine)
+            if mine_bytes + len(data) > person_cap:
+                raise TooLarge(f"your uploads waiting for a message hold {mine_bytes:,} bytes, and this one would "
+                               f"take them past {person_cap:,}; send them or remove one first")  # fmt: skip
             held = sum(len(u.data) for u in self._uploads.values())
             if held + len(data) > self.limits.upload_total_bytes:
                 raise TooLarge("too many uploads are waiting to be sent; send or wait a moment and try again")
@@ -60,6 +70,23 @@ class UploadStore:
             self._expire()
             upload = self._uploads.get(upload_id)
         return upload if upload is not None and upload.user_id == user_id else None
+
+    def held_by(self, user_id: str) -> int:
+        """Bytes of ``user_id``'s uploads waiting for a message (what counts against their budget)."""
+        with self._lock:
+            self._expire()
+            return sum(len(u.data) for u in self._uploads.values() if u.user_id == user_id)
+
+    def cancel(self, upload_id: str, *, user_id: str) -> bool:
+        """Drop ``user_id``'s upload (the person removed it before sending); whether there was one.
+        Another person's upload is left alone and reported as unknown."""
+        with self._lock:
+            self._expire()
+            upload = self._uploads.get(upload_id)
+            if upload is None or upload.user_id != user_id:
+                return False
+            del self._uploads[upload_id]
+            return True
 
     def take(self, upload_id: str) -> Upload | None:
         """Hand the upload over once: the message that uses it owns the bytes from now on."""

@@ -145,6 +145,31 @@ async def check_redis(config: Config) -> list[Check]:
     return out
 
 
+async def check_memory_jobs(config: Config) -> list[Check]:
+    """Dead-lettered and repeatedly failing memory jobs (gateway/ops/memory_jobs.py): a writer whose
+    answers are unusable otherwise fails quietly while everything else looks well."""
+    from gateway.bus.connect import make_client
+    from gateway.bus.keys import Keys
+    from gateway.bus.server import socket_path
+    from gateway.ops.memory_jobs import memory_jobs
+
+    cfg = config.bus
+    external = cfg.url is not None or bool(cfg.sentinel_master)
+    if not external and not socket_path(Path(config.data_dir)).exists():
+        return [Check("memory jobs", "skip", "the embedded Redis is not running (kith run starts it)")]
+    client = make_client(cfg, Path(config.data_dir))
+    try:
+        found = await memory_jobs(client, Keys(cfg.prefix))
+    except Exception as exc:  # the redis check says what is wrong with the server
+        return [Check("memory jobs", "skip", f"Redis did not answer: {type(exc).__name__}")]
+    finally:
+        await client.aclose()
+    if found.ok:
+        return [Check("memory jobs", "ok", "none dead-lettered or failing repeatedly")]
+    hint = " (kith jobs dead; kith jobs retry ID)" if found.dead else ""
+    return [Check("memory jobs", "warn", "; ".join(found.problems()) + hint)]
+
+
 async def check_state(config: Config) -> list[Check]:
     url = state_url(config)
     if url:
@@ -256,7 +281,7 @@ async def _reach(base: str) -> tuple[Status, str]:
 
 CHECKS: tuple[tuple[str, CheckFn], ...] = (
     ("data dir", check_data_dir), ("disk", check_disk), ("port", check_port), ("state", check_state),
-    ("redis", check_redis), ("index", check_index), ("model", check_models),
+    ("redis", check_redis), ("memory jobs", check_memory_jobs), ("index", check_index), ("model", check_models),
 )
 
 

@@ -27,6 +27,7 @@ from gateway.personas.cards import (
     CardError,
     Limits,
     check_book,
+    load_json,
     parse_card,
 )
 from gateway.personas.lore import BOOK_FILE, CHARACTER_BOOK, LoreError, detect, render_entry, slug
@@ -205,7 +206,9 @@ def import_lorebook(data_dir: Path, persona: str, book_name: str, blob: bytes, *
     if len(blob) > limits.max_file_bytes:
         raise CardError(f"the file is {len(blob):,} bytes; the limit is {limits.max_file_bytes:,}")
     try:
-        obj = json.loads(blob.decode("utf-8-sig"))
+        obj = load_json(blob.decode("utf-8-sig"), "the lorebook")
+    except CardError:
+        raise
     except (UnicodeDecodeError, ValueError) as exc:
         raise CardError(f"the lorebook is not valid UTF-8 JSON: {exc}") from None
     try:

@@ -50,6 +50,9 @@ class Limits:
 
 
 DEFAULT_LIMITS = Limits()
+# Nesting levels of a card or lorebook's JSON. Real ones are a handful deep; a deeper file only serves
+# to exhaust the stack of whatever walks it next (the parser itself raised RecursionError, a traceback).
+MAX_DEPTH = 64
 
 
 @dataclass(slots=True)
@@ -70,13 +73,35 @@ class Parsed:
 # ------------------------------------------------------------------------------------- parsing
 
 
+def load_json(text: str, what: str) -> Any:
+    """``json.loads``, with nesting past ``MAX_DEPTH`` refused as a ``CardError`` (before anything
+    recursive walks it); a malformed document still raises ``ValueError``."""
+    too_deep = CardError(f"{what} is nested more than {MAX_DEPTH} levels deep")
+    try:
+        value = json.loads(text)
+    except RecursionError:
+        raise too_deep from None
+    stack = [(value, 1)]
+    while stack:
+        item, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise too_deep
+        if isinstance(item, dict):
+            stack.extend((v, depth + 1) for v in item.values())
+        elif isinstance(item, list):
+            stack.extend((v, depth + 1) for v in item)
+    return value
+
+
 def _decode_chunk(name: str, text: str) -> Any:
     try:
         raw = base64.b64decode(text.strip(), validate=True)
     except (binascii.Error, ValueError):
         raise CardError(f"the PNG's {name!r} chunk is not valid base64") from None
     try:
-        return json.loads(raw.decode("utf-8"))
+        return load_json(raw.decode("utf-8"), f"the PNG's {name!r} chunk")
+    except CardError:
+        raise
     except UnicodeDecodeError:
         raise CardError(f"the PNG's {name!r} chunk is not UTF-8 text") from None
     except ValueError as exc:
@@ -181,7 +206,9 @@ def parse_card(data: bytes, limits: Limits = DEFAULT_LIMITS) -> Parsed:
         image = data
     else:
         try:
-            card = json.loads(data.decode("utf-8-sig"))
+            card = load_json(data.decode("utf-8-sig"), "the card")
+        except CardError:
+            raise
         except UnicodeDecodeError:
             raise CardError("the file is neither a PNG nor UTF-8 JSON") from None
         except ValueError as exc:

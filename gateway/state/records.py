@@ -106,6 +106,20 @@ class TranscriptRow:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class PagedRow:
+    """A transcript row as a person's message list shows it; ``created_at`` is None when the stored
+    value is not a timestamp (a damaged row): the message is still shown."""
+
+    seq: int
+    turn_id: str
+    role: str
+    content: str
+    channel: str
+    speaker: str
+    created_at: datetime | None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class HistoryRow:
     """What the prompt's history needs of a row (the turn path reads these every turn)."""
 
@@ -128,7 +142,7 @@ class LoggedTurn:
     channel: str
     conversation_key: str
     speaker: str
-    created_at: datetime
+    created_at: datetime | None  # None: the stored value is not a timestamp (the reconciler skips the row)
     scope_key: str
     timezone: str
     reply: str | None

@@ -19,6 +19,18 @@ def ts(dt: datetime | None = None) -> str:
     return dt.astimezone(UTC).strftime(FORMAT)
 
 
+def read_ts(value: object) -> datetime | None:
+    """``parse_ts`` of a value read back from storage, or None when it is not a stored timestamp (a row
+    damaged by hand or by an old import): readers that must not fail on one row (the person's message
+    list, the session-log reconciliation) show or skip that row instead."""
+    if not isinstance(value, str):
+        return None
+    try:
+        return parse_ts(value)
+    except ValueError:
+        return None
+
+
 def parse_ts(value: str) -> datetime:
     """A stored timestamp -> aware UTC datetime.
 

@@ -1,5 +1,6 @@
 """Distillation tiers (issue 6): the no-model short digest within its budget, mid and long on their own
-backends, the token-protected ``/distill`` API with a notification after a run, and ``kith distill``."""
+backends, the operator's distillation routes (``/api/users/{uid}/distill/{tier}``, ``/api/distill``)
+with a notification after a run, and ``kith distill``."""
 
 from __future__ import annotations
 
@@ -63,35 +64,35 @@ async def test_api_runs_tiers_on_their_backends_and_notifies(
     auth = {"Authorization": f"Bearer {TOKEN}"}
     async with aiohttp.ClientSession() as http:
         for headers in ({}, {"Authorization": "Bearer wrong"}):
-            async with http.post(f"{base}/distill/short", json={"user": uid}, headers=headers) as r:
+            async with http.post(f"{base}/api/users/{uid}/distill/short", json={}, headers=headers) as r:
                 assert r.status == 401
-            async with http.get(f"{base}/distill/status", headers=headers) as r:
+            async with http.get(f"{base}/api/distill", headers=headers) as r:
                 assert r.status == 401
-        async with http.post(f"{base}/distill/weekly", json={"user": uid}, headers=auth) as r:
+        async with http.post(f"{base}/api/users/{uid}/distill/weekly", json={}, headers=auth) as r:
+            assert r.status == 404 and "weekly" in (await r.json())["message"]
+        async with http.post(f"{base}/api/users/nobody/distill/short", json={}, headers=auth) as r:
             assert r.status == 404
-        async with http.post(f"{base}/distill/short", json={"user": "nobody"}, headers=auth) as r:
-            assert r.status == 400
         calls = len(fake_anthropic.requests)
-        async with http.post(f"{base}/distill/short", json={"user": uid}, headers=auth) as r:
+        async with http.post(f"{base}/api/users/{uid}/distill/short", json={}, headers=auth) as r:
             assert r.status == 202 and (await r.json())["file"] == "MEMORY_SHORT.md"
         await gw.settle()
         assert len(fake_anthropic.requests) == calls  # the short tier calls no model
         assert "moving from Berlin to Munich" in read(gw, uid, "MEMORY_SHORT.md")
 
         fake_anthropic.enqueue(MID, kind="distillation")
-        # No body (the user in the query), still declared JSON: the CSRF rule (docs/security.md).
+        # No body (the user in the path), still declared JSON: the CSRF rule (docs/security.md).
         json_auth = {**auth, "Content-Type": "application/json"}
-        async with http.post(f"{base}/distill/mid?user={uid}", headers=json_auth) as r:
+        async with http.post(f"{base}/api/users/{uid}/distill/mid", headers=json_auth) as r:
             assert r.status == 202
         await gw.settle()
         notice = await next_reply(ops)
         assert notice["proactive"] and notice["notice"] and "MEMORY_MID.md" in notice["text"]
         fake_anthropic.enqueue(LONG, kind="distillation")
-        async with http.post(f"{base}/distill/long", json={"user": uid}, headers=auth) as r:
+        async with http.post(f"{base}/api/users/{uid}/distill/long", json={}, headers=auth) as r:
             assert r.status == 202
         await gw.settle()
         assert "MEMORY_LONG.md" in (await next_reply(ops))["text"]
-        async with http.get(f"{base}/distill/status?user={uid}", headers=auth) as r:
+        async with http.get(f"{base}/api/distill?user={uid}", headers=auth) as r:
             status = await r.json()
     assert {run["tier"]: run["status"] for run in status["runs"]} == {"short": "written", "mid": "written",
                                                                      "long": "written"}  # fmt: skip
@@ -129,9 +130,9 @@ async def test_loopback_alone_is_not_an_operator() -> None:
     app = web.Application()
     app[OPERATOR_TOKEN] = "operator-credential-0123456789"
     for remote in ("127.0.0.1", "203.0.113.9"):
-        bare = make_mocked_request("GET", "/distill/status", transport=_Transport(remote), app=app)
+        bare = make_mocked_request("GET", "/api/distill", transport=_Transport(remote), app=app)
         assert bare.remote == remote and not is_operator(bare)
-        authed = make_mocked_request("GET", "/distill/status", transport=_Transport(remote), app=app,
+        authed = make_mocked_request("GET", "/api/distill", transport=_Transport(remote), app=app,
                                      headers={"Authorization": "Bearer operator-credential-0123456789"})
         assert is_operator(authed)
 

@@ -39,7 +39,7 @@ def files(gw: Any, uid: str) -> dict[str, str]:
 
 
 def slot_files(gw: Any, uid: str) -> list[str]:
-    return [p for p in files(gw, uid) if p.startswith("sessions/") and p.count("-") == 3]
+    return [p for p in files(gw, uid) if p.startswith("sessions/") and p.endswith(".md") and p.count("-") == 3]
 
 
 async def test_turn_threshold_writes_summary_people_topics_and_aliases(

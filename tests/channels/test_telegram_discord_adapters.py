@@ -140,9 +140,9 @@ async def test_telegram_webhook_secret_and_bad_payloads(tmp_path, caplog) -> Non
 
 
 async def test_telegram_webhook_mode_refuses_to_start_without_secret(tmp_path) -> None:  # type: ignore[no-untyped-def]
-    from gateway.config import TelegramChannel
+    from adapters.telegram_config import TelegramConfig
 
-    cfg = TelegramChannel(enabled=True, token=TOKEN, mode="webhook")  # type: ignore[arg-type]
+    cfg = TelegramConfig(enabled=True, token=TOKEN, mode="webhook")  # type: ignore[arg-type]
     gw = StubGateway.with_channels(tmp_path)
     with pytest.raises(AdapterAuthError, match="secret"):
         await TelegramAdapter(gw, cfg).run()  # type: ignore[arg-type]

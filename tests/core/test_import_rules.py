@@ -11,6 +11,11 @@
    hook by its name; everything else calls ``gateway.hooks.<hook>(...)``.
 3. **Plugins hold no SQL** (issue 13, item 1): added with the ``gateway/state/`` package, in the
    section marked below.
+4. **No platform model in the host's config** (issue 29, item 3). A channel's section is declared by
+   the plugin that provides it (``gateway_register_channels``, ``gateway/channels.py``); the host
+   defines no channel model (no subclass of ``ChannelConfig``/``ChannelAccess`` besides
+   ``ChannelAccess`` itself, no config class named after a platform) and names no platform's
+   section (``config.channels.telegram``, ``channels.get("discord")``).
 """
 
 from __future__ import annotations
@@ -125,9 +130,70 @@ HOOK_FOUND = [
 ]
 
 
+# ------------------------------------------------------- 4. no platform model in the host's config
+
+PLATFORMS = ("telegram", "discord", "nextcloud")  # the built-in platform channels (adapters/builtin.py)
+_CHANNEL_BASES = {"ChannelConfig", "ChannelAccess"}
+_MODEL_BASES = _CHANNEL_BASES | {"Section", "BaseModel"}
+
+
+def _base_names(node: ast.ClassDef) -> set[str]:
+    return {b.id if isinstance(b, ast.Name) else b.attr for b in node.bases if isinstance(b, ast.Name | ast.Attribute)}
+
+
+def platform_config_violations(rel: str, tree: ast.Module) -> list[str]:
+    """A channel model, a config class named after a platform, or a platform's section read by name."""
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.ClassDef):
+            bases = _base_names(node)
+            if bases & _CHANNEL_BASES and not (rel == "gateway/channels.py" and node.name == "ChannelAccess"):
+                found.append(f"{rel}:{node.lineno} defines channel model {node.name}")
+            elif bases & _MODEL_BASES and any(p in node.name.lower() for p in PLATFORMS):
+                found.append(f"{rel}:{node.lineno} defines config class {node.name}")
+        elif (isinstance(node, ast.Attribute) and node.attr in PLATFORMS and isinstance(node.value, ast.Attribute)
+              and node.value.attr == "channels"):
+            found.append(f"{rel}:{node.lineno} reads channels.{node.attr}")
+        elif (isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute)
+              and node.func.attr in ("get", "section") and isinstance(node.func.value, ast.Attribute)
+              and node.func.value.attr == "channels" and node.args
+              and isinstance(node.args[0], ast.Constant) and node.args[0].value in PLATFORMS):
+            found.append(f"{rel}:{node.lineno} reads channels.{node.args[0].value}")
+    return found
+
+
+def test_no_platform_model_in_the_hosts_config() -> None:
+    violations = [v for rel, tree in _modules("gateway") for v in platform_config_violations(rel, tree)]
+    assert not violations, "channel sections belong to the plugins providing them:\n" + "\n".join(violations)
+    # And the config model itself: the host's channels section declares nothing of its own.
+    from gateway.channels import Channels
+    from gateway.config import Config
+
+    assert Channels.model_fields == {}
+    assert Config.model_fields["channels"].annotation is Channels
+
+
+PLATFORM_FORMS = (
+    "class TelegramChannel(ChannelAccess):\n    token: str = ''\n"
+    "class Pigeon(config.ChannelConfig):\n    pass\n"
+    "class DiscordSettings(Section):\n    pass\n"
+    "if cfg.channels.nextcloud.enabled:\n    pass\n"
+    "tg = gateway.config.channels.section('telegram', Any)\n"
+    "for c in config.channels.sections().values():\n    c.webhook_paths()\n"  # every channel alike: allowed
+    "class TelegramThing:\n    pass\n"  # not a config model: allowed
+)
+PLATFORM_FOUND = [
+    "gateway/example.py:1 defines channel model TelegramChannel", "gateway/example.py:3 defines channel model Pigeon",
+    "gateway/example.py:5 defines config class DiscordSettings", "gateway/example.py:7 reads channels.nextcloud",
+    "gateway/example.py:9 reads channels.telegram",
+]
+
+
 @pytest.mark.parametrize(("rule", "rel", "src", "found"), [
     pytest.param(host_import_violations, "gateway/example.py", HOST_FORMS, HOST_FOUND, id="host imports"),
     pytest.param(hook_call_violations, "plugins/example.py", HOOK_FORMS, HOOK_FOUND, id="hook calls"),
+    pytest.param(platform_config_violations, "gateway/example.py", PLATFORM_FORMS, PLATFORM_FOUND,
+                 id="platform config"),
 ])
 def test_each_rule_finds_every_form(
     rule: Callable[[str, ast.Module], list[str]], rel: str, src: str, found: list[str]

@@ -21,6 +21,7 @@ _COLLECTED_BY = {
     "gateway_register_jobs": "registrations",
     "gateway_register_tools": "registrations",
     "gateway_register_commands": "registrations",
+    "gateway_register_routes": "registrations",
 }
 
 

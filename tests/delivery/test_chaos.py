@@ -1,11 +1,14 @@
 """Chaos (``pytest -m chaos -s tests/delivery/test_chaos.py``): 1,000 deliveries due within a few
 minutes to 20 web-chat clients while the ``kith run`` daemon (and its Redis) is SIGKILLed 50 times.
 
-Each client reconnects at once after every kill and counts the ``chaos <id>`` messages it receives,
-live (``proactive``) or replayed on its next connection (``missed``). Afterwards every delivery must
-have arrived (0 lost), and the copies beyond the first are within the documented bound: at most one
-per delivery per crash between its send and its record (docs/proactive.md#delivery-guarantees), so
-never more duplicates in total than crashes. Figures are printed; docs/proactive.md records a run.
+Each client reconnects at once after every kill and, like the web chat, acknowledges every proactive
+frame and shows a ``delivery_id`` once (docs/protocol.md#acknowledging-proactive-messages); it counts
+the ``chaos <id>`` messages it shows, live (``proactive``) or replayed on its next connection
+(``missed``), and every frame it receives. Afterwards every delivery must have arrived (0 lost: a frame
+written just before a kill is not acknowledged and is sent again), and the copies shown beyond the
+first are within the documented bound: at most one per delivery per crash between its send and its
+record (docs/proactive.md#delivery-guarantees), so never more duplicates in total than crashes.
+Figures are printed; docs/proactive.md records a run.
 """
 
 from __future__ import annotations
@@ -80,13 +83,15 @@ class Daemon:
                 os.killpg(pgid, signal.SIGKILL)
 
 
-async def client(port: int, client_id: str, received: Counter[str], stop: asyncio.Event,
+async def client(port: int, client_id: str, received: Counter[str], frames: Counter[str], stop: asyncio.Event,
                  ready: asyncio.Event) -> None:  # fmt: skip
-    """A web-chat tab that reconnects as soon as it can, counting every chaos message it is shown."""
+    """A web-chat tab that reconnects as soon as it can, counting every chaos message it is shown
+    (``received``) and every frame of one (``frames``: a resent one it had shown is not shown again)."""
+    shown: set[str] = set()
     while not stop.is_set():
         try:
             async with aiohttp.ClientSession() as http, http.ws_connect(f"http://127.0.0.1:{port}/ws") as ws:
-                await ws.send_json({"type": "hello", "client_id": client_id})
+                await ws.send_json({"type": "hello", "client_id": client_id, "acks": True})
                 while not stop.is_set():
                     msg = await ws.receive(timeout=1.0)
                     if msg.type != aiohttp.WSMsgType.TEXT:
@@ -95,7 +100,13 @@ async def client(port: int, client_id: str, received: Counter[str], stop: asynci
                     if frame["type"] == "ready":
                         ready.set()
                     elif frame["type"] == "reply" and frame.get("proactive") and frame["text"].startswith("chaos "):
-                        received[frame["text"][6:]] += 1
+                        frames[frame["text"][6:]] += 1
+                        delivery = frame.get("delivery_id")
+                        if delivery not in shown:
+                            received[frame["text"][6:]] += 1
+                        if isinstance(delivery, str):
+                            shown.add(delivery)
+                            await ws.send_json({"type": "ack", "delivery_id": delivery})
         except (TimeoutError, aiohttp.ClientError, ConnectionError, OSError):
             pass
         await asyncio.sleep(0.05)
@@ -124,12 +135,13 @@ async def test_deliveries_survive_50_sigkills(tmp_path: Path) -> None:
     daemon = Daemon(config, env, tmp_path / "daemon.log")
     rng = random.Random(16)
     received: Counter[str] = Counter()
+    frames: Counter[str] = Counter()
     stop = asyncio.Event()
     clients: list[asyncio.Task[None]] = []
     try:
         await daemon.start()
         readies = [asyncio.Event() for _ in range(CLIENTS)]
-        clients = [asyncio.create_task(client(port, f"chaos-{n}", received, stop, readies[n]))
+        clients = [asyncio.create_task(client(port, f"chaos-{n}", received, frames, stop, readies[n]))
                    for n in range(CLIENTS)]  # fmt: skip
         await asyncio.wait_for(asyncio.gather(*(r.wait() for r in readies)), 60)  # every person exists
         start = time.time() + 5
@@ -167,7 +179,8 @@ async def test_deliveries_survive_50_sigkills(tmp_path: Path) -> None:
     print(f"\ndelivery chaos: {DELIVERIES} deliveries over {SPREAD_S:.0f} s to {CLIENTS} web clients, "
           f"{kills} SIGKILLs of the daemon: lost {len(lost)}, duplicates {duplicates} "
           f"(bound: at most one per delivery per crash, {kills} in total), most copies of one "
-          f"{max(received[i] for i in ids)}, outbox {statuses}")  # fmt: skip
+          f"{max(received[i] for i in ids)}, frames sent again (not shown twice) "
+          f"{sum(frames.values()) - sum(received.values())}, outbox {statuses}")  # fmt: skip
     assert not lost, f"lost: {lost[:20]}"
     assert duplicates <= kills
     assert statuses.get("sent", 0) == DELIVERIES

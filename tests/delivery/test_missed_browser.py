@@ -11,6 +11,7 @@ import pytest
 from gateway.delivery.outbox import deliver
 from gateway.testing import GatewayFactory
 from gateway.types import ConversationAddress
+from tests.bus.conftest import eventually
 from tests.web.chat_support import SIZES, T, browser, open_chat  # noqa: F401  (browser is a fixture)
 
 pytestmark = pytest.mark.browser
@@ -41,5 +42,7 @@ async def test_missed_reminder_is_shown_marked_when_the_tab_reopens(
     label = await bubble.evaluate("el => getComputedStyle(el, '::before').content")
     assert "Missed while you were away" in label
     await chat.shot("missed")
-    assert gw.state.outbox.get(f"missed-{size}").status == "sent"  # type: ignore[union-attr]
+    # The page says it acknowledges, so the row is sent only on its ack (docs/protocol.md, acknowledging).
+    assert [conn.acks for conn in adapter.connections[client_id]] == [True]
+    await eventually(lambda: gw.state.outbox.get(f"missed-{size}").status == "sent", timeout=T / 1000)  # type: ignore[union-attr]
     assert not chat.errors, chat.errors

@@ -39,3 +39,26 @@ def missing_from_logs(data_dir: Path) -> list[str]:
 
 def logged_twice(data_dir: Path) -> list[str]:
     return [t for t, n in logged_turns(data_dir).items() if n > 1]
+
+
+def answered_turns(data_dir: Path) -> dict[str, tuple[str, str | None]]:
+    """turn id -> (the user's text, the reply: None when no reply is stored), for every message."""
+    db = sqlite3.connect(f"file:{data_dir / 'state.sqlite'}?mode=ro", uri=True)
+    try:
+        rows = db.execute(
+            "SELECT u.turn_id, u.content, (SELECT a.content FROM turns a WHERE a.turn_id=u.turn_id"
+            " AND a.role='assistant' LIMIT 1) FROM turns u WHERE u.role='user' ORDER BY u.seq"
+        )
+        return {r[0]: (r[1], r[2]) for r in rows}
+    finally:
+        db.close()
+
+
+def logged_texts(data_dir: Path) -> list[str]:
+    """Each logged turn's text as the index sees it: the message, then ``assistant: <reply>`` when the
+    reply is logged."""
+    texts: list[str] = []
+    for path in session_logs(data_dir):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        texts.extend(r.text for r in parse_session_log(text, log_day(path.name)))
+    return texts

@@ -181,8 +181,8 @@ def transcript(data: Path) -> list[tuple[str, str, str]]:
 
 
 async def search(http: aiohttp.ClientSession, port: int, token: str, user: str, query: str) -> list[dict[str, Any]]:
-    async with http.post(f"http://127.0.0.1:{port}/memory/search", json={"user": user, "query": query, "k": 5},
-                         headers={"Authorization": f"Bearer {token}"}) as resp:  # fmt: skip
+    async with http.get(f"http://127.0.0.1:{port}/api/users/{user}/recall", params={"q": query, "k": "5"},
+                        headers={"Authorization": f"Bearer {token}"}) as resp:  # fmt: skip
         assert resp.status == 200, await resp.text()
         return list((await resp.json())["hits"])
 

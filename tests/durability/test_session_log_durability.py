@@ -35,6 +35,7 @@ from gateway.config import Config
 from gateway.hookspecs import hookimpl
 from gateway.memory.files.scopes import channel_scope, user_scope
 from gateway.memory.files.session_log import parse_entries
+from gateway.turnspool import SpooledTurn
 from gateway.types import ConversationKind, InboundMessage, LLMRequest, LLMResponse
 from tests.bus.conftest import eventually
 from tests.conftest import make_config
@@ -381,3 +382,30 @@ async def test_a_log_that_cannot_be_read_is_compared_again_at_the_next_start(tmp
     finally:
         await gw.close()
     assert missing_from_logs(data) == [] and outside.read_text() == "not a kith log\n"
+
+
+async def test_a_spooled_turn_the_transcript_lacks_is_logged_from_the_spool(tmp_path: Path) -> None:
+    """At start, a turn of the turn spool that the write-back could not put in the transcript yet (a
+    full disk: gateway/writeback.py) is queued for the Markdown log from the spool, message and reply,
+    in its person's log: the catch-up, which reads the transcript, cannot see it."""
+    gw = await start(make_config(tmp_path))
+    try:
+        await gw.handle_inbound(dm("hello"))
+        await gw.settle()
+        user_id = gw.identities.lookup("websocket", "alice")
+        assert user_id is not None
+        session = gw.state.sessions.open_in(user_scope(user_id))
+        assert session is not None
+        now = datetime.now(UTC)
+        spooled = SpooledTurn(turn_id="t-spooled", session_id=session.session_id, user_id=user_id,
+                              channel="websocket", conversation_key=session.conversation_key, speaker="Alice",
+                              text="The walrus is called Olaf.", at=now, reply="Noted: Olaf.",
+                              reply_at=now)  # fmt: skip
+        the_log(gw).add_spooled(spooled)
+        await gw.settle()
+        entries = [e for e in parse_entries(today_log(gw).read_text()) if e.turn_id == "t-spooled"]
+        assert len(entries) == 1
+        assert entries[0].text == "The walrus is called Olaf." and entries[0].reply == "Noted: Olaf."
+        assert "t-spooled" in the_log(gw).spooled  # the catch-up leaves it to the spool
+    finally:
+        await gw.close()

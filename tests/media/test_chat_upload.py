@@ -85,3 +85,27 @@ async def test_files_go_with_the_message_from_the_page(
     pasted = [b for b in _blocks(fake_anthropic.last_turn()) if b["type"] == "image"]
     assert len(pasted) == 1, "a pasted screenshot alone is a message"
     assert not chat.errors, chat.errors
+
+
+async def test_removing_a_chip_takes_the_upload_back_from_the_daemon(
+    browser: Any, make_gateway: Any  # noqa: F811
+) -> None:
+    import asyncio
+
+    from gateway.media.uploads import uploads
+
+    gw = await make_gateway()
+    chat = await open_chat(browser, gw, "desktop", client_id="web-upload-cancel")
+    page = chat.page
+    await page.set_input_files("#attach-input", files=[{"name": "draft.png", "mimeType": "image/png",
+                                                        "buffer": png(200, 100)}])  # fmt: skip
+    await wait_until(page, READY.format(n=1))
+    user_id = gw.identities.lookup("websocket", "web-upload-cancel")
+    assert user_id is not None and uploads(gw).held_by(user_id) > 0
+    await page.click("#attachments .attachment .remove")
+    assert await page.is_hidden("#attachments")
+    deadline = asyncio.get_running_loop().time() + T / 1000
+    while uploads(gw).held_by(user_id):  # the DELETE is on its way
+        assert asyncio.get_running_loop().time() < deadline, "the removed upload is still held"
+        await asyncio.sleep(0.05)
+    assert not chat.errors, chat.errors

@@ -66,8 +66,8 @@ async def test_daemon_serves_context_to_operators_only(tmp_path: Path) -> None:
     async with Gateway(parse_config(data, env={}), entry_points=False) as gw:
         gw.memory_store("ada").write("USER.md", PROFILE, source="test")
         await gw.handle_inbound(msg("hello"))
-        url = f"http://127.0.0.1:{gw.port}/context"
-        body = {"user": "ada", "channel": "websocket", "message": "where do I live?"}
+        url = f"http://127.0.0.1:{gw.port}/api/users/ada/context"
+        body = {"channel": "websocket", "message": "where do I live?"}
         async with aiohttp.ClientSession() as http:
             async with http.post(url, json=body) as resp:
                 assert resp.status == 401
@@ -132,6 +132,11 @@ def test_memory_and_context_commands_ask_the_running_daemon(
         assert main(["-c", str(path), "context", "--user", "ada", "--json", "which oar?"]) == 0
         x = json.loads(capsys.readouterr().out)
         assert any("carbon fibre" in s["text"] for s in x["sections"])
+        # A user nobody knows reads as without a daemon: context refuses, search finds nothing.
+        assert main(["-c", str(path), "context", "--user", "nobody", "hello"]) == 2
+        assert "unknown user 'nobody'" in capsys.readouterr().err
+        assert main(["-c", str(path), "memory", "search", "--user", "nobody", "oar"]) == 0
+        assert "no memories found" in capsys.readouterr().out
         assert main(["-c", str(path), "sessions", "search", "--user", "ada", "--json", "oar"]) == 0
         assert any("carbon fibre" in e["text"] for e in json.loads(capsys.readouterr().out))
         assert main(["-c", str(path), "sessions", "search", "--user", "ada", "--exact", "--json", "carbon"]) == 0

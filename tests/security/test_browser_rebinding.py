@@ -101,20 +101,22 @@ function formPost(action, enctype, fields) {
 
 async function attack() {
   const bases = P.bases;
-  const body = JSON.stringify({user: P.victim, query: "boat", message: "where is my boat?", k: 5});
+  const body = JSON.stringify({user: P.victim, message: "where is my boat?"});
+  const victim = "/api/users/" + encodeURIComponent(P.victim);
   for (const base of bases) {
-    for (const path of ["/memory/stats", "/distill/status", "/healthz", "/"]) {
+    for (const path of ["/api/memory/stats", "/api/distill", victim + "/recall?q=boat", "/healthz", "/"]) {
       await tryFetch("read", base + path);
       await tryFetch("read with cookies", base + path, {credentials: "include"});
     }
-    for (const path of ["/context", "/memory/search", "/memory/reindex", "/distill/long"]) {
+    const posts = [victim + "/context", "/api/memory/reindex", victim + "/distill/long", victim + "/distill/short"];
+    for (const path of posts) {
       await tryFetch("json post", base + path, {method: "POST", body, headers: {"Content-Type": "application/json"}});
       await tryFetch("simple post", base + path, {method: "POST", body, headers: {"Content-Type": "text/plain"}});
       await tryFetch("no-cors post", base + path, {method: "POST", body, mode: "no-cors",
                                                     headers: {"Content-Type": "text/plain"}});
       await tryFetch("bodyless post", base + path + "?user=" + P.victim, {method: "POST", mode: "no-cors"});
     }
-    for (const path of ["/distill/long", "/memory/reindex"]) {
+    for (const path of [victim + "/distill/long", "/api/memory/reindex"]) {
       // text/plain form carrying a JSON body: the classic way to smuggle JSON past a form.
       await formPost(base + path, "text/plain", [['{"user": "' + P.victim + '", "x": "', '"}']]);
       await formPost(base + path, "application/x-www-form-urlencoded", [["user", P.victim]]);
@@ -210,7 +212,7 @@ async def test_a_foreign_page_and_a_rebound_page_read_and_change_nothing(
     finally:
         await runner.cleanup()
         await rebound_runner.cleanup()
-    per_base = 4 * 2 + 4 * 4 + 2 * 3 + 1
+    per_base = 5 * 2 + 4 * 4 + 2 * 3 + 1
     assert len(foreign) == 3 * per_base and len(rebound) == per_base  # every attempt ran to its end
     assert _leaks(foreign) == [] and _leaks(rebound) == []
     assert SECRET not in json.dumps(foreign) + json.dumps(rebound)

@@ -19,7 +19,11 @@ from aiohttp.test_utils import make_mocked_request
 from tests.conftest import GatewayFactory
 from tests.security.guarded_daemon import footprint, idle_bus, operator_auth, web_user
 
-STATE_CHANGING = ["/memory/reindex", "/distill/short", "/distill/mid", "/distill/long", "/memory/search", "/context"]
+
+def state_changing(user: str) -> list[tuple[str, str]]:
+    """(method, path) of the operator routes that queue jobs, erase or run the context stages."""
+    return [("POST", "/api/memory/reindex"), *(("POST", f"/api/users/{user}/distill/{t}") for t in ("short", "mid",
+            "long")), ("POST", f"/api/users/{user}/context"), ("DELETE", f"/api/users/{user}")]  # fmt: skip
 
 
 SAID = "I keep my passport in the blue drawer."
@@ -47,18 +51,18 @@ async def test_form_and_text_posts_are_refused_and_change_nothing(make_gateway: 
     auth = operator_auth(gw)
     before = await footprint(gw)
     async with aiohttp.ClientSession() as http:
-        for path in STATE_CHANGING:
+        for method, path in state_changing(user):
             for label, kwargs in _cross_site_bodies(user):
                 # Even holding the operator credential, a non-JSON POST is refused: the content type
                 # alone stops the forms and simple requests a page can send.
                 headers = {**auth, **kwargs.get("headers", {})}
-                async with http.post(f"http://127.0.0.1:{gw.port}{path}", data=kwargs["data"],
-                                     headers=headers) as resp:
+                async with http.request(method, f"http://127.0.0.1:{gw.port}{path}", data=kwargs["data"],
+                                        headers=headers) as resp:
                     assert resp.status == 415, (path, label, resp.status)
                     assert "application/json" in await resp.text()
                 # And without it (all a cross-site page has), the request is refused before parsing.
-                async with http.post(f"http://127.0.0.1:{gw.port}{path}", data=kwargs["data"],
-                                     headers=kwargs.get("headers", {})) as resp:
+                async with http.request(method, f"http://127.0.0.1:{gw.port}{path}", data=kwargs["data"],
+                                        headers=kwargs.get("headers", {})) as resp:
                     assert resp.status in (401, 415), (path, label, resp.status)
     assert await footprint(gw) == before
 
@@ -71,13 +75,14 @@ async def test_a_foreign_origin_is_refused_even_with_json_and_the_token(make_gat
     foreign = ["https://evil.example", f"http://evil.example:{gw.port}", "null", f"http://127.0.0.1:{gw.port + 1}",
                f"http://localhost:{gw.port}.evil.example", f"file://{gw.port}", f"http://127.0.0.1:{gw.port}/x"]
     async with aiohttp.ClientSession() as http:
-        for path in STATE_CHANGING:
+        for method, path in state_changing(user):
             for origin in foreign:
-                async with http.post(f"http://127.0.0.1:{gw.port}{path}", json={"user": user},
-                                     headers={**auth, "Origin": origin}) as resp:
+                async with http.request(method, f"http://127.0.0.1:{gw.port}{path}", json={"message": "hi"},
+                                        headers={**auth, "Origin": origin}) as resp:
                     assert resp.status == 403, (path, origin, resp.status)
         for origin in foreign:
-            async with http.get(f"http://127.0.0.1:{gw.port}/memory/stats", headers={**auth, "Origin": origin}) as r:
+            async with http.get(f"http://127.0.0.1:{gw.port}/api/memory/stats",
+                                headers={**auth, "Origin": origin}) as r:
                 assert r.status == 403, origin
             with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
                 await http.ws_connect(f"http://127.0.0.1:{gw.port}/ws", headers={"Origin": origin})
@@ -96,13 +101,13 @@ async def test_our_own_origins_and_json_are_served(make_gateway: GatewayFactory)
     async with aiohttp.ClientSession() as http:
         for origin in own:
             headers = {**auth, **({"Origin": origin} if origin else {})}
-            async with http.post(f"http://127.0.0.1:{gw.port}/distill/long", json={"user": user},
+            async with http.post(f"http://127.0.0.1:{gw.port}/api/users/{user}/distill/long", json={},
                                  headers={**headers, "Content-Type": "application/json; charset=utf-8"}) as resp:
                 assert resp.status == 202, (origin, await resp.text())
             ws = await http.ws_connect(f"http://127.0.0.1:{gw.port}/ws",
                                        headers={"Origin": origin} if origin else {})
             await ws.close()
-        async with http.post(f"http://127.0.0.1:{gw.port}/context", data=b"not json",
+        async with http.post(f"http://127.0.0.1:{gw.port}/api/users/{user}/context", data=b"not json",
                              headers={**auth, "Content-Type": "application/json"}) as resp:
             assert resp.status == 400
     assert (await footprint(gw)).queued["distill_long"] == before.queued["distill_long"] + len(own)
@@ -126,7 +131,7 @@ async def test_no_other_site_may_frame_or_embed_the_daemons_pages(make_gateway: 
     allowed) and trick the user into typing; every answer forbids framing and cross-site embedding."""
     gw = await make_gateway()
     async with aiohttp.ClientSession() as http:
-        for path in ("/", "/static/app.js", "/healthz", "/memory/stats"):
+        for path in ("/", "/static/app.js", "/healthz", "/api/memory/stats"):
             async with http.get(f"http://127.0.0.1:{gw.port}{path}") as resp:
                 assert resp.headers.get("X-Frame-Options") == "DENY", path
                 assert resp.headers.get("Cross-Origin-Resource-Policy") == "same-origin", path

@@ -33,9 +33,16 @@ import pytest
 from gateway.app import Gateway
 from gateway.diskspace import MB, LowDiskSpaceError
 from gateway.memory.files.scopes import user_scope
+from gateway.memory.files.session_log import ASSISTANT
 from gateway.memory.search.index import IndexBusyError, IndexPoint, SparseVec, point_id
+from gateway.testing import test_config
+from gateway.turnspool import SPOOL_FILE, TurnSpool
 from gateway.types import InboundMessage
+from gateway.writeback import NOT_KEPT_NOTE
+from tests.bus.conftest import eventually
 from tests.conftest import WSClient
+from tests.durability.logs import answered_turns, logged_texts
+from tests.durability.test_session_log_durability import blocked
 from tests.kith_run import Daemon, free_port, write_config
 from tests.storage import select_one
 
@@ -174,18 +181,86 @@ async def test_turns_answer_when_only_persistence_fails(make_gateway: Any, caplo
     for i in range(5):
         reply = await gw.handle_inbound(dm(f"turn {i} {big}"))
         assert reply is not None and not reply.notice and f"turn {i}" in reply.text
+        assert NOT_KEPT_NOTE not in reply.text  # kept in the turn spool: nothing to tell
     assert not gw.state.db.in_transaction  # the failed COMMIT did not leave a transaction open
     failures = [r for r in caplog.records if r.name == "kith.turn" and r.levelno >= logging.ERROR]
     assert len(failures) == 1, [r.getMessage() for r in failures]  # once per interval, not per turn
     body = await health(gw)
     assert body["status"] == "degraded"
     assert any("turn persistence failing" in p and "database or disk is full" in p for p in body["degraded"])
+    assert any("5 answered turns wait in the turn spool" in p for p in body["degraded"]), body
 
     gw.state.db.execute("PRAGMA max_page_count=1073741823")
     reply = await gw.handle_inbound(dm("space again"))
     assert reply is not None and not reply.notice
     assert select_one(gw.state, "SELECT COUNT(*) FROM turns WHERE content LIKE 'space again%'")[0] == 1
-    assert (await health(gw))["status"] == "ok"
+    # The turn's writes succeeded: the spooled turns are written back (in the background) at once.
+    await eventually(lambda: _status(gw, "ok"), timeout=10)
+    sides = select_one(gw.state, "SELECT SUM(role='user'), SUM(role='assistant') FROM turns"
+                                 " WHERE content LIKE '%turn _ x%'")
+    assert tuple(sides) == (5, 5)  # both sides of every turn
+
+
+async def _status(gw: Gateway, status: str) -> bool:
+    return (await health(gw))["status"] == status
+
+
+async def test_spooled_turns_are_in_the_transcript_the_markdown_log_and_search_after_a_restart(tmp_path: Path) -> None:
+    """The transcript refuses the turns (SQLite full) and the Markdown log cannot be written either:
+    the daemon stops with them only in the turn spool. The next start writes them back, the session
+    log's catch-up appends them to the Markdown log, and they are found (issue 27, item 3)."""
+    cfg = test_config(tmp_path / "data", memory={"disk_check_s": 3600})
+    markers = [f"okapi{i}x{uuid.uuid4().hex[:6]}" for i in range(3)]
+    gw = Gateway(cfg)
+    closed = False
+    try:
+        await gw.start()
+        await gw.handle_inbound(dm("hello before the disk fills"))
+        await gw.settle()
+        user = user_of(gw)
+        log = gw.memory.root_for(user_scope(user)) / f"sessions/{datetime.now(UTC):%Y-%m-%d}.md"  # type: ignore[union-attr]
+        assert log.is_file()
+        _fill_sqlite(gw)
+        with blocked(log):  # every append to the Markdown log fails meanwhile
+            for m in markers:
+                reply = await gw.handle_inbound(dm(f"the code word is {m} {'x' * 20_000}"))  # new pages
+                assert reply is not None and not reply.notice and m in reply.text and NOT_KEPT_NOTE not in reply.text
+            closed = True
+            await gw.close()  # the session log gives up on its queue: "the next start writes them"
+    finally:
+        if not closed:
+            await gw.close()
+    assert (tmp_path / "data" / SPOOL_FILE).stat().st_size == 4 * MB
+    assert not any(m in text for m in markers for text, _ in answered_turns(tmp_path / "data").values())
+
+    async with Gateway(cfg) as gw:
+        await gw.settle()
+        turns = answered_turns(tmp_path / "data").values()
+        for m in markers:
+            assert any(m in text and reply and m in reply for text, reply in turns), m  # message and reply
+        texts = logged_texts(tmp_path / "data")
+        assert all(any(m in t and f"\n{ASSISTANT}: " in t for t in texts) for m in markers), texts
+        for m in markers:
+            assert await findable(gw, user, m), m
+        assert (await health(gw))["status"] == "ok"
+    spool = TurnSpool(tmp_path / "data", 4 * MB)  # written back once: the next start finds it empty
+    assert spool.open() and spool.records == []
+    spool.close()
+
+
+async def test_a_turn_that_cannot_be_kept_says_so_in_its_reply(make_gateway: Any) -> None:
+    """No turn spool (``state.spool_mb: 0``), and the transcript refuses the turn: the person gets the
+    model's reply and is told, in it, that this exchange is not kept."""
+    gw = await make_gateway(memory={"disk_check_s": 3600}, state={"spool_mb": 0})
+    await gw.handle_inbound(dm("hello before the database fills"))
+    await gw.settle()
+    assert not (gw.data_dir / SPOOL_FILE).exists()
+    _fill_sqlite(gw)
+    reply = await gw.handle_inbound(dm(f"turn that is lost {'x' * 20_000}"))
+    assert reply is not None and not reply.notice and "turn that is lost" in reply.text
+    assert reply.text.endswith(NOT_KEPT_NOTE) and reply.chunks[-1] == NOT_KEPT_NOTE
+    body = await health(gw)
+    assert any("1 answered turns could not be kept (their people were told)" in p for p in body["degraded"]), body
 
 
 # ------------------------------------------------------------------------- the real daemon, tmpfs
@@ -254,8 +329,8 @@ class Client:
         return {"Authorization": f"Bearer {token.read_text().strip()}"} if token.exists() else {}
 
     async def search(self, user: str, query: str) -> list[str]:
-        async with self.http.post(f"{self.base}/memory/search", json={"user": user, "query": query, "k": 5},
-                                  headers=self._operator()) as resp:
+        async with self.http.get(f"{self.base}/api/users/{user}/recall", params={"q": query, "k": "5"},
+                                 headers=self._operator()) as resp:
             assert resp.status == 200, await resp.text()
             return [h["text"] for h in (await resp.json())["hits"]]
 
@@ -270,13 +345,13 @@ async def ask(ws: WSClient, text: str) -> str:
     return str(frame["text"])
 
 
-async def wait_for(what: str, check: Any, timeout: float, daemon: Daemon) -> float:
-    """Poll ``check()`` until true; seconds it took."""
+async def wait_for(what: str, check: Any, timeout: float, daemon: Daemon, detail: Any = None) -> float:
+    """Poll ``check()`` until true; seconds it took. ``detail()``: what the timeout message shows."""
     start = time.monotonic()
     while not await check():
         assert daemon.alive(), f"the daemon died:\n{daemon.log_text()[-4000:]}"
         if time.monotonic() - start > timeout:
-            raise AssertionError(f"{what} not within {timeout}s")
+            raise AssertionError(f"{what} not within {timeout}s" + (f": {detail()}" if detail else ""))
         await asyncio.sleep(0.25)
     return time.monotonic() - start
 
@@ -290,6 +365,9 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
 async def test_daemon_on_a_full_disk_stays_up_answers_and_loses_nothing(
     tmp_path: Path, http: aiohttp.ClientSession
 ) -> None:
+    """Turns answered on the full disk are in the transcript, the Markdown log and search once space
+    returns: while the daemon runs, after a restart on the still-full disk, and after a SIGKILL on the
+    full disk and a start once space is back (issue 27, item 3: these were lost)."""
     figures: dict[str, Any] = {}
     with tmpfs(tmp_path / "mnt", TMPFS_MB) as mnt:
         data = mnt / "data"
@@ -308,10 +386,18 @@ async def test_daemon_on_a_full_disk_stays_up_answers_and_loses_nothing(
                 markers.append(marker)
                 await ask(ws, f"please remember the code word {marker}")
 
+            async def everywhere(what: str) -> float:
+                """Seconds until every turn so far is in all three places (the daemon polled alive)."""
+                missing: dict[str, list[str]] = {}
+                return await wait_for(what, lambda: _everywhere(api, data, user, markers, missing), 120, daemon,
+                                      detail=lambda: {"missing from": missing})
+
             await turn("before")
             assert (await api.health())["status"] == "ok"
             reserve = data / "disk.reserve"  # kept while there is room: a quarter of the floor
             assert reserve.stat().st_blocks * 512 >= FLOOR_MB * MB // 4
+            spool = data / SPOOL_FILE  # taken while there is room: where turns wait on a full disk
+            assert spool.stat().st_blocks * 512 >= 4 * MB
 
             # 1. Below the floor, not full: SQLite and the Markdown log still write, the index must not.
             fill(filler, leave_mb=BELOW_FLOOR_MB)
@@ -320,25 +406,29 @@ async def test_daemon_on_a_full_disk_stays_up_answers_and_loses_nothing(
             # Their index jobs ran (and succeeded) while paused: the work is kept, not retried or lost.
             await wait_for("index work kept while paused", lambda: _kept(api), 15, daemon)
 
-            # 2. Full: not one more byte. Turns still get the model's reply.
+            # 2. Full: not one more byte. Turns still get the model's reply, not a word about storage:
+            # the transcript cannot take them, the turn spool does.
             fill(filler)
             assert free_mb(mnt) < 0.01
-            answered = 0
-            for _ in range(10):
+            full = 10
+            for _ in range(full):
                 await turn("full")
-                answered += 1
-            figures["turns answered on the full disk"] = answered
-            await asyncio.sleep(1.5)  # a few disk checks and background retries on the full disk
+            figures["turns answered on the full disk"] = full
+            # The daemon stays up through background writes on the full disk (the session log's retries).
+            await wait_for("a session-log append failing on the full disk",
+                           lambda: _logged(daemon, "could not append the session log"), 15, daemon)
             assert daemon.alive(), daemon.log_text()[-4000:]
             body = await api.health()
             assert body["status"] == "degraded", body
+            # (all of them, unless the WAL file still had room from before: SQLite reuses it after a checkpoint)
+            spooled = [re.search(r"(\d+) answered turns wait in the turn spool", p) for p in body["degraded"]]
+            assert any(m and int(m.group(1)) >= 1 for m in spooled), body
             assert "Fatal Python error" not in daemon.log_text()
 
-            # 3. Space returns: indexing resumes by itself and every turn is findable.
+            # 3. Space returns: the turns are written back, and indexing resumes, by themselves.
             await ws.ws.close()
             filler.unlink()
-            figures["recovery_s"] = round(await wait_for(
-                "every turn findable", lambda: _none_missing(api, user, markers), 120, daemon), 1)
+            figures["recovery_s"] = round(await everywhere("every turn everywhere"), 1)
             ws, _ = await api.chat("dana-laptop")
             await wait_for("health ok", lambda: _healthy(api, ws), 30, daemon)
             await ws.ws.close()
@@ -347,7 +437,8 @@ async def test_daemon_on_a_full_disk_stays_up_answers_and_loses_nothing(
             assert daemon.stop() == 0, daemon.log_text()[-4000:]
             fill(filler)
             daemon = Daemon(cfg, tmp_path / "daemon2.log").start()
-            await asyncio.sleep(3)  # it stays up (the old code died: SQLite could not even open)
+            # It stays up (the old code died: SQLite could not even open) and says why it is degraded.
+            await wait_for("the index reported not open", lambda: _degraded(api, "not open"), 15, daemon)
             assert daemon.alive(), daemon.log_text()[-4000:]
             assert f"released the {FLOOR_MB // 4} MB start-up reserve" in daemon.log_text() and not reserve.exists()
             body = await api.health()
@@ -357,14 +448,55 @@ async def test_daemon_on_a_full_disk_stays_up_answers_and_loses_nothing(
             await turn("restart")
             await ws.ws.close()
             filler.unlink()
-            figures["recovery after restart_s"] = round(await wait_for(
-                "every turn findable after the restart", lambda: _none_missing(api, user, markers), 120, daemon), 1)
+            figures["recovery after restart_s"] = round(await everywhere("every turn everywhere after the restart"), 1)
+
+            assert "Traceback" not in daemon.log_text().split("kith is running")[0]  # a clean start on a full disk
+
+            # 5. Full again, turns answered, then SIGKILL: nothing in memory survives it. Space returns
+            # while the daemon is down; the next start writes the spooled turns back.
+            fill(filler)
+            ws, _ = await api.chat("dana-laptop")
+            for _ in range(5):
+                await turn("killed")
+            await ws.ws.close()
+            os.kill(daemon.pid, signal.SIGKILL)
+            assert daemon.proc is not None and daemon.proc.wait(30) == -signal.SIGKILL
+            stop_orphaned_bus(data)
+            filler.unlink()
+            started = time.monotonic()
+            daemon = Daemon(cfg, tmp_path / "daemon3.log").start()
+            figures["everywhere after the SIGKILL and a start_s"] = round(
+                await everywhere("every turn everywhere after the SIGKILL") + time.monotonic() - started, 1)
+            assert "holds 5 answered turns an earlier run could not store" in daemon.log_text()
             assert daemon.stop() == 0
             log = daemon.log_text()
-            assert "Traceback" not in log.split("kith is running")[0]  # a clean start, even on a full disk
+            assert "Traceback" not in log.split("kith is running")[0]  # a clean start
         finally:
             daemon.stop()
+            stop_orphaned_bus(data)
             print("disk-full figures:", json.dumps(figures))
+
+
+async def _everywhere(api: Client, data: Path, user: str, markers: list[str], missing: dict[str, list[str]]) -> bool:
+    """Every marker's turn, message and reply, is in the transcript, in the Markdown log and found by
+    `kith memory search` (the operator API it calls)."""
+    turns = answered_turns(data).values()
+    texts = logged_texts(data)
+    missing.update({
+        "transcript": [m for m in markers if not any(m in text and reply for text, reply in turns)],
+        "markdown": [m for m in markers if not any(m in t and f"\n{ASSISTANT}: " in t for t in texts)],
+        "search": await api.missing(user, markers),
+    })
+    return not any(missing.values())
+
+
+async def _logged(daemon: Daemon, text: str) -> bool:
+    return text in daemon.log_text()
+
+
+async def _degraded(api: Client, reason: str) -> bool:
+    body = await api.health()
+    return body["status"] == "degraded" and any(reason in p for p in body["degraded"])
 
 
 async def _kept(api: Client) -> bool:
@@ -405,7 +537,8 @@ async def test_restart_without_room_for_the_index_maps_does_not_sigbus(
             fill(mnt / "filler", leave_mb=leave_mb)
             assert free_mb(mnt) > floor_mb
             daemon = Daemon(cfg, tmp_path / "daemon2.log").start()
-            await asyncio.sleep(3)
+            # It stays up (the old daemon died of SIGBUS opening the index) and says why it is degraded.
+            await wait_for("the index reported not open", lambda: _degraded(api, "not open"), 15, daemon)
             assert daemon.alive(), daemon.log_text()[-4000:]
             assert "Fatal Python error" not in daemon.log_text()
             body = await api.health()

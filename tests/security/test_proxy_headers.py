@@ -78,7 +78,7 @@ async def test_without_a_token_proxied_requests_are_refused_on_every_route(
                 assert resp.status == 403, (method, path, resp.status)
                 assert "docs/security.md#proxies" in await resp.text()
         for extra in PROXY_HEADERS:
-            async with http.get(f"http://127.0.0.1:{gw.port}/memory/stats",
+            async with http.get(f"http://127.0.0.1:{gw.port}/api/memory/stats",
                                 headers={"Authorization": f"Bearer {token}", **extra}) as resp:
                 assert resp.status == 403, extra
             # /ws with no server.token is a trusted channel that skips pairing: never through a proxy.
@@ -98,9 +98,9 @@ async def test_with_a_token_proxied_requests_are_served_and_authenticated(
     async with aiohttp.ClientSession() as http:
         async with http.get(f"{base}/healthz") as resp:
             assert resp.status == 200
-        async with http.get(f"{base}/memory/stats") as resp:
+        async with http.get(f"{base}/api/memory/stats") as resp:
             assert resp.status == 401
-        async with http.get(f"{base}/memory/stats", headers={"Authorization": f"Bearer {secret}"}) as resp:
+        async with http.get(f"{base}/api/memory/stats", headers={"Authorization": f"Bearer {secret}"}) as resp:
             assert resp.status == 200
         # The WebSocket through a proxy must authenticate like any other client.
         ws = await http.ws_connect(f"http://127.0.0.1:{gw.port}/ws", headers={"X-Forwarded-For": "203.0.113.9"})

@@ -3,7 +3,7 @@
 A page on ``evil.example`` whose DNS name the attacker re-points at 127.0.0.1 talks to the daemon as
 "same origin": its requests come from loopback and carry ``Host: evil.example:PORT``. Every route must
 refuse that Host before any handler runs (the WebSocket upgrade included), and loopback alone is no
-credential for the operator API: it needs the operator token.
+credential for the operator's routes under ``/api``: they need the operator token.
 """
 
 from __future__ import annotations
@@ -24,17 +24,28 @@ from tests.conftest import GatewayFactory, make_config
 from tests.security.guarded_daemon import every_route, footprint, idle_bus, operator_auth, operator_token, web_user
 
 EVIL = "evil.example"
-OPERATOR_ROUTES = {("POST", "/context"), ("POST", "/memory/search"), ("GET", "/memory/stats"),
-                   ("POST", "/memory/reindex"), ("POST", "/distill/long"), ("GET", "/distill/status")}
+# The routes that read or change a person's data for the operator (and recall, a person's own), as
+# (method, path) with {user} for the user id: what the CLI calls on a running daemon.
+OPERATOR_ROUTES = {("POST", "/api/users/{user}/context"), ("GET", "/api/users/{user}/recall"),
+                   ("GET", "/api/memory/stats"), ("POST", "/api/memory/reindex"),
+                   ("POST", "/api/users/{user}/distill/long"), ("GET", "/api/distill"),
+                   ("DELETE", "/api/users/{user}")}  # fmt: skip
 
 
 async def _with_user(gw: Gateway) -> str:
     return await web_user(gw, "ada-web", "Ada", "My boat is moored at pier 17.")
 
 
-def _body(path: str, user: str) -> dict[str, Any]:
-    return {"/context": {"user": user, "message": "where is my boat?"},
-            "/memory/search": {"user": user, "query": "boat", "k": 3}}.get(path, {"user": user})
+def _request(method: str, path: str, user: str) -> dict[str, Any]:
+    """``http.request`` arguments of an operator route for ``user``: the URL's path, query and body."""
+    path = path.replace("{user}", user)
+    if path.endswith("/context"):
+        return {"json": {"message": "where is my boat?"}}
+    if path.endswith("/recall"):
+        return {"params": {"q": "boat", "k": "3"}}
+    if path.endswith("/reindex"):
+        return {"json": {"user": user}}
+    return {"json": {}} if method != "GET" else {}
 
 
 async def _raw(port: int, request: bytes) -> tuple[int, bytes]:
@@ -57,7 +68,8 @@ async def test_every_route_refuses_a_rebound_host_even_with_the_operator_token(m
     user = await _with_user(gw)
     token = operator_token(gw)
     routes = every_route(gw.http_app)
-    assert OPERATOR_ROUTES | {("GET", "/healthz"), ("GET", "/"), ("GET", "/ws")} <= set(routes)
+    assert {(m, p.replace("{user}", "x")) for m, p in OPERATOR_ROUTES} | {("GET", "/healthz"), ("GET", "/"),
+                                                                         ("GET", "/ws")} <= set(routes)  # fmt: skip
     before = await footprint(gw)
     hosts = [f"{EVIL}:{gw.port}", EVIL, f"127.0.0.1.{EVIL}:{gw.port}", f"localhost.{EVIL}", f"{EVIL}.:{gw.port}",
              f"LOCALHOST@{EVIL}:{gw.port}", f"127.0.0.1:{gw.port}.{EVIL}", "[::1]x", f"{EVIL}:{gw.port}:1"]
@@ -67,7 +79,7 @@ async def test_every_route_refuses_a_rebound_host_even_with_the_operator_token(m
             for host in hosts:
                 headers = {"Host": host, "Authorization": f"Bearer {token}"}
                 async with http.request(method, f"http://127.0.0.1:{gw.port}{path}", headers=headers,
-                                        json=_body(path, user) if method == "POST" else None) as resp:
+                                        json={"user": user} if method == "POST" else None) as resp:
                     statuses[(method, path, host)] = resp.status
                     if resp.status == 421:
                         assert "server.public_names" in await resp.text()
@@ -90,17 +102,20 @@ async def test_loopback_names_with_the_operator_token_are_served(make_gateway: G
         for host in (f"127.0.0.1:{gw.port}", f"localhost:{gw.port}", f"[::1]:{gw.port}", "LocalHost", "127.0.0.1"):
             async with http.get(f"http://127.0.0.1:{gw.port}/healthz", headers={"Host": host}) as resp:
                 assert resp.status == 200, host
-            async with http.get(f"http://127.0.0.1:{gw.port}/memory/stats", headers={"Host": host, **auth}) as resp:
+            async with http.get(f"http://127.0.0.1:{gw.port}/api/memory/stats",
+                                headers={"Host": host, **auth}) as resp:
                 assert resp.status == 200, host
         base = f"http://127.0.0.1:{gw.port}"
-        async with http.post(f"{base}/context", json=_body("/context", user), headers=auth) as resp:
+        async with http.post(f"{base}/api/users/{user}/context", headers=auth,
+                             **_request("POST", "/api/users/{user}/context", user)) as resp:
             assert resp.status == 200
             assert any("pier 17" in m["content"] for m in (await resp.json())["messages"])
-        async with http.post(f"{base}/memory/search", json=_body("/memory/search", user), headers=auth) as resp:
+        async with http.get(f"{base}/api/users/{user}/recall", headers=auth,
+                            **_request("GET", "/api/users/{user}/recall", user)) as resp:
             assert resp.status == 200
-        async with http.get(f"{base}/distill/status", headers=auth) as resp:
+        async with http.get(f"{base}/api/distill", headers=auth) as resp:
             assert resp.status == 200
-        async with http.post(f"{base}/distill/long", json={"user": user}, headers=auth) as resp:
+        async with http.post(f"{base}/api/users/{user}/distill/long", json={}, headers=auth) as resp:
             assert resp.status == 202
     after = await footprint(gw)
     # The operator's request did queue the forced run: the footprint the other tests compare sees it.
@@ -117,14 +132,14 @@ async def test_loopback_without_the_operator_token_gets_401(make_gateway: Gatewa
     async with aiohttp.ClientSession() as http:
         for method, path in sorted(OPERATOR_ROUTES):
             for headers in bad:
-                async with http.request(method, f"http://127.0.0.1:{gw.port}{path}", headers=headers,
-                                        json=_body(path, user) if method == "POST" else None) as resp:
+                async with http.request(method, f"http://127.0.0.1:{gw.port}{path.replace('{user}', user)}",
+                                        headers=headers, **_request(method, path, user)) as resp:
                     assert resp.status == 401, (method, path, headers)
                     assert resp.headers["WWW-Authenticate"].startswith("Bearer")
                     assert "pier 17" not in await resp.text()
     # A token that is not ASCII (or not even UTF-8) is a wrong token, never a server error.
     for value in ("Bearer café".encode(), b"Bearer \xff\xfe" + token.encode(), "Bearer 🔑".encode()):
-        status, body = await _raw(gw.port or 0, b"GET /memory/stats HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+        status, body = await _raw(gw.port or 0, b"GET /api/memory/stats HTTP/1.1\r\nHost: 127.0.0.1\r\n"
                                   b"Authorization: " + value + b"\r\nConnection: close\r\n\r\n")
         assert status == 401, (value, body)
     assert await footprint(gw) == before
@@ -140,7 +155,7 @@ async def test_the_operator_token_is_created_once_private_and_kept(tmp_path: Any
     async with Gateway(config, entry_points=False) as gw:
         assert operator_token(gw) == first  # kept across restarts: scripts keep working
         async with aiohttp.ClientSession() as http, http.get(
-            f"http://127.0.0.1:{gw.port}/memory/stats", headers={"Authorization": f"Bearer {first}"}
+            f"http://127.0.0.1:{gw.port}/api/memory/stats", headers={"Authorization": f"Bearer {first}"}
         ) as resp:
             assert resp.status == 200
 
@@ -154,7 +169,7 @@ async def test_a_configured_server_token_is_the_operator_credential(tmp_path: An
     config = make_config(tmp_path, **idle_bus(token=secret))
     async with Gateway(config, entry_points=False) as gw, aiohttp.ClientSession() as http:
         for token, status in ((secret, 200), (stale.read_text().strip(), 401)):
-            async with http.get(f"http://127.0.0.1:{gw.port}/distill/status",
+            async with http.get(f"http://127.0.0.1:{gw.port}/api/distill",
                                 headers={"Authorization": f"Bearer {token}"}) as resp:
                 assert resp.status == status
 

@@ -73,8 +73,9 @@ def test_offline_delete_leaves_no_trace_of_the_person(tmp_path: Path, capsys: py
     assert files_with(data, canary) == []  # a second start wrote nothing of hers back
 
 
-async def test_delete_through_the_running_daemon(tmp_path: Path, unused_tcp_port: int) -> None:
-    """With a daemon on the data dir, the CLI asks it (POST /users/delete): its live index and bus
+async def test_delete_through_the_running_daemon(tmp_path: Path, unused_tcp_port: int,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:  # fmt: skip
+    """With a daemon on the data dir, the CLI asks it (DELETE /api/users/{uid}): its live index and bus
     drop the person, and the files are clean while it keeps running."""
     cfg_path = write_config(tmp_path, host="127.0.0.1", port=unused_tcp_port)
     config = config_of(cfg_path)
@@ -94,6 +95,11 @@ async def test_delete_through_the_running_daemon(tmp_path: Path, unused_tcp_port
         hits = await gw.memory.recall(scope=user_scope(bob), query="garden meeting thursday", k=3)
         assert hits and "garden meeting" in hits[0].text
         assert files_with(data, canary) == []
+        # Again, for an id the database no longer knows: every step runs again on the daemon
+        # (?missing_ok=true) and finds nothing left, as without a daemon.
+        capsys.readouterr()
+        code = await asyncio.to_thread(main, ["-c", str(cfg_path), "users", "delete", alice, "--yes"])
+        assert code == 0 and f"nothing of {alice} was left" in capsys.readouterr().out
         # The daemon still serves: a new message from her account is a new person.
         reply = await gw.handle_inbound(message("hello again", account="alice"))
         assert reply is not None

@@ -144,10 +144,16 @@ def test_not_an_archive(tmp_path: Path, state: State) -> None:
 
 
 def test_a_failing_row_write_removes_the_files(tmp_path: Path, state: State) -> None:
+    """Rows that each fit their columns but not the database together (the same open fact twice: the
+    unique index refuses the second)."""
     data = tmp_path / "data"
-    bad_rows = {"users": [{"user_id": "uold", "display_name": "Old", "timezone": "UTC", "created_at": None}]}
+    at = "2026-01-01 00:00:00.000000"
+    fact = {"user_id": "uold", "subject": "Old", "subject_key": "old", "predicate": "likes", "object": "tea",
+            "object_key": "tea", "valid_from": at, "valid_until": None, "created_at": at}  # fmt: skip
+    bad_rows = {"users": [{"user_id": "uold", "display_name": "Old", "timezone": "UTC", "created_at": at}],
+                "kg_facts": [fact, dict(fact)]}  # fmt: skip
     archive = _tar(tmp_path / "a.tar.gz", _docs(**{"rows.json": json.dumps(bad_rows).encode()}))
-    with pytest.raises(ArchiveError, match=r"(?i)not.null"):  # SQLite: NOT NULL; PostgreSQL: not-null
+    with pytest.raises(ArchiveError, match=r"(?i)unique|duplicate"):  # SQLite: UNIQUE; PostgreSQL: duplicate key
         import_user(state, data, archive, as_user="unew")
     _nothing_written(state, data)
 

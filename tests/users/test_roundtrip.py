@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 from gateway.memory.files.scopes import user_scope
+from gateway.state import open_config_state
 from gateway.testing import message
 from tests.users.support import config_of, converse, files_with, kith, started, write_config
 
@@ -44,6 +45,9 @@ def test_export_delete_import_recall(tmp_path: Path, capsys: pytest.CaptureFixtu
     new = report["user_id"]
     assert new != alice and report["source_user_id"] == alice
     assert report["rows"]["turns"] == 4 and report["rows"]["kg_facts"] == 1
+    # Her account comes back linked, but its approval is the operator's to give again (--approve).
+    assert report["linked_accounts"] == ["websocket:alice"] and report["approved"] == []
+    assert report["left_out"] == {"access_approved": 1}
     assert report["indexed"].startswith("rebuilt")
 
     async def after() -> None:
@@ -54,7 +58,7 @@ def test_export_delete_import_recall(tmp_path: Path, capsys: pytest.CaptureFixtu
             assert any(canary in h.text for h in hits)
             assert [f.object for f in gw.state.knowledge.all(new)] == [canary]
             assert gw.identities.lookup("websocket", "alice") == new  # her account is hers again
-            assert gw.state.access.is_approved("websocket", "alice")
+            assert not gw.state.access.is_approved("websocket", "alice")
             await gw.handle_inbound(message("back again", account="alice"))
             await gw.settle()
             assert gw.state.users.get(new) is not None and len(gw.state.users.all()) == 2
@@ -108,6 +112,13 @@ def test_import_refuses_to_overwrite_without_force(tmp_path: Path, capsys: pytes
     assert "exists" in capsys.readouterr().err
     assert (Path(config.data_dir) / "users" / bob).is_dir()  # untouched
 
-    assert kith(cfg_path, "users", "import", str(archive), "--as", alice, "--force", "--json") == 0
+    assert kith(cfg_path, "users", "import", str(archive), "--as", alice, "--force", "--approve", "--json") == 0
     report = json.loads(capsys.readouterr().out)
     assert report["user_id"] == alice and report["skipped_accounts"] == []
+    assert report["approved"] == ["websocket:alice"]
+    state = open_config_state(config)
+    try:
+        assert state.access.is_approved("websocket", "alice")
+        assert [a.via for a in state.access.approved()] == ["import"]
+    finally:
+        state.close()

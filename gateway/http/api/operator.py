@@ -1,6 +1,8 @@
-"""The operator's routes: every user, and the pairing queue (approve or deny a stranger's code).
+"""The operator's routes: every user, erasing one, and the pairing queue (approve or deny a stranger's code).
 
-Pairing goes through ``gateway.access.AccessStore``, the same rules as ``kith pairing``.
+Pairing goes through ``gateway.access.AccessStore``, the same rules as ``kith pairing``. Erasing runs
+``gateway.identity.erase`` in the daemon, which holds the memory index, the job bus and the caches
+(``kith users delete`` asks it while a daemon runs).
 """
 
 from __future__ import annotations
@@ -10,7 +12,9 @@ from datetime import datetime
 from pydantic import Field
 
 from gateway.access import AccessStore
-from gateway.http.api.spec import Answer, ApiError, Call, Handler, Route
+from gateway.http.api.spec import Answer, ApiError, Call, Handler, Query, Route
+from gateway.identity.erase import EraseError, erase_person
+from gateway.memory.files.scopes import ScopeError
 
 
 class UserAccount(Answer):
@@ -53,6 +57,35 @@ class PairingDone(Answer):
     display_name: str
 
 
+class EraseQuery(Query):
+    missing_ok: bool = Field(False, description="run every step even when neither the users table nor the files "
+                             "know the id any more (an earlier erase whose index step failed)")
+
+
+class Erased(Answer):
+    user_id: str
+    rows: dict[str, int] = Field(description="database rows removed, by table")
+    files: int
+    jobs: int
+    points: int = Field(description="memory index points removed")
+    log_lines: int
+    group_blocks: int = Field(description="turn blocks and quoting lines taken out of group conversations' files")
+    accounts: list[str]
+    warnings: list[str] = Field(description="steps that could not finish (the others still ran)")
+
+
+async def erase(call: Call) -> Erased:
+    uid = call.user_id(must_exist=False)  # erase_person knows a user by their row or their folder
+    query: EraseQuery = call.query
+    try:
+        report = await erase_person(call.gateway, uid, missing_ok=query.missing_ok)
+    except EraseError as exc:
+        raise ApiError(404, str(exc)) from None
+    except ScopeError as exc:
+        raise ApiError(400, str(exc)) from None
+    return Erased.model_validate(report.as_dict())
+
+
 async def users(call: Call) -> UserList:
     state = call.gateway.state
     return UserList(users=[
@@ -91,6 +124,9 @@ def _decide(action: str) -> Handler:
 ERRORS = (401, 403)
 ROUTES = [
     Route("GET", "/api/users", "every user", UserList, users, operator=True, tag="operator", errors=ERRORS),
+    Route("DELETE", "/api/users/{uid}", "erase a person: rows, files, index points, jobs and log lines",
+          Erased, erase, query=EraseQuery, operator=True, tag="operator", errors=(400, *ERRORS, 404),
+          user_must_exist=False, description="The same erase as `kith users delete` (docs/users.md)."),
     Route("GET", "/api/pairing", "pending pairing requests", PairingList, pairing, operator=True, tag="operator",
           errors=ERRORS),
     Route("POST", "/api/pairing/{code}/approve", "approve a pairing code: its sender may talk to kith",

@@ -15,7 +15,7 @@ from typing import Any
 from pydantic import ConfigDict, Field, model_validator
 
 from gateway.http.api.spec import Answer, ApiError, Body, Call, Query, Route
-from gateway.memory.files.scopes import ScopeError, user_scope
+from gateway.memory.files.scopes import ScopeError, root_for, user_scope
 
 
 class HitOut(Answer):
@@ -26,15 +26,27 @@ class HitOut(Answer):
     score: float
     date: str
     session_id: str
+    scope: str = Field(description="the memory it came from: users/<id>")
+    turn_ids: list[str] = Field(description="the turns a session chunk holds")
+    speaker: str
+    channel: str
 
 
 class Hits(Answer):
     hits: list[HitOut]
 
 
+KINDS = ("file", "turn")
+
+
 class RecallQuery(Query):
     q: str = Field(min_length=1, max_length=1000)
-    k: int = Field(8, ge=1, le=50)
+    k: int = Field(8, ge=1, le=100)
+    kinds: str = Field("", max_length=100, pattern=r"^[a-z,]*$",
+                       description="comma-separated kinds to search (file, turn); empty: every kind")
+
+    def kind_list(self) -> list[str]:
+        return [k for k in self.kinds.split(",") if k]
 
 
 class ForgetBody(Body):
@@ -68,16 +80,29 @@ def _memory(call: Call) -> Any:
 
 
 async def recall(call: Call) -> Hits:
-    uid = call.user_id()
+    # A person's memory is their folder: the operator may search one the users table does not know
+    # (files copied in, an import not finished), as `kith memory search` does without a daemon.
+    uid = call.user_id(must_exist=False)
+    try:
+        known = call.gateway.state.users.get(uid) is not None or root_for(call.gateway.data_dir,
+                                                                          user_scope(uid)).is_dir()  # fmt: skip
+    except ScopeError as exc:
+        raise ApiError(400, str(exc)) from None
+    if not known:
+        raise ApiError(404, "no such user")
     query: RecallQuery = call.query
     if not query.q.strip():
         return Hits(hits=[])
+    kinds = query.kind_list()
+    if unknown := [k for k in kinds if k not in KINDS]:
+        raise ApiError(400, f"unknown kind {unknown[0]!r}; one of {', '.join(KINDS)}")
     try:
-        hits = await _memory(call).recall(scope=user_scope(uid), query=query.q, k=query.k)
+        hits = await _memory(call).recall(scope=user_scope(uid), query=query.q, k=query.k, kinds=kinds)
     except ScopeError as exc:
         raise ApiError(400, str(exc)) from None
     return Hits(hits=[HitOut(ref=h.chunk_id, kind=h.kind, path=h.source, text=h.text, score=h.score, date=h.date,
-                             session_id=h.session_id) for h in hits])  # fmt: skip
+                             session_id=h.session_id, scope=h.scope, turn_ids=list(h.turn_ids), speaker=h.speaker,
+                             channel=h.channel) for h in hits])  # fmt: skip
 
 
 async def forget(call: Call) -> ForgetReport:
@@ -94,7 +119,7 @@ async def forget(call: Call) -> ForgetReport:
 
 ROUTES = [
     Route("GET", "/api/users/{uid}/recall", "what recall finds in the person's memory for a query", Hits, recall,
-          query=RecallQuery, tag="memory"),
+          query=RecallQuery, tag="memory", user_must_exist=False),
     Route("POST", "/api/users/{uid}/forget", "forget lines, facts and index entries matching a text or a ref",
           ForgetReport, forget, body=ForgetBody, tag="memory", errors=(400, 401, 404, 503)),
 ]

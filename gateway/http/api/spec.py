@@ -94,11 +94,12 @@ class Call:
     def who(self) -> Principal:
         return principal(self.request)
 
-    def user_id(self) -> str:
+    def user_id(self, *, must_exist: bool = True) -> str:
         """The ``{uid}`` of the URL (``me``: the signed-in person) if the caller may see that user: the
-        person themselves or the operator; 404 for anyone else and for a user that does not exist."""
+        person themselves or the operator; 404 for anyone else and for a user that does not exist
+        (``must_exist=False``: the route handles a user the users table no longer knows itself)."""
         uid = resolve_user_id(self.request, self.param("uid"))
-        if self.gateway.state.users.get(uid) is None:
+        if must_exist and self.gateway.state.users.get(uid) is None:
             raise ApiError(404, "no such user")
         return uid
 
@@ -124,6 +125,7 @@ class Route:
     params: dict[str, dict[str, Any]] = field(default_factory=dict)  # path parameter schemas (default: string)
     tag: str = ""
     raw_body: bool = False  # the body is a file of any type, read by the handler (POST /api/uploads)
+    user_must_exist: bool = True  # False: {uid} may name a user only files remember (DELETE /api/users/{uid})
 
     @property
     def openapi_path(self) -> str:
@@ -157,7 +159,7 @@ def endpoint(route: Route, gateway: Gateway) -> Callable[[web.Request], Awaitabl
             if "uid" in request.match_info:
                 # Whose data comes before what was asked: another person's URL is 404 whatever the
                 # query or body, so a 400 can never hint that the user exists.
-                call.user_id()
+                call.user_id(must_exist=route.user_must_exist)
             for name, schema in route.params.items():
                 if schema.get("type") == "integer" and not re.fullmatch(r"-?\d{1,18}", request.match_info[name]):
                     raise ApiError(400, f"{name} must be an integer")

@@ -22,8 +22,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
-from gateway.config import DistillConfig
 from gateway.memory.background.ask import ask
+from gateway.memory.background.settings import DistillConfig
 from gateway.memory.files.poison import Provenance
 from gateway.memory.files.quarantine import filter_text
 

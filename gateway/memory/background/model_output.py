@@ -4,7 +4,8 @@ Two formats, both "labelled sections" because a cut-off reply then still yields 
 
 * nightly extraction: ``MEMORIES:`` (bullets), ``FACTS:`` (JSON list of triples), ``TOPICS:``
   (JSON map topic -> weight);
-* memory writer: ``SUMMARY:`` (Markdown), ``PEOPLE:`` and ``TOPICS:`` (JSON lists of file updates).
+* memory writer: ``SUMMARY:`` (Markdown), ``PEOPLE:`` and ``TOPICS:`` (JSON lists of file updates, each
+  a list of ``ops``; a ``content`` note, the old shape, is kept for the writer to merge without loss).
 
 Labels may be bold, ``#``-headed, any case; JSON may sit in code fences. Bad JSON is salvaged object
 by object; missing sections, oversize input (hard cap, then cut) and invalid items are reported in
@@ -62,8 +63,9 @@ class Extraction:
 class FileUpdate:
     slug: str  # file name stem: people/<slug>.md, topics/<slug>.md
     title: str
-    content: str
+    content: str = ""  # a whole note ("the complete new Markdown"): only ever merged in, never a rewrite
     aliases: tuple[str, ...] = ()
+    ops: tuple[Any, ...] | None = None  # line edits (curation op shapes), validated when applied
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -262,17 +264,26 @@ def _files(data: Any, name: str, errors: list[str], *, people: bool) -> list[Fil
         if not people and not (isinstance(slug, str) and _SLUG.match(slug)):
             slug = _slugify(title)  # a topic can be named by its title; a person needs their id
         content = raw.get("content")
-        if not isinstance(slug, str) or not _SLUG.match(slug) or not isinstance(content, str) or not content.strip():
-            errors.append(f"{name}[{i}]: needs a safe slug ([A-Za-z0-9_-]) and non-empty content")
+        ops = raw.get("ops")
+        if isinstance(ops, dict):
+            ops = [ops]
+        has_ops = isinstance(ops, list)
+        has_content = isinstance(content, str) and bool(content.strip())
+        if not isinstance(slug, str) or not _SLUG.match(slug) or not (has_ops or has_content):
+            errors.append(f"{name}[{i}]: needs a safe slug ([A-Za-z0-9_-]) and a list of ops (or non-empty content)")
             continue
+        content = content if has_content and isinstance(content, str) else ""
         if len(content) > MAX_FILE_CHARS:
             errors.append(f"{name}[{i}]: content cut to {MAX_FILE_CHARS} characters")
             content = content[:MAX_FILE_CHARS]
         aliases = raw.get("aliases") if people else None
         cleaned = (_text(x, 80) for x in aliases if isinstance(x, str)) if isinstance(aliases, list) else ()
         names = tuple(dict.fromkeys(a for a in cleaned if a))
-        if len(out) < MAX_FILES:
-            out.append(FileUpdate(slug=slug, title=title, content=content.strip() + "\n", aliases=names))
+        if len(out) == MAX_FILES:
+            errors.append(f"{name}[{i}]: more than {MAX_FILES} files in one answer; dropped")
+        else:
+            out.append(FileUpdate(slug=slug, title=title, content=content.strip() + "\n" if content else "",
+                                  aliases=names, ops=tuple(ops) if isinstance(ops, list) else None))
     return out
 
 

@@ -4,7 +4,8 @@ The rule (``retention_cutoff.py``): on local date D with N days of retention, th
 
 * Dated files in ``memories/`` and ``sessions/`` (nightly memories, raw session logs, writer summaries)
   older than that day are deleted through the guarded store; each delete is audited and re-indexes
-  the path, which removes its chunks.
+  the path, which removes its chunks. A file's own audit (``<file>.audit.jsonl``) and the pre-run
+  copies it names (``_history/``, kept for rollback) are deleted with it.
 * Transcript turns are indexed under ``sessions/<UTC date>.md`` even when the log file is named by
   local date, so every such path of an expired UTC day is re-indexed too: with no file behind it,
   its chunks go. Days already handled by an earlier run are not visited again (``bg_retention``).
@@ -23,6 +24,7 @@ from datetime import date, datetime, timedelta, tzinfo
 from typing import Any
 
 from gateway.memory.background.retention_cutoff import cutoff_date, cutoff_instant, enabled, expired_dated_files
+from gateway.memory.curation import audit as curation_audit
 from gateway.memory.knowledge.graph import KnowledgeGraph
 from gateway.state import State
 
@@ -72,6 +74,8 @@ def prune_scope(
     files = expired_dated_files(rels, now=now, retention_days=retention_days, tz=tz, dirs=DATED)
     for rel in files:
         store.delete(rel, source=SOURCE)
+        # The writer's audit of a slot summary and its pre-run copies (_history/) go with it.
+        curation_audit.drop_history(store, rel, source=SOURCE)
     chunk_paths: list[str] = []
     if reindex is not None:
         for day in _chunk_days(turns_since, cut):

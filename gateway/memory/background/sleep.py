@@ -28,11 +28,11 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
 from typing import Any, Literal
 
-from gateway.config import RailsConfig, SleepConfig
 from gateway.memory.background.ask import ask
 from gateway.memory.background.daybook import DayBook, gather, read_turns
 from gateway.memory.background.model_output import Extraction, load_json, parse_extraction
 from gateway.memory.background.retention_cutoff import local_today
+from gateway.memory.background.settings import RailsConfig, SleepConfig
 from gateway.memory.curation import Rails, curate
 from gateway.memory.curation import audit as curation_audit
 from gateway.memory.files.poison import MemoryLine, Provenance, Quarantined, screen_text

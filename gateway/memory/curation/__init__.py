@@ -8,10 +8,11 @@ JSON-lines reader (``gateway.jsonl``, a leaf); storage (``Writer``) and the pois
 from gateway.memory.curation.doc import Item, Section, SectionedDoc, Subsection, parse, serialize
 from gateway.memory.curation.ops import apply_ops, changed, validate
 from gateway.memory.curation.run import CurationResult, RollbackResult, curate, rollback
-from gateway.memory.curation.types import DEFAULT_SECTIONS, Applied, Rails, Rejected, Screen, Writer
+from gateway.memory.curation.types import DEFAULT_SECTIONS, Admit, Applied, Rails, Rejected, Screen, Writer
 
 __all__ = [
     "DEFAULT_SECTIONS",
+    "Admit",
     "Applied",
     "CurationResult",
     "Item",

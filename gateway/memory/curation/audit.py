@@ -60,3 +60,20 @@ def read_records(store: Writer, rel: str) -> Iterator[dict[str, Any]]:
     path = audit_rel(rel)
     if store.exists(path):
         yield from json_objects(store.read(path))
+
+
+def drop_history(store: Writer, rel: str, *, source: str) -> list[str]:
+    """Delete the audit of ``rel`` and the pre-run copies its run records name: what retention does
+    when ``rel`` itself expires (a writer's slot summary), so no copy of it outlives it. Only copies
+    of ``rel`` itself (by their name) are deleted, whatever an altered audit says. Returns the paths."""
+    delete = getattr(store, "delete", None)
+    if not callable(delete):
+        return []
+    own = f"{HISTORY_DIR}/{rel.replace('/', '__')}."
+    paths = {str(r["backup"]) for r in read_records(store, rel)
+             if r.get("type") == "run" and isinstance(r.get("backup"), str) and str(r["backup"]).startswith(own)}
+    paths.add(audit_rel(rel))
+    gone = sorted(p for p in paths if store.exists(p))
+    for path in gone:
+        delete(path, source=source)
+    return gone

@@ -15,7 +15,7 @@ from typing import Any
 
 from gateway.memory.curation.doc import SectionedDoc
 from gateway.memory.curation.handlers import HANDLERS, RunState
-from gateway.memory.curation.types import Applied, OpError, Rails, Rejected, Screen
+from gateway.memory.curation.types import Admit, Applied, OpError, Rails, Rejected, Screen
 
 log = logging.getLogger(__name__)
 
@@ -87,10 +87,13 @@ def unwrap(payload: Any) -> Sequence[Any] | None:
 
 
 def apply_ops(
-    doc: SectionedDoc, ops: Any, rails: Rails | None = None, *, screen: Screen | None = None
+    doc: SectionedDoc, ops: Any, rails: Rails | None = None, *, screen: Screen | None = None,
+    admit: Admit | None = None,
 ) -> tuple[SectionedDoc, list[Applied], list[Rejected]]:
     """Apply each op in order; return the new doc, the applied ops (with outcomes) and the rejected
-    ones (with reasons). ``doc`` itself is never modified. Never raises."""
+    ones (with reasons). ``doc`` itself is never modified. Never raises. ``admit`` is the caller's own
+    rail, asked about each validated op before it runs (the memory writer refuses a removal of a line
+    its prompt did not show)."""
     rails = rails or Rails()
     items = unwrap(ops)
     if items is None:
@@ -104,6 +107,9 @@ def apply_ops(
             continue
         try:
             op = validate(raw, rails, screen)
+            refused = admit(op) if admit is not None else None
+            if refused:
+                raise OpError(refused)
             outcome, before, after = HANDLERS[op["op"]](run, op)
         except OpError as exc:
             rejected.append(Rejected(index=i, op=clip(raw), reason=str(exc)))

@@ -15,7 +15,7 @@ from typing import Any, Literal
 from gateway.memory.curation import audit
 from gateway.memory.curation.doc import parse, serialize
 from gateway.memory.curation.ops import apply_ops, changed
-from gateway.memory.curation.types import Applied, Rails, Rejected, Screen, Writer
+from gateway.memory.curation.types import Admit, Applied, Rails, Rejected, Screen, Writer
 
 SOURCE = "curation"
 
@@ -55,14 +55,20 @@ def curate(
     run_id: str | None = None,
     now: datetime | None = None,
     source: str = SOURCE,
+    admit: Admit | None = None,
+    seed: str = "",
+    message_id: str = "",
+    trust: str = "system",
 ) -> CurationResult:
     """Apply ``ops`` (parsed model JSON) to ``rel`` through ``store``. Store errors propagate (the
-    job retries); model garbage does not raise, it is rejected op by op."""
+    job retries); model garbage does not raise, it is rejected op by op. ``seed``: the text a file
+    that does not exist yet starts from (a title); ``message_id`` and ``trust``: the provenance of
+    the write in the store's audit."""
     run_id = run_id or uuid.uuid4().hex
     ts = _now(now)
     pre_exists = store.exists(rel)
     before = store.read(rel) if pre_exists else ""
-    doc, applied, rejected = apply_ops(parse(before), ops, rails, screen=screen)
+    doc, applied, rejected = apply_ops(parse(before if pre_exists else seed), ops, rails, screen=screen, admit=admit)
     written = changed(applied)
     after = serialize(doc) if written else before
     backup = audit.save_backup(store, rel, before, source=source) if written else ""
@@ -84,7 +90,7 @@ def curate(
     )  # fmt: skip
     audit.append_records(store, rel, records, source=source)
     if written:
-        store.write(rel, after, source=source)
+        store.write(rel, after, source=source, message_id=message_id, trust=trust)
     return CurationResult(
         run_id=run_id,
         written=written,

@@ -14,6 +14,8 @@ DEFAULT_SECTIONS: tuple[str, ...] = (
 Outcome = Literal["applied", "noop_dup", "noop_no_match"]
 # text -> reason to refuse it, or None. The poisoning guard plugs in here (guard.screen_text).
 Screen = Callable[[str], str | None]
+# validated op -> reason to refuse it ("<code>: <detail>"), or None: a caller's rail on top of the rails.
+Admit = Callable[[dict[str, str]], str | None]
 
 
 class Writer(Protocol):

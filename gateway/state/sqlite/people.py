@@ -51,12 +51,13 @@ _RULES: dict[str, str] = {
     "bg_sleep_runs": _SCOPE,
     "bg_retention": _SCOPE,
 }
-# Rows restored on import. Progress rows are not: they point at transcript positions, which change;
-# import writes fresh watermarks instead (``restore``).
-_RESTORED = ("users", "identities", "access_approved", "sessions", "turns", "compactions", "conversations",
-             "persona_choices", "kg_facts", "bg_distill")  # fmt: skip
+# Rows restored on import (checked first: gateway/identity/import_rows.py). Progress rows are not: they
+# point at transcript positions, which change; import writes fresh watermarks instead (``restore``).
+# Access approvals are not either: an approval is the operator's, on this instance (docs/security.md).
+_RESTORED = ("users", "identities", "sessions", "turns", "compactions", "conversations", "persona_choices",
+             "kg_facts", "bg_distill")  # fmt: skip
 # An account (or a conversation) taken by someone else meanwhile stays theirs: its row is skipped.
-_KEEP_EXISTING = ("identities", "access_approved", "conversations")
+_KEEP_EXISTING = ("identities", "conversations")
 
 
 _FTS_SHADOWS = ("_data", "_idx", "_config", "_docsize", "_content")
@@ -210,34 +211,46 @@ class SqlitePeople:
 
     def restore(self, user_id: str, rows: Rows, *, session_ids: dict[str, str]) -> dict[str, int]:
         """Write ``rows`` (from ``rows()`` of another database or user id) as user ``user_id``: ids and
-        scopes are rewritten, sessions renamed through ``session_ids`` (old -> new), transcript
-        positions and fact ids are new, and the writer and sleep-cycle watermarks are set past the
-        imported turns so the background jobs do not distil them a second time. One transaction."""
+        scopes are rewritten, sessions renamed through ``session_ids`` (old -> new; a row naming a
+        session not in it is refused), transcript positions and fact ids are new (a summary's
+        ``upto_seq`` follows its turns to their new positions), and the writer and sleep-cycle
+        watermarks are set past the imported turns so the background jobs do not distil them a second
+        time. One transaction."""
         counts: dict[str, int] = {}
         tables = self.tables()
+        # old session id -> (old seq, new seq) of its imported turns; only a summary needs them
+        moved: dict[str, list[tuple[int, int]]] | None = {} if rows.get("compactions") else None
         with self._db.tx():
             for table in _RESTORED:
                 if table not in tables:
                     continue
                 for row in rows.get(table, []):
                     row = {k: v for k, v in row.items() if k in tables[table]}
-                    if table == "turns":
-                        row.pop("seq", None)
+                    old_seq = row.pop("seq", None) if table == "turns" else None
                     if table == "kg_facts":
                         row.pop("id", None)
                         row["replay_key"] = None  # tied to transcript positions of the old database
-                    if row.get("user_id"):
+                    if "user_id" in row:
                         row["user_id"] = user_id
                     if "scope_key" in row and str(row["scope_key"]).startswith("user:"):
                         row["scope_key"] = f"user:{user_id}"
-                    if "session_id" in row:
-                        row["session_id"] = session_ids.get(row["session_id"], row["session_id"])
+                    old_session = row.get("session_id")
+                    if old_session is not None:
+                        if old_session not in session_ids:
+                            raise StorageError(f"{table} row names session {old_session!r}, not one of the archive's")
+                        row["session_id"] = session_ids[old_session]
+                    if table == "compactions":
+                        row["upto_seq"] = _moved((moved or {}).get(str(old_session), []), row.get("upto_seq"))
                     cols = list(row)
                     verb = "INSERT OR IGNORE" if table in _KEEP_EXISTING else "INSERT"
                     n = self._db.run(f"{verb} INTO {_quote(table)}({', '.join(_quote(c) for c in cols)})"
                                      f" VALUES ({', '.join('?' for _ in cols)})",
                                      [row[c] for c in cols]).rowcount  # fmt: skip
                     counts[table] = counts.get(table, 0) + n
+                    if table == "turns" and moved is not None and isinstance(old_seq, int):
+                        last = self._db.one("SELECT max(seq) FROM turns WHERE session_id=?", (row["session_id"],))
+                        if last and last[0] is not None:
+                            moved.setdefault(str(old_session), []).append((old_seq, int(last[0])))
             for session_id in set(session_ids.values()):
                 last = self._db.one("SELECT max(seq) FROM turns WHERE session_id=?", (session_id,))
                 if last and last[0] is not None:
@@ -249,6 +262,14 @@ class SqlitePeople:
                              " ON CONFLICT(scope) DO UPDATE SET last_seq=max(bg_sleep.last_seq, excluded.last_seq)",
                              (f"user:{user_id}", last[0], ts()))  # fmt: skip
         return counts
+
+
+def _moved(turns: list[tuple[int, int]], upto: Any) -> int:
+    """A summary's ``upto_seq`` in the new transcript: the new position of the last imported turn of
+    its session (``turns``: old seq, new seq) at or before the old one (0: the summary covers none)."""
+    if not isinstance(upto, int):
+        return 0
+    return max((new for old, new in turns if old <= upto), default=0)
 
 
 def _quote(name: str) -> str:

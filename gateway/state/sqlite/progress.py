@@ -7,7 +7,7 @@ What must survive a crash or a retry lives here, next to the transcript it point
 * ``bg_sleep_runs``: one row per (scope, night): the batch boundary, the raw model output until the
   night is applied (so a retry after a crash re-applies the same answer instead of asking again), and
   the stage reached;
-* ``bg_distill``: the last run of each distillation tier per user (``GET /distill/status``);
+* ``bg_distill``: the last run of each distillation tier per user (``GET /api/distill``);
 * ``bg_retention``: per scope, the last cutoff applied (so old days are visited once);
 * ``watermarks``: the transcript row a named consumer (the session log) has dealt with.
 """

@@ -25,6 +25,11 @@ class SqliteSessions:
         row = self._db.one(f"SELECT {_SESSION} FROM sessions WHERE session_id=?", (session_id,))
         return _session(row) if row else None
 
+    def scope_of(self, session_id: str) -> str | None:
+        """The session's scope key (None: no such session); reads no timestamp, so a damaged row answers too."""
+        row = self._db.one("SELECT scope_key FROM sessions WHERE session_id=?", (session_id,))
+        return str(row[0]) if row else None
+
     def open_in(self, scope_key: str) -> StoredSession | None:
         """The newest session of the scope that has not ended."""
         row = self._db.one(

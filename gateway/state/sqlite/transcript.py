@@ -8,12 +8,13 @@ from gateway.state.records import (
     Compaction,
     HistoryRow,
     LoggedTurn,
+    PagedRow,
     TranscriptEntry,
     TranscriptRow,
     TurnContext,
 )
 from gateway.state.sqlite.database import Database, Row
-from gateway.state.timestamps import parse_ts, ts
+from gateway.state.timestamps import parse_ts, read_ts, ts
 
 _ROW = (
     "t.seq, t.turn_id, t.session_id, t.user_id, t.role, t.content, t.channel, t.conversation_key, t.speaker,"
@@ -57,6 +58,11 @@ class SqliteTurns:
         rows.reverse()
         return [HistoryRow(role=r[0], content=r[1], created_at=parse_ts(r[2]), turn_id=r[3]) for r in rows]
 
+    def roles_of(self, session_id: str, turn_id: str) -> set[str]:
+        """The roles (``user``, ``assistant``) stored for one turn: what a write-back still has to add."""
+        rows = self._db.all("SELECT role FROM turns WHERE session_id=? AND turn_id=?", (session_id, turn_id))
+        return {r[0] for r in rows}
+
     def last_seq(self) -> int:
         row = self._db.one("SELECT max(seq) FROM turns")
         return int(row[0]) if row and row[0] is not None else 0
@@ -76,10 +82,12 @@ class SqliteTurns:
             ") x LEFT JOIN turns r ON r.seq=x.reply_seq ORDER BY x.seq",
             (after_seq, upto_seq, ts(since), limit),
         )
+        # A damaged time (``created_at`` None) is the reconciler's to report; a damaged reply time leaves
+        # the reply without one, as for a reply never stored with a time.
         return [
             LoggedTurn(seq=r[0], turn_id=r[1], session_id=r[2], user_id=r[3], content=r[4], channel=r[5],
-                       conversation_key=r[6], speaker=r[7], created_at=parse_ts(r[8]), scope_key=r[9], timezone=r[10],
-                       reply=r[12], reply_at=parse_ts(r[13]) if r[12] is not None else None)
+                       conversation_key=r[6], speaker=r[7], created_at=read_ts(r[8]), scope_key=r[9], timezone=r[10],
+                       reply=r[12], reply_at=read_ts(r[13]) if r[12] is not None else None)
             for r in rows
         ]  # fmt: skip
 
@@ -149,14 +157,17 @@ class SqliteTurns:
 
 
     # ---------------------------------------------------------------------- the person's own views
-    def page(self, session_id: str, *, before_seq: int | None = None, limit: int = 50) -> list[TranscriptRow]:
-        """Up to ``limit`` rows of the session before ``before_seq`` (default: its end), oldest first."""
+    def page(self, session_id: str, *, before_seq: int | None = None, limit: int = 50) -> list[PagedRow]:
+        """Up to ``limit`` rows of the session before ``before_seq`` (default: its end), oldest first; a
+        row whose stored time is damaged is shown without one rather than failing the page."""
         rows = self._db.all(
-            f"SELECT {_ROW} FROM turns t WHERE t.session_id=? AND t.seq<? ORDER BY t.seq DESC LIMIT ?",
+            "SELECT t.seq, t.turn_id, t.role, t.content, t.channel, t.speaker, t.created_at FROM turns t"
+            " WHERE t.session_id=? AND t.seq<? ORDER BY t.seq DESC LIMIT ?",
             (session_id, before_seq if before_seq is not None else 2**62, limit),
         )
         rows.reverse()
-        return [_row(r) for r in rows]
+        return [PagedRow(seq=r[0], turn_id=r[1], role=r[2], content=r[3], channel=r[4], speaker=r[5],
+                         created_at=read_ts(r[6])) for r in rows]  # fmt: skip
 
     def search_sessions(self, user_id: str, text: str, *, limit: int = 20) -> list[str]:
         """Ids of the person's direct sessions whose messages hold every word of ``text`` (full text,

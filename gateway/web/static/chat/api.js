@@ -68,15 +68,22 @@ export async function refreshMe() {
 }
 
 // A file for the next message (docs/protocol.md#attachments): the raw body with its own type.
-export async function upload(file) {
+// `signal` aborts it while it is still being sent (the chip removed mid-upload).
+export async function upload(file, signal) {
   const headers = { Accept: "application/json", "Content-Type": file.type || "application/octet-stream",
     "X-Filename": encodeURIComponent(file.name || "pasted") };
   if (csrf) headers["X-CSRF-Token"] = csrf;
   const t = token();
   if (t && !me) headers.Authorization = "Bearer " + t;
-  const response = await fetch("/api/uploads", { method: "POST", headers, credentials: "same-origin", body: file });
+  const response = await fetch("/api/uploads", { method: "POST", headers, credentials: "same-origin", body: file,
+    signal });
   let data = null;
   try { data = await response.json(); } catch { data = null; }
   if (!response.ok) throw new ApiError(response.status, data?.error, data?.message || response.statusText);
   return data;
+}
+
+// Take back an upload no message used (its bytes stop counting against the person's upload budget).
+export function cancelUpload(uploadId) {
+  return api("DELETE", `/api/uploads/${encodeURIComponent(uploadId)}`, {});
 }

@@ -2,7 +2,7 @@
 // paperclip or taken with the camera on a phone. Each is uploaded at once (POST /api/uploads) and shown
 // as a chip above the box, removable until the message goes; the message frame then names their ids.
 
-import { upload } from "./api.js";
+import { cancelUpload, upload } from "./api.js";
 
 export const MAX_FILES = 8; // docs/protocol.md#attachments
 export const MAX_BYTES = 20 * 1024 * 1024; // docs/media.md#limits
@@ -48,20 +48,22 @@ export class Attachments {
         this.onProblem(`${file.name} is ${(file.size / 1048576).toFixed(1)} MB; the limit is 20 MB.`);
         continue;
       }
-      const item = { file, id: "", state: "uploading", chip: this.chip(file) };
+      const item = { file, id: "", state: "uploading", chip: null, abort: new AbortController() };
+      item.chip = this.chip(file, item);
       this.items.push(item);
       this.show();
-      upload(file).then((answer) => {
+      upload(file, item.abort.signal).then((answer) => {
         item.id = answer.upload_id;
         item.state = "ready";
+        if (item.removed) this.cancel(item); // removed while its answer was on the way
       }, (err) => {
         item.state = "failed";
-        this.onProblem(`${file.name} could not be uploaded: ${err.message}`);
+        if (!item.removed) this.onProblem(`${file.name} could not be uploaded: ${err.message}`);
       }).finally(() => this.paint(item));
     }
   }
 
-  chip(file) {
+  chip(file, item) {
     const chip = document.createElement("span");
     chip.className = "attachment uploading";
     chip.title = file.name;
@@ -76,10 +78,18 @@ export class Attachments {
       this.items = this.items.filter((i) => i.chip !== chip);
       chip.remove();
       this.show();
+      // The server lets go of it too: an upload still being sent is aborted, a finished one dropped.
+      item.removed = true;
+      if (item.state === "uploading") item.abort.abort();
+      else if (item.state === "ready") this.cancel(item);
     });
     chip.append(label, remove);
     this.tray.append(chip);
     return chip;
+  }
+
+  cancel(item) {
+    cancelUpload(item.id).catch(() => { /* already sent or expired: nothing is held */ });
   }
 
   paint(item) {

@@ -1,6 +1,20 @@
 // The WebSocket of docs/protocol.md: hello (or auth), reconnect with backoff, frames to a handler.
 import { token } from "./api.js";
 
+// Proactive messages are acknowledged once shown (docs/protocol.md#acknowledging-proactive-messages);
+// one sent again (its ack was lost with a killed daemon) is acknowledged again and not shown twice.
+// Remembered by this page only: two tabs of one browser are both sent a live message and both show it.
+const SHOWN_MAX = 500;
+const shown = new Set();
+
+// True the first time this page sees the delivery id.
+function firstTime(id) {
+  if (shown.has(id)) return false;
+  shown.add(id);
+  if (shown.size > SHOWN_MAX) shown.delete(shown.values().next().value);
+  return true;
+}
+
 export class ChatSocket {
   constructor({ clientId, onFrame, onOpen, onClose, onLocked }) {
     this.clientId = clientId;
@@ -22,7 +36,7 @@ export class ChatSocket {
     ws.onopen = () => {
       this.retry = 0;
       const t = token();
-      const hello = { client_id: this.clientId, name: "" };
+      const hello = { client_id: this.clientId, name: "", acks: true };
       ws.send(JSON.stringify(t ? { type: "auth", token: t, ...hello } : { type: "hello", ...hello }));
       this.onOpen?.();
     };
@@ -30,7 +44,10 @@ export class ChatSocket {
       let frame;
       try { frame = JSON.parse(event.data); } catch { return; }
       if (frame.type === "ready") this.ready = true;
-      this.onFrame(frame);
+      const delivery = frame.type === "reply" && frame.proactive && typeof frame.delivery_id === "string";
+      const show = !delivery || firstTime(frame.delivery_id);
+      if (show) this.onFrame(frame);
+      if (delivery) ws.send(JSON.stringify({ type: "ack", delivery_id: frame.delivery_id }));
     };
     ws.onclose = (event) => {
       if (this.ws !== ws) return;
