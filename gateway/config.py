@@ -29,9 +29,7 @@ from pydantic_core import ErrorDetails
 from gateway.channels import Channels, channel_problems, channels_model
 from gateway.configtypes import ROLE_NAME, ConfigError, Section, model_roles
 from gateway.mcp.settings import McpConfig
-
-# WriterConfig: gateway/memory/background/writer.py still imports it from here (changed concurrently elsewhere).
-from gateway.memory.background.settings import BackgroundConfig, WriterConfig  # noqa: F401
+from gateway.memory.background.settings import BackgroundConfig
 from gateway.memory.settings import MemoryConfig
 
 ENV_PREFIX = "KITH__"

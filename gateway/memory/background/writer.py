@@ -36,11 +36,11 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any, Literal
 
-from gateway.config import WriterConfig
 from gateway.memory.background import writer_ops
 from gateway.memory.background.ask import ask
 from gateway.memory.background.daybook import TurnRow
 from gateway.memory.background.model_output import FileUpdate, parse_writer_output
+from gateway.memory.background.settings import WriterConfig
 from gateway.memory.background.writer_ops import Note
 from gateway.memory.curation import CurationResult, curate
 from gateway.memory.curation.doc import norm
