@@ -255,6 +255,11 @@ class SessionLog:
 
     async def drain(self, *, attempts: int = 3) -> bool:
         """Flush until nothing is pending (at most ``attempts`` tries on failure); True when empty."""
+        # A batch in flight has left ``pending`` already and is shielded from the flusher's cancel:
+        # wait for it, or shutdown would end while it still writes (and lose what it had not written
+        # yet to the next start's catch-up). Its lock is held for exactly as long as it writes.
+        async with self.lock:
+            pass
         for _ in range(attempts):
             if not self.pending:
                 return True

@@ -22,12 +22,12 @@ async def test_more_proxy_headers_are_refused_without_a_token(make_gateway: Gate
     gw = await make_gateway(**idle_bus())
     token = operator_token(gw)
     async with aiohttp.ClientSession() as http:
-        async with http.get(f"http://127.0.0.1:{gw.port}/memory/stats",
+        async with http.get(f"http://127.0.0.1:{gw.port}/api/memory/stats",
                             headers={"Authorization": f"Bearer {token}", **extra}) as resp:  # fmt: skip
             assert resp.status == 403 and "docs/security.md#proxies" in await resp.text()
         with pytest.raises(aiohttp.WSServerHandshakeError) as refused:
             await http.ws_connect(f"http://127.0.0.1:{gw.port}/ws", headers=extra)
         assert refused.value.status == 403
-        async with http.get(f"http://127.0.0.1:{gw.port}/memory/stats",
+        async with http.get(f"http://127.0.0.1:{gw.port}/api/memory/stats",
                             headers={"Authorization": f"Bearer {token}"}) as resp:  # fmt: skip
             assert resp.status == 200, "guard: without the header the same request is served"
