@@ -20,6 +20,11 @@ import pytest
 
 from tests.kith_run import ROOT, Daemon, free_port, kith_argv, write_config
 
+# A real terminal driven by keystrokes and read back on the clock: alone, after the parallel part. In
+# the parallel suite (2 of 2 full runs) Ctrl-C during a streamed reply left kith chat redrawing it;
+# not reproduced alone or under CPU load (docs/development.md, "Known open").
+pytestmark = pytest.mark.serial
+
 ANSI = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)|\x1b[=>]")
 UP = "\x1b[A"
 

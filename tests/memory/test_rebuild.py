@@ -154,3 +154,21 @@ async def test_incremental_state_equals_a_rebuild(
     incremental = index.manifest("user:p")
     await svc.reindex("p")
     assert index.manifest("user:p") == incremental
+
+
+async def test_a_file_replaced_by_a_directory_leaves_the_index_without_a_retry(
+    make_service: ServiceFactory, tmp_path: Path
+) -> None:
+    """A path that is no longer a regular file (a directory or link in its place) cannot be read, so
+    its points go, as for a deleted file: re-indexing it succeeds instead of failing until a job
+    dead-letters (the disk-full test's day log put /healthz in "memory jobs failing repeatedly")."""
+    svc = await make_service("edge", tmp_path / "data")
+    store = svc.store_for_user("alice")
+    store.write("topics/boat.md", "# Boat\n\nThe boat is moored at pier 7.\n", source="t")
+    await svc.drain()
+    assert svc.scope_count("user:alice") >= 1
+    path = svc.root_for("user:alice") / "topics" / "boat.md"
+    path.unlink()
+    path.mkdir()
+    report = await svc.index_file("user:alice", "topics/boat.md")
+    assert report.deleted >= 1 and svc.scope_count("user:alice") == 0

@@ -242,7 +242,8 @@ async def test_spooled_turns_are_in_the_transcript_the_markdown_log_and_search_a
         assert all(any(m in t and f"\n{ASSISTANT}: " in t for t in texts) for m in markers), texts
         for m in markers:
             assert await findable(gw, user, m), m
-        assert (await health(gw))["status"] == "ok"
+        h = await health(gw)
+        assert h["status"] == "ok", h
     spool = TurnSpool(tmp_path / "data", 4 * MB)  # written back once: the next start finds it empty
     assert spool.open() and spool.records == []
     spool.close()

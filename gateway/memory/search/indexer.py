@@ -24,7 +24,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
-from gateway.memory.files.errors import MemoryFileNotFoundError, MemoryStoreError
+from gateway.memory.files.errors import MemoryFileNotFoundError, MemoryStoreError, NotAFileError
 from gateway.memory.files.session_log import TurnRecord, parse_current, starts_with_marker
 from gateway.memory.files.store import MemoryStore
 from gateway.memory.search.chunk import Chunk, chunk_file, turn_chunk
@@ -164,8 +164,10 @@ class Indexer:
         key = (scope, rel)
         try:
             text = store.read(rel) if indexable(rel) else None
-        except MemoryFileNotFoundError:
-            text = None  # deleted or renamed away: purge its points
+        except (MemoryFileNotFoundError, NotAFileError):
+            # Deleted or renamed away, or no longer a regular file (a directory or a link in its
+            # place): nothing there can be read, so nothing stays indexed. Retrying could not help.
+            text = None
         if text is not None and rel.startswith("sessions/"):
             appended = self._appended(key, text)
             if appended is not None:
