@@ -215,6 +215,7 @@ async def test_dead_letter_retry(config: Config) -> None:
         await bus.close()
 
 
+@pytest.mark.serial  # heartbeats every 100 ms against a 300 ms claim: a loaded machine misses them
 async def test_long_job_runs_exactly_once(tmp_path: Path) -> None:
     """A job 10x longer than the claim idle time, with an idle second worker waiting to claim."""
     config = bus_config(tmp_path, claim_idle_ms=300)

@@ -142,6 +142,7 @@ async def test_otr_reads_memory_but_a_write_tool_named_anyway_is_refused(
     root = user_root(gw)
     gw.memory_store(root.name).write("notes.md", "likes jazz", source="t")
     await gw.handle_inbound(dm("/otr on"))
+    await gw.settle()  # the on-the-record "hi" is in its session log before the snapshot, not after it
     before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
     assert (await call(gw, fake_anthropic, "memory_get", {"path": "notes.md"}))["content"].endswith("likes jazz")
     res = await call(gw, fake_anthropic, "scratchpad", {"action": "write", "text": "remember this"})
