@@ -19,7 +19,7 @@ import signal
 import socket
 import sys
 from pathlib import Path
-from typing import IO
+from typing import IO, NoReturn
 
 from gateway import heap
 from gateway.cli.common import load_or_exit
@@ -87,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
             asyncio.run(serve(config))
         finally:
             lock.close()
+        _exit_now()
     except StartupError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2
@@ -97,6 +98,17 @@ def run(args: argparse.Namespace) -> int:
         print(f"error: {problem}", file=sys.stderr, flush=True)
         return 2
     return 0
+
+
+def _exit_now() -> NoReturn:
+    """End the process once the gateway has closed: every store is closed and flushed, the job server
+    stopped, the lock released. What is left is the interpreter's own teardown (collecting the
+    embedder's and the index's native objects, joining idle pool threads), which took ~0.6 s, more than
+    half of a SIGTERM's stop: a service manager restarting kith, or Ctrl-C, waits for none of it."""
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(0)
 
 
 def prepare(config: Config) -> IO[str]:
