@@ -17,6 +17,7 @@ import asyncio
 import contextlib
 import json
 import os
+import signal
 import sys
 import threading
 import uuid
@@ -266,4 +267,8 @@ def run(args: argparse.Namespace) -> int:
             args.token = cfg.server.token.get_secret_value()
     if args.message is not None:
         return asyncio.run(one_message(args, url))
+    # An interactive client always answers Ctrl-C, whatever its parent set: a shell's background job,
+    # nohup or a CI runner starts it with SIGINT ignored, and an ignored signal is inherited across
+    # exec, so Ctrl-C at the prompt or during a reply did nothing at all.
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     return interactive(args, url)

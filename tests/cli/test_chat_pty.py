@@ -30,10 +30,13 @@ UP = "\x1b[A"
 class Terminal:
     """``kith chat`` on the other side of a pseudo-terminal (the pty is its controlling terminal)."""
 
-    def __init__(self, argv: list[str], env: dict[str, str], cols: int = 100, rows: int = 40) -> None:
+    def __init__(self, argv: list[str], env: dict[str, str], cols: int = 100, rows: int = 40,
+                 *, sigint_ignored: bool = False) -> None:  # fmt: skip
         pid, fd = pty.fork()
         if pid == 0:  # the child: become kith chat
             os.chdir(ROOT)
+            if sigint_ignored:  # as a shell's background job, nohup or a CI runner would start it
+                signal.signal(signal.SIGINT, signal.SIG_IGN)
             os.execve(argv[0], argv, env)
         self.pid, self.fd = pid, fd
         fcntl.ioctl(fd, termios.TIOCSWINSZ, struct.pack("HHHH", rows, cols, 0, 0))
@@ -114,15 +117,15 @@ def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
 
 
 @pytest.fixture
-def start_chat(daemon: Path, tmp_path: Path) -> Iterator[Callable[[], Terminal]]:
+def start_chat(daemon: Path, tmp_path: Path) -> Iterator[Callable[..., Terminal]]:
     """Starts ``kith chat`` in a pty (all runs of one test share one home: client id, history file)."""
     terminals: list[Terminal] = []
 
-    def start() -> Terminal:
+    def start(*, sigint_ignored: bool = False) -> Terminal:
         env = {"PATH": os.environ.get("PATH", ""), "HOME": str(tmp_path), "TERM": "xterm-256color",
                "XDG_STATE_HOME": str(tmp_path / "state"), "XDG_CONFIG_HOME": str(tmp_path / "config"),
                "PYTHONPATH": str(ROOT), "LANG": "C.UTF-8"}
-        term = Terminal(kith_argv(daemon, "chat", "--name", "Ada"), env)
+        term = Terminal(kith_argv(daemon, "chat", "--name", "Ada"), env, sigint_ignored=sigint_ignored)
         terminals.append(term)
         term.expect("Ctrl-D to quit")
         return term
@@ -212,6 +215,18 @@ def test_one_message_mode_still_prints_and_exits(daemon: Path, tmp_path: Path) -
 
 
 def test_ctrl_c_while_a_reply_streams_leaves_cleanly(chat: Terminal) -> None:
+    chat.line("slowly please")
+    chat.expect("Packing")  # the reply has begun streaming
+    os.write(chat.fd, b"\x03")
+    assert chat.wait() == 0
+    assert "Traceback" not in chat.text and "KeyboardInterrupt" not in chat.text
+
+
+def test_ctrl_c_works_even_when_the_parent_ignored_it(start_chat: Callable[..., Terminal]) -> None:
+    """An ignored SIGINT is inherited across exec: started from a background job or a CI runner, kith
+    chat used to sit through Ctrl-C at the prompt and during a reply (the two tests above failed in
+    every `make test` run started that way)."""
+    chat = start_chat(sigint_ignored=True)
     chat.line("slowly please")
     chat.expect("Packing")  # the reply has begun streaming
     os.write(chat.fd, b"\x03")
