@@ -31,6 +31,7 @@ async def test_exclusive_and_in_order(redis: aredis.Redis) -> None:
     assert await redis.get("k:turn:u1") is None
 
 
+@pytest.mark.serial  # renewals every 0.1 s against a 0.3 s TTL: a loaded machine lets the lock lapse
 async def test_long_hold_is_renewed(redis: aredis.Redis) -> None:
     async with redis_lock(redis, "k:long", ttl=0.3) as held:
         await asyncio.sleep(0.9)  # three TTLs: still ours
