@@ -172,3 +172,18 @@ async def test_a_file_replaced_by_a_directory_leaves_the_index_without_a_retry(
     path.mkdir()
     report = await svc.index_file("user:alice", "topics/boat.md")
     assert report.deleted >= 1 and svc.scope_count("user:alice") == 0
+
+
+async def test_a_rebuild_queued_before_an_erase_does_not_bring_the_folder_back(
+    make_service: ServiceFactory, tmp_path: Path
+) -> None:
+    """A rebuild job of a person erased meanwhile (`kith users delete` after `kith memory reindex`)
+    opened their store, which created their folder again (seen in a full suite run)."""
+    svc = await make_service("edge", tmp_path / "data")
+    svc.store_for_user("bob").write("USER.md", "# Bob\n\n- Sails on Sundays.\n", source="t")
+    await svc.drain()
+    root = svc.root_for("user:bob")
+    svc._stores.clear()  # a fresh service (the job runs in a worker that never opened this store)
+    shutil.rmtree(root)
+    report = await svc.rebuild("user:bob")
+    assert not root.exists() and report.embedded == 0 and svc.scope_count("user:bob") == 0

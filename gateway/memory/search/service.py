@@ -532,7 +532,11 @@ class MemoryService:
 
     async def rebuild(self, scope: str) -> IndexReport:
         """Drop and rebuild one scope's index from its files (after a merge moved them in)."""
-        self.root_for(scope)
+        if not self.root_for(scope).exists():
+            # Erased (or merged away) since the rebuild was queued: opening its store would create
+            # the person's folder again after `kith users delete` removed it. Nothing is left to index.
+            await self.purge(scope)
+            return IndexReport()
         return await self._guarded((REBUILD, scope, ""), self._scope_work, "rebuild", scope)
 
     async def purge(self, scope: str) -> None:
