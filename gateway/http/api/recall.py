@@ -14,6 +14,7 @@ from typing import Any
 
 from pydantic import ConfigDict, Field, model_validator
 
+from gateway.http.api.index import memory
 from gateway.http.api.spec import Answer, ApiError, Body, Call, Query, Route
 from gateway.memory.files.scopes import ScopeError, root_for, user_scope
 
@@ -72,13 +73,6 @@ class ForgetReport(Answer):
     message: str
 
 
-def _memory(call: Call) -> Any:
-    memory = call.gateway.memory
-    if memory is None or memory.detached:
-        raise ApiError(503, "this process has no memory index")
-    return memory
-
-
 async def recall(call: Call) -> Hits:
     # A person's memory is their folder: the operator may search one the users table does not know
     # (files copied in, an import not finished), as `kith memory search` does without a daemon.
@@ -97,7 +91,7 @@ async def recall(call: Call) -> Hits:
     if unknown := [k for k in kinds if k not in KINDS]:
         raise ApiError(400, f"unknown kind {unknown[0]!r}; one of {', '.join(KINDS)}")
     try:
-        hits = await _memory(call).recall(scope=user_scope(uid), query=query.q, k=query.k, kinds=kinds)
+        hits = await memory(call).recall(scope=user_scope(uid), query=query.q, k=query.k, kinds=kinds)
     except ScopeError as exc:
         raise ApiError(400, str(exc)) from None
     return Hits(hits=[HitOut(ref=h.chunk_id, kind=h.kind, path=h.source, text=h.text, score=h.score, date=h.date,
@@ -109,7 +103,7 @@ async def forget(call: Call) -> ForgetReport:
     from gateway.memory.forgetting import forget as forget_memory
 
     uid = call.user_id()
-    _memory(call)
+    memory(call)
     body: ForgetBody = call.body
     who = call.who()
     actor = f"web:{who.user_id}" if who.user_id else "operator"
