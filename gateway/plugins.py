@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib
 import importlib.metadata
 import logging
+import types
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -68,12 +69,39 @@ class PluginInfo:
     hooks: list[str] = field(default_factory=list)
 
 
+class _PluginManager(pluggy.PluginManager):
+    """pluggy's manager, skipping fast what in a module cannot be a hook implementation.
+
+    pluggy looks at every name in ``dir(plugin)`` through ``inspect.getattr_static``; a built-in plugin
+    module holds hundreds of names (its imports), and every gateway registers about 40 of them, so
+    that look-up was a fifth of a gateway's start. A hook implementation in a module is a function
+    (or a bound method or a static/class method) in the module's own ``__dict__``; anything else
+    there is skipped before the slow path, which still decides for the rest."""
+
+    def parse_hookimpl_opts(self, plugin: Any, name: str) -> Any:
+        if isinstance(plugin, types.ModuleType):
+            value = plugin.__dict__.get(name)
+            if isinstance(value, types.FunctionType):  # what pluggy's slow path finds for it, read directly
+                opts = getattr(value, self._impl_attr, None)
+                return opts if isinstance(opts, dict) else None
+            if not isinstance(value, _HOOKABLE):
+                return None
+        return super().parse_hookimpl_opts(plugin, name)
+
+    @property
+    def _impl_attr(self) -> str:
+        return self.project_name + "_impl"
+
+
+_HOOKABLE = (types.MethodType, staticmethod, classmethod)
+
+
 class PluginHost:
     """The pluggy manager, where every plugin came from, and ``hooks``: the typed method per hook
     (``gateway.hooks.Hooks``) through which the host calls them."""
 
     def __init__(self, *, hook_timeout_s: float = 5.0) -> None:
-        self.pm = pluggy.PluginManager(hookspecs.PROJECT)
+        self.pm = _PluginManager(hookspecs.PROJECT)
         self.pm.add_hookspecs(hookspecs)
         self.hooks = Hooks(self.pm, timeout_s=hook_timeout_s)
         self.sources: dict[str, str] = {}
