@@ -44,16 +44,16 @@ async def distill(gateway: Any, user_id: str, tier: Tier, *, force: bool = False
     """Run one tier for one user on a gateway's services, recording it (jobs and the CLI share this)."""
     cfg = gateway.config.background.distill
     scope = jobscope.for_user(gateway, user_id)
-    progress = gateway.state.progress
-    progress.distill_started(user_id, tier)
+    runs = gateway.state.distill_runs
+    runs.started(user_id, tier)
     providers = {role: gateway.model(role, user_id) for role in gateway.config.llm.role_names()}
     try:
         result = await run_tier(tier, store=jobscope.store(gateway, scope), cfg=cfg, providers=providers,
                                 now=now or datetime.now(UTC), force=force)  # fmt: skip
     except Exception as exc:
-        progress.distill_finished(user_id, tier, "failed", f"{type(exc).__name__}: {exc}", 0)
+        runs.finished(user_id, tier, "failed", f"{type(exc).__name__}: {exc}", 0)
         raise
-    progress.distill_finished(user_id, tier, result.status, result.detail, result.chars)
+    runs.finished(user_id, tier, result.status, result.detail, result.chars)
     if result.status == "written" and tier in cfg.notify_tiers:
         # The person's own notification conversation (gateway/delivery/notices.py) ...
         await notify_person(gateway, user_id, f"Memory distilled: {result.file} updated ({result.chars} characters).")
@@ -143,7 +143,7 @@ async def status(call: Call) -> Status:
     tiers = {t: TierSettings(enabled=getattr(cfg, t).enabled, cron=getattr(cfg, t).cron,
                              backend=getattr(cfg, t).backend, file=FILES[t]) for t in TIERS}  # fmt: skip
     query: StatusQuery = call.query
-    return Status(tiers=tiers, runs=call.gateway.state.progress.distill_status(query.user))
+    return Status(tiers=tiers, runs=call.gateway.state.distill_runs.status(query.user))
 
 
 ROUTES = [

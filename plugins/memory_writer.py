@@ -76,7 +76,7 @@ async def gateway_after_turn(gateway: Gateway, turn: Turn, reply: Reply, respons
         return
     sid = turn.session.session_id
     if count_pending(gateway.state, sid) >= cfg.turn_threshold:
-        wm = gateway.state.progress.writer_watermark(sid)
+        wm = gateway.state.writer_progress.get(sid)
         await gateway.bus.enqueue(JOB, {"session_id": sid, "reason": "turns"}, job_id=f"writer:{sid}:{wm}")
     # A check this process queued for the session and that is not due yet will pass the idle check on
     # to this turn (see memory_writer): none is queued now. Once it is due (it may have run), the next

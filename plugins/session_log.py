@@ -306,7 +306,7 @@ class SessionLog:
 
     async def _reconcile(self, upto_seq: int, now: datetime) -> int:
         state = self.gateway.state
-        after = state.progress.watermark(WATERMARK)
+        after = state.watermarks.get(WATERMARK)
         if upto_seq <= after:
             return 0
         since = now - self._window()
@@ -353,7 +353,7 @@ class SessionLog:
             else:
                 await asyncio.sleep(1.0)
         if self.dropped_total == dropped and not unreadable:
-            state.progress.set_watermark(WATERMARK, upto_seq)
+            state.watermarks.set(WATERMARK, upto_seq)
         self.reconciled += len(queued)
         return len(queued)
 

@@ -88,7 +88,7 @@ async def sleep_groups(ctx: JobContext, payload: dict[str, Any]) -> None:
     slot = _slot(payload, at)
     for key in gw.state.conversations.group_keys():
         scope = jobscope.for_conversation(gw, key)
-        last = gw.state.progress.sleep_last_seq(scope.memory_scope)
+        last = gw.state.sleep_runs.last_seq(scope.memory_scope)
         newer = gw.state.turns.any_in_scope_after(scope.sessions, last)
         if newer:
             payload_out = {"conversation_key": key, "slot": slot, "scheduled_for": at.isoformat()}

@@ -6,8 +6,9 @@ The one place outside gateway/state/ where a test may write SQL through the stat
 hold SQL check the storage itself; tests/core/test_storage_seam.py lists them and says why). Tests that
 only need a value kith can give (a user id, a watermark) ask the state's methods instead.
 
-Works on both backends: the SQL is written as for SQLite (``?`` placeholders) and runs on PostgreSQL
-through the backend's own dialect rewrite; rows answer by index and by column name on both.
+Works on both backends: the SQL is written with ``?`` placeholders and runs on PostgreSQL with the
+backend's placeholder rewrite (write SQL both servers speak, as the stores do: gateway/state/database.py);
+rows answer by index and by column name on both.
 """
 
 from __future__ import annotations

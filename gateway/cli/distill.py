@@ -37,13 +37,13 @@ async def distill(config: Config, user: str, tier: str, *, as_json: bool = False
         return 2
     provider = make_provider(config.llm)  # one client; the request's role picks the model (main / cheap)
     state = open_config_state(config)
-    state.progress.distill_started(user, tier)
+    state.distill_runs.started(user, tier)
     try:
         result = await run_tier(tier, store=store, cfg=config.background.distill,  # type: ignore[arg-type]
                                 providers={"main": provider, "cheap": provider}, now=datetime.now(UTC), force=True)
-        state.progress.distill_finished(user, tier, result.status, result.detail, result.chars)
+        state.distill_runs.finished(user, tier, result.status, result.detail, result.chars)
     except (LLMError, DistillOutputError) as exc:
-        state.progress.distill_finished(user, tier, "failed", str(exc), 0)
+        state.distill_runs.finished(user, tier, "failed", str(exc), 0)
         print(f"error: {exc}", file=sys.stderr)
         return 1
     finally:

@@ -2,14 +2,17 @@
 
 ``State`` (``interface.py``) is what the rest of kith sees: one store per concept (users,
 identities, link requests, sessions, turns, compactions, conversations, dedupe keys, access, the
-knowledge graph, job progress), each a Protocol whose methods take and return plain values and the
-frozen dataclasses of ``records.py``, plus one transaction helper, ``State.tx()``. The SQLite backend
-(``sqlite/``: one connection per database file, versioned migrations) is the only place in kith that
-holds SQL, with the PostgreSQL backend (``postgres/``: a connection pool, the same stores and
-migration model). ``open_state`` opens a SQLite file, ``open_state_url`` a PostgreSQL database, and
-``open_configured`` whichever the config's ``state.url`` names (unset: ``<data_dir>/state.sqlite``); on
-the event loop use the ``_async`` forms, which open in a worker thread (opening may wait for another
-process: the WAL switch, a migration, a server). ``transfer`` moves whole tables between them.
+knowledge graph, each background job's progress), each a Protocol whose methods take and return plain
+values and the frozen dataclasses of ``records.py``, plus one transaction helper, ``State.tx()``.
+The stores are written once (``stores/``) against a small database Protocol (``database.py``) that
+both drivers implement: SQLite (``sqlite/``: one connection per database file) and PostgreSQL
+(``postgres/``: a connection pool); each driver folder holds only its driver, its dialect, its
+migrations and its own forms of what has no common SQL (full text, the schema catalogue, erase).
+These are the only places in kith that hold SQL. ``open_state`` opens a SQLite file,
+``open_state_url`` a PostgreSQL database, and ``open_configured`` whichever the config's ``state.url``
+names (unset: ``<data_dir>/state.sqlite``); on the event loop use the ``_async`` forms, which open in a
+worker thread (opening may wait for another process: the WAL switch, a migration, a server).
+``transfer`` moves whole tables between them.
 
 Imports: the standard library and this package only; nothing else of kith (everything else imports
 this).
@@ -28,19 +31,24 @@ from gateway.state.interface import (
     CompactionStore,
     ConversationStore,
     DedupeStore,
+    DistillRunStore,
     IdentityStore,
     KnowledgeStore,
     LinkRequestStore,
     PairingStore,
     PeopleStore,
-    ProgressStore,
+    RetentionStore,
     SessionStore,
+    SleepRunStore,
     State,
     TurnContextStore,
     TurnStore,
     UserStore,
+    WatermarkStore,
     WebSessionStore,
+    WriterProgressStore,
 )
+from gateway.state.migrate import COMPONENTS
 from gateway.state.records import (
     Account,
     ApiKey,
@@ -67,19 +75,18 @@ from gateway.state.records import (
     WebSession,
 )
 from gateway.state.sqlite import open_sqlite
-from gateway.state.sqlite.migrations import COMPONENTS
 from gateway.state.timestamps import parse_ts, ts
 
 __all__ = [
     "COMPONENTS", "Account", "ApiKey", "ApiKeyStore", "ApprovedAccount", "Compaction", "CompactionStore",
-    "Conversation",
-    "ConversationStore", "DedupeStore", "Fact", "HistoryRow", "IdentityStore", "Invite", "KnowledgeStore",
-    "LinkRequestRecord", "LinkRequestStore", "LoggedTurn", "NewFact", "PagedRow", "PairingRequest", "PairingStore",
-    "PeopleStore", "ProgressStore", "QueueStats", "SchemaError", "SessionStore", "SessionSummary",
-    "SigninGrant", "SleepRun", "State", "StorageError", "StoredSession", "TranscriptEntry", "TranscriptRow",
-    "TurnContext", "TurnContextStore", "TurnStore", "User", "UserStore",
-    "WebSession", "WebSessionStore", "config_state_exists", "is_postgres_url", "open_config_state",
-    "open_configured", "open_configured_async", "open_state", "open_state_async", "open_state_url", "parse_ts", "ts",
+    "Conversation", "ConversationStore", "DedupeStore", "DistillRunStore", "Fact", "HistoryRow", "IdentityStore",
+    "Invite", "KnowledgeStore", "LinkRequestRecord", "LinkRequestStore", "LoggedTurn", "NewFact", "PagedRow",
+    "PairingRequest", "PairingStore", "PeopleStore", "QueueStats", "RetentionStore", "SchemaError", "SessionStore",
+    "SessionSummary", "SigninGrant", "SleepRun", "SleepRunStore", "State", "StorageError", "StoredSession",
+    "TranscriptEntry", "TranscriptRow", "TurnContext", "TurnContextStore", "TurnStore", "User", "UserStore",
+    "WatermarkStore", "WebSession", "WebSessionStore", "WriterProgressStore", "config_state_exists",
+    "is_postgres_url", "open_config_state", "open_configured", "open_configured_async", "open_state",
+    "open_state_async", "open_state_url", "parse_ts", "ts",
 ]  # fmt: skip
 
 

@@ -18,6 +18,10 @@ from typing import Any, ClassVar, Generic, Protocol, TypeVar
 from gateway.state.errors import SchemaError
 from gateway.state.timestamps import ts
 
+# The parts of the schema, in the order they are applied; each backend has a list of steps for each
+# (tests/state/test_schema_parity.py checks both backends against this and against each other).
+COMPONENTS = ("state", "knowledge", "api_keys", "delivery", "usage")
+
 
 class Connection(Protocol):
     def execute(self, sql: Any, params: Any = ..., /) -> Any: ...

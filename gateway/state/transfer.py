@@ -43,10 +43,10 @@ class TableStore(Protocol):
 
 
 def _tables(state: object) -> TableStore:
-    tables = getattr(state, "tables", None)
+    tables: TableStore | None = getattr(state, "tables", None)
     if tables is None:
         raise StorageError(f"{type(state).__name__} cannot list its tables")
-    return tables  # type: ignore[no-any-return]
+    return tables
 
 
 def dump_tables(state: object, *, batch: int = BATCH) -> Iterator[tuple[str, list[dict[str, Any]]]]:

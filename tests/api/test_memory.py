@@ -200,8 +200,8 @@ async def test_quarantine_is_the_operators_and_distill_tiers_are_listed(gw: Gate
                                                                                   source_ref="sleep:1"))
     quarantine.record(store, [Quarantined(line=line, rule="override", reason="instruction")])
     store.write("MEMORY_SHORT.md", "# Short\n", source="test")
-    gw.state.progress.distill_started(alice, "short")
-    gw.state.progress.distill_finished(alice, "short", "written", "", 8)
+    gw.state.distill_runs.started(alice, "short")
+    gw.state.distill_runs.finished(alice, "short", "written", "", 8)
 
     client = await signed_in(gw, alice)
     status, err = await client.get("/api/users/me/quarantine")

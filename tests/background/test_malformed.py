@@ -52,11 +52,11 @@ async def test_sleep_cycle_survives_malformed_extraction(
     assert {f.object for f in gw.kg.all(uid)} == facts
     assert read(gw, uid, "USER.md") == before["USER.md"]
     dead_ids = [d.job_id for d in await gw.bus.dead()]
-    run = gw.state.progress.sleep_run(user_scope(uid), slot)
+    run = gw.state.sleep_runs.get(user_scope(uid), slot)
     if dead:
         assert job_id in dead_ids and run is None  # retried, then dead-lettered; nothing stored
         assert snapshot(gw, uid) == before
-        assert gw.state.progress.sleep_last_seq(user_scope(uid)) == 0
+        assert gw.state.sleep_runs.last_seq(user_scope(uid)) == 0
         assert any("dead-lettered" in r.getMessage() for r in caplog.records)
     else:
         assert job_id not in dead_ids and run is not None and run.stage == "done"
@@ -88,12 +88,12 @@ async def test_memory_writer_survives_malformed_output(
     await gw.settle()
     after = snapshot(gw, uid)
     if dead:
-        assert after == before and gw.state.progress.writer_watermark(sid) == 0
+        assert after == before and gw.state.writer_progress.get(sid) == 0
         assert "writer-test:" + sid in [d.job_id for d in await gw.bus.dead()]
     else:
         new = sorted(set(after) - set(before))
         assert [p for p in new if p.startswith("sessions/")] and not [p for p in new if p.startswith("people/")]
-        assert gw.state.progress.writer_watermark(sid) > 0
+        assert gw.state.writer_progress.get(sid) > 0
     assert any("memory writer output" in r.getMessage() or "dead-lettered" in r.getMessage() for r in caplog.records)
 
 
@@ -107,5 +107,5 @@ async def test_unusable_curation_output_leaves_the_profile_alone(bg_gateway: BgF
     fake_anthropic.enqueue('{"ops": [{"op": "explode"}, "delete everything", {"op": "remove"', kind="curation")
     await run_night(gw, uid, slot, at)
     assert read(gw, uid, "USER.md") == profile
-    run = gw.state.progress.sleep_run(user_scope(uid), slot)
+    run = gw.state.sleep_runs.get(user_scope(uid), slot)
     assert run is not None and run.stage == "done"  # the night's memories and facts stand

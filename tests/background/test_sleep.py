@@ -57,8 +57,8 @@ async def test_a_night_writes_memories_facts_and_curates_the_profile(
     assert "CURRENT USER.md" in curation["messages"][0]["content"]
     # State advanced past the night's turns; the stored answer is gone; the file is indexed.
     last = select_one(gw.state, "SELECT max(seq) FROM turns")[0]
-    assert gw.state.progress.sleep_last_seq(user_scope(uid)) == last
-    assert gw.state.progress.sleep_run(user_scope(uid), slot).output == ""
+    assert gw.state.sleep_runs.last_seq(user_scope(uid)) == last
+    assert gw.state.sleep_runs.get(user_scope(uid), slot).output == ""
     hits = await gw.memory.recall(scope=user_scope(uid), query="when does Hanna visit?", k=5)
     assert any(h.source == f"memories/{day}.md" for h in hits)
 
@@ -103,13 +103,13 @@ async def test_model_unavailable_skips_the_night_writes_nothing_and_the_retry_co
     assert "529" in dead.error or "overloaded" in dead.error.lower() or "LLMError" in dead.error
     store = gw.memory_store(uid)
     assert not [e.path for e in store.files() if e.path.startswith("memories/")]
-    assert gw.kg.all(uid) == [] and gw.state.progress.sleep_run(user_scope(uid), slot) is None
-    assert gw.state.progress.sleep_last_seq(user_scope(uid)) == 0  # the turns wait for a later night
+    assert gw.kg.all(uid) == [] and gw.state.sleep_runs.get(user_scope(uid), slot) is None
+    assert gw.state.sleep_runs.last_seq(user_scope(uid)) == 0  # the turns wait for a later night
 
     fake_anthropic.enqueue(EXTRACTION, kind="extraction")
     assert await gw.bus.retry(job_id) == "queued"
     await gw.settle()
-    assert gw.state.progress.sleep_run(user_scope(uid), slot).stage == "done"
+    assert gw.state.sleep_runs.get(user_scope(uid), slot).stage == "done"
     assert len(gw.kg.all(uid)) == 2
 
 
@@ -123,7 +123,7 @@ async def test_rerunning_a_night_after_a_crash_duplicates_nothing(bg_gateway: Bg
     task = asyncio.create_task(night(gw, jobscope.for_user(gw, uid), slot=slot, before=datetime.fromisoformat(at),
                                      curate=True))  # fmt: skip
     for _ in range(200):
-        run = gw.state.progress.sleep_run(scope, slot)
+        run = gw.state.sleep_runs.get(scope, slot)
         if run is not None and run.stage == "applied" and len(fake_anthropic.requests) >= 4:
             break
         await asyncio.sleep(0.02)
@@ -132,9 +132,9 @@ async def test_rerunning_a_night_after_a_crash_duplicates_nothing(bg_gateway: Bg
     day = datetime.now(UTC).date().isoformat()
     after_crash = (read(gw, uid, f"memories/{day}.md"), sorted(f.id for f in gw.kg.all(uid)))
     assert len(bullets(after_crash[0])) == 2 and len(after_crash[1]) == 2
-    assert gw.state.progress.sleep_last_seq(scope) == 0
+    assert gw.state.sleep_runs.last_seq(scope) == 0
     # The most pessimistic crash point: everything applied, but the stage not yet recorded.
-    gw.state.progress.set_stage(scope, slot, "extracted")
+    gw.state.sleep_runs.set_stage(scope, slot, "extracted")
 
     fake_anthropic.enqueue(CURATION, kind="curation")
     await run_night(gw, uid, slot, at)  # the redelivered job: same night, same slot
@@ -142,7 +142,7 @@ async def test_rerunning_a_night_after_a_crash_duplicates_nothing(bg_gateway: Bg
     assert profile_bullets(gw, uid) == ["Lives in Berlin; moving to Munich in June."]
     runs = [r for r in audit.read_records(gw.memory_store(uid), "USER.md") if r.get("type") == "run"]
     assert [r["run_id"] for r in runs] == [f"sleep-{slot}"]
-    assert gw.state.progress.sleep_run(scope, slot).stage == "done"
+    assert gw.state.sleep_runs.get(scope, slot).stage == "done"
     # The extraction was not asked for again: the stored answer was re-applied.
     assert sum("THE DAY'S CONVERSATIONS" in json.dumps(r) for r in fake_anthropic.requests) == 1
     # And the same night once more (a duplicate cron delivery) is a no-op.

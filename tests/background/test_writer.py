@@ -69,7 +69,7 @@ async def test_turn_threshold_writes_summary_people_topics_and_aliases(
     assert body["model"] == gw.config.llm.cheap_model and "Budget is 1400 EUR." in json.dumps(body)
     sid = select_one(gw.state, "SELECT session_id FROM sessions LIMIT 1")[0]
     last = select_one(gw.state, "SELECT max(seq) FROM turns WHERE session_id=?", sid)[0]
-    assert gw.state.progress.writer_watermark(sid) == last
+    assert gw.state.writer_progress.get(sid) == last
     # Indexed like any memory: the summary is recallable.
     hits = await gw.memory.recall(scope=user_scope(uid), query="flats near the Isar", k=5)
     assert any(h.source == slot for h in hits)
@@ -122,7 +122,7 @@ async def test_a_turn_queues_no_idle_check_while_one_is_due_and_the_first_passes
     assert slot_files(gw, user_id(gw))
     session = str(select_one(gw.state, "SELECT session_id FROM sessions")[0])
     last = select_one(gw.state, "SELECT max(seq) FROM turns WHERE session_id=?", session)[0]
-    assert gw.state.progress.writer_watermark(session) == last
+    assert gw.state.writer_progress.get(session) == last
 
 
 async def test_session_end_triggers_a_run_and_a_superseded_idle_check_does_nothing(
@@ -140,12 +140,12 @@ async def test_session_end_triggers_a_run_and_a_superseded_idle_check_does_nothi
     await asyncio.sleep(1.2)  # the first session's idle checks fire too: superseded, or nothing left to do
     for _ in range(60):
         await gw.settle()
-        if gw.state.progress.writer_watermark(_session(gw, 1)):
+        if gw.state.writer_progress.get(_session(gw, 1)):
             break
         await asyncio.sleep(0.05)
     first, second = _session(gw, 0), _session(gw, 1)
-    assert gw.state.progress.writer_watermark(first) == _last_seq(gw, first)
-    assert gw.state.progress.writer_watermark(second) == _last_seq(gw, second)
+    assert gw.state.writer_progress.get(first) == _last_seq(gw, first)
+    assert gw.state.writer_progress.get(second) == _last_seq(gw, second)
     writer_calls = [r for r in fake_anthropic.requests if r["model"] == gw.config.llm.cheap_model]
     assert len(writer_calls) == 2  # one per session: the first turn's idle check was superseded
 

@@ -70,12 +70,12 @@ def test_a_data_dir_made_before_migrations_opens_and_keeps_its_rows(tmp_path: Pa
         assert (pairing.code, pairing.account_id, pairing.requests) == ("V9HENGPK", "stranger", 1)
         assert state.access.is_approved("telegram", "friend")
         assert [i.note for i in state.access.invites(NOW)] == ["for carol"]
-        assert state.progress.writer_watermark(ALICE_SESSION) == 2
-        run = state.progress.sleep_run(f"user:{ALICE}", "2026-03-01T03:00")
+        assert state.writer_progress.get(ALICE_SESSION) == 2
+        run = state.sleep_runs.get(f"user:{ALICE}", "2026-03-01T03:00")
         assert run is not None and (run.stage, run.upto_seq) == ("extracted", 4)
-        assert [r["status"] for r in state.progress.distill_status(ALICE)] == ["written"]
-        assert state.progress.retention_cutoff(f"user:{ALICE}") == datetime(2026, 1, 1, tzinfo=UTC)
-        assert state.progress.watermark("probe") == 3
+        assert [r["status"] for r in state.distill_runs.status(ALICE)] == ["written"]
+        assert state.retention.get(f"user:{ALICE}") == datetime(2026, 1, 1, tzinfo=UTC)
+        assert state.watermarks.get("probe") == 3
     finally:
         state.close()
 

@@ -1,9 +1,14 @@
-"""The storage seam holds: SQL lives in gateway/state/ only (issue 13, item 1).
+"""The storage seam holds: SQL lives in gateway/state/ only (issue 13, item 1), and inside it the stores
+are named by concept and written once for both drivers (issue 29, item 5).
 
 Outside the state package no module may import ``sqlite3``, call ``execute``/``executemany``/
 ``executescript`` or hold SQL text (string constants that read as SQL, found with ``ast``; docstrings
 are prose and not checked). The interface hands out no driver type, no ``await`` happens inside a
-transaction, and a running gateway keeps one connection to its state database.
+transaction, and a running gateway keeps one connection to its state database. Inside the package:
+the portable stores (``gateway/state/stores/``) import no driver and write only the SQL both drivers
+speak, each driver implements the ``Database`` Protocol, a driver folder holds only its driver, dialect,
+migrations and overrides, and the PostgreSQL backend names nothing of SQLite's. The two schemas are
+compared in tests/state/test_schema_parity.py.
 
 Tests: a test that needs a value kith can give asks the state's methods. SQL in tests is allowed in
 two places only: as the literal argument of the storage inspector (``tests/storage.py``:
@@ -26,6 +31,12 @@ import pytest
 import gateway.state.interface as interface
 import gateway.state.records as records
 from gateway.app import Gateway
+from gateway.state import open_state
+from gateway.state.database import Database
+from gateway.state.postgres import PostgresState
+from gateway.state.postgres.database import PgDatabase
+from gateway.state.sqlite.database import SqliteDatabase
+from gateway.state.stores import Stores
 from tests.conftest import make_config
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -37,6 +48,7 @@ STORAGE_TESTS = {
     "tests/storage.py": "the storage inspector itself",
     "tests/pg.py": "creates, empties and drops the tests' PostgreSQL database",
     "tests/state/test_pg_migrations.py": "a failing migration step (its SQL) changes nothing",
+    "tests/state/test_schema_parity.py": "reads both backends' schema catalogues",
     "tests/core/test_storage_seam.py": "this file (samples for the detector)",
     "tests/core/test_state_migrations.py": "restores a database made before migrations and reads it raw",
     "tests/core/test_state_open.py": "locks a fresh database from another connection",
@@ -257,3 +269,136 @@ async def test_a_running_gateway_has_one_connection_to_its_state_database(tmp_pa
 
         assert not policy_for(gw).store.is_approved("telegram", "nobody")
         assert _connections_to(Path(cfg.data_dir) / "state.sqlite") == 1
+
+
+# ------------------------------------------------------------------------------ inside the package
+
+STORES = "gateway/state/stores/"
+DRIVERS = {"sqlite": "gateway/state/sqlite/", "postgres": "gateway/state/postgres/"}
+# What a driver folder may hold (docs/architecture.md, "Storage"): its driver, its dialect, its
+# migrations, whole tables for transfer, and its own forms of what has no common SQL. A new store goes
+# to gateway/state/stores/.
+DRIVER_MODULES = {
+    "sqlite": {"__init__", "database", "migrations", "tables", "transcript", "people"},
+    "postgres": {"__init__", "database", "dialect", "migrations", "tables", "transcript", "people", "fulltext",
+                 "scratch"},
+}  # fmt: skip
+# SQL one server speaks and the other does not: never in a portable store.
+DIALECT_ONLY = re.compile(
+    r"\bINSERT\s+OR\s+\w+|\browid\b|\bctid\b|%s|%\(\w+\)s|\bPRAGMA\b|\bsqlite_\w+|\binformation_schema\b"
+    r"|\bpg_\w+|\bGREATEST\b|\bLEAST\b|\b(?:max|min)\([^(),]+,[^(),]+\)|\bMATCH\b|\bILIKE\b|::\w+",
+    re.IGNORECASE,
+)
+
+
+def _imports(tree: ast.AST) -> set[str]:
+    found: set[str] = set()
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            found.update(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            found.add(node.module)
+    return found
+
+
+def _strings(tree: ast.AST) -> Iterator[tuple[int, str]]:
+    docs = _docstrings(tree)
+    for node in ast.walk(tree):
+        if id(node) not in docs and (text := _text(node)) is not None:
+            yield getattr(node, "lineno", 0), text
+
+
+def dialect_violations(source: str) -> list[str]:
+    """What in a portable store's ``source`` is one driver's: a driver import, or one server's SQL."""
+    tree = ast.parse(source)
+    found = [f"imports {m}" for m in sorted(_imports(tree))
+             if m.split(".")[0] in ("sqlite3", "psycopg", "psycopg_pool")
+             or m.startswith(("gateway.state.sqlite", "gateway.state.postgres"))]  # fmt: skip
+    found += [f"{line}: {m[0]!r} in {text.strip()[:60]!r}" for line, text in _strings(tree)
+              if (m := DIALECT_ONLY.search(text))]  # fmt: skip
+    return found
+
+
+def test_portable_stores_import_no_driver_and_write_only_common_sql() -> None:
+    stores = list(_files(STORES))
+    assert len(stores) >= 12
+    bad = {rel: v for rel, path in stores if (v := dialect_violations(path.read_text(encoding="utf-8")))}
+    assert bad == {}, "a store's SQL runs on both drivers (gateway/state/database.py); the rest is a driver's override"
+    for sample in ("import sqlite3", "from gateway.state.sqlite.database import SqliteDatabase",
+                   "q = 'INSERT OR IGNORE INTO t(a) VALUES (?)'", "q = 'DELETE FROM t WHERE rowid IN (?)'",
+                   "q = 'UPDATE t SET a=max(a, ?)'", "q = 'SELECT a FROM t WHERE b=%s'"):  # fmt: skip
+        assert dialect_violations(sample), sample
+    assert dialect_violations("q = 'SELECT max(seq) FROM turns WHERE b=? ON CONFLICT DO NOTHING'") == []
+
+
+def test_the_postgresql_backend_names_nothing_of_sqlite() -> None:
+    """No ``Sqlite*`` class, no import of the SQLite backend, no ``type: ignore`` standing in for a type."""
+    files = list(_files(DRIVERS["postgres"]))
+    assert files
+    for rel, path in files:
+        source = path.read_text(encoding="utf-8")
+        tree = ast.parse(source)
+        names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
+        names |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
+        names |= {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
+        assert not [n for n in names if n.lower().startswith("sqlite")], rel
+        assert not [m for m in _imports(tree) if m.startswith("gateway.state.sqlite")], rel
+        assert "type: ignore" not in source, rel
+    sqlite_tree = ast.parse((ROOT / DRIVERS["sqlite"] / "__init__.py").read_text(encoding="utf-8"))
+    assert not [m for m in _imports(sqlite_tree) if m.startswith("gateway.state.postgres")]
+
+
+def test_driver_folders_hold_only_drivers_dialects_migrations_and_overrides() -> None:
+    for driver, folder in DRIVERS.items():
+        modules = {path.stem for _, path in _files(folder)}
+        extra = sorted(modules - DRIVER_MODULES[driver])
+        assert extra == [], f"{extra}: a store goes to {STORES}"
+    # An override subclasses a portable store and changes something of it.
+    import gateway.state.postgres.people as pg_people
+    import gateway.state.postgres.transcript as pg_transcript
+    import gateway.state.sqlite.people as sqlite_people
+    import gateway.state.sqlite.transcript as sqlite_transcript
+
+    for module in (pg_people, pg_transcript, sqlite_people, sqlite_transcript):
+        classes = [c for c in vars(module).values() if isinstance(c, type) and c.__module__ == module.__name__]
+        assert classes, module.__name__
+        for cls in classes:
+            base = cls.__mro__[1]
+            assert base.__module__.startswith("gateway.state.stores."), (cls, base)
+            assert {n for n in vars(cls) if not n.startswith("__")} - {"_pg", "_sqlite"}, cls
+
+
+def _members(proto: type) -> set[str]:
+    return {n for n in vars(proto) if not n.startswith("_")}
+
+
+def test_both_drivers_implement_the_database_protocol_and_stores_take_it() -> None:
+    members = _members(Database)
+    assert {"run", "one", "all", "many", "tx", "atomic", "row_id"} <= members
+    for driver in (SqliteDatabase, PgDatabase):
+        missing = [m for m in members if not hasattr(driver, m)]
+        assert missing == [], f"{driver.__name__} lacks {missing}"
+    typed = 0
+    for rel, path in _files(STORES):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.FunctionDef) and node.name == "__init__":
+                db = [a for a in node.args.args if a.arg == "db"]
+                assert db and isinstance(db[0].annotation, ast.Name) and db[0].annotation.id == "Database", rel
+                typed += 1
+    assert typed >= 20
+
+
+def test_every_store_of_the_interface_is_built_on_both_backends(tmp_path: Path) -> None:
+    properties = {n for n, v in vars(interface.State).items() if isinstance(v, property)}
+    assert {"watermarks", "writer_progress", "sleep_runs", "distill_runs", "retention"} <= properties
+    assert "progress" not in properties  # one store per job (issue 29, item 5)
+    assert issubclass(PostgresState, Stores)
+    state = open_state(tmp_path / "state.sqlite")
+    try:
+        assert isinstance(state, Stores)
+        assert [p for p in sorted(properties) if not hasattr(state, p)] == []
+        for name in properties:  # each store has the methods its Protocol names
+            proto = typing.get_type_hints(getattr(interface.State, name).fget, vars(interface))["return"]
+            assert [m for m in _members(proto) if not hasattr(getattr(state, name), m)] == [], name
+    finally:
+        state.close()

@@ -107,10 +107,10 @@ async def conversation_then_new(gw: Gateway) -> tuple[str, str]:
     await gw.handle_inbound(msg("Good morning."))  # the new session starts: the old one is queued
     for _ in range(200):  # bounded: the job runs as soon as the bus hands it out
         await gw.settle()
-        if gw.state.progress.writer_watermark(sid) > 0:
+        if gw.state.writer_progress.get(sid) > 0:
             break
         await asyncio.sleep(0.05)
-    assert gw.state.progress.writer_watermark(sid) > 0, "the memory writer did not run"
+    assert gw.state.writer_progress.get(sid) > 0, "the memory writer did not run"
     return uid, sid
 
 
@@ -288,16 +288,16 @@ async def test_a_careless_writer_answer_loses_no_line_that_is_not_audited_and_re
     await gw.bus.enqueue("memory_writer", {"session_id": sid, "reason": "test"}, job_id=f"writer-test:{sid}")
     for _ in range(200):
         await gw.settle()
-        done = gw.state.progress.writer_watermark(sid) > 0
+        done = gw.state.writer_progress.get(sid) > 0
         if done or [d for d in await gw.bus.dead() if d.job_id == f"writer-test:{sid}"]:
             break
         await asyncio.sleep(0.05)
 
     if fails:
-        assert gw.state.progress.writer_watermark(sid) == 0
+        assert gw.state.writer_progress.get(sid) == 0
         assert store.read(PEOPLE_REL) == PEOPLE_NOTE and store.read(TOPIC_REL) == TOPIC_NOTE
         return
-    assert gw.state.progress.writer_watermark(sid) > 0
+    assert gw.state.writer_progress.get(sid) > 0
     for rel, lines in ((PEOPLE_REL, PEOPLE_LINES), (TOPIC_REL, TOPIC_LINES)):
         text = store.read(rel)
         ops = [r for r in audit.read_records(store, rel) if r.get("type") == "op" and r["outcome"] == "applied"]
@@ -341,7 +341,7 @@ async def test_a_known_person_the_turns_name_is_shown_and_edited_under_their_own
     await gw.bus.enqueue("memory_writer", {"session_id": sid, "reason": "test"}, job_id=f"writer-test:{sid}")
     for _ in range(200):
         await gw.settle()
-        if gw.state.progress.writer_watermark(sid) > 0:
+        if gw.state.writer_progress.get(sid) > 0:
             break
         await asyncio.sleep(0.05)
     assert "CURRENT NOTE people/telegram-ben.md" in prompts[-1] and "Owns half of the Lotte." in prompts[-1]

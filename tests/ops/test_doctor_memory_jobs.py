@@ -68,7 +68,7 @@ async def test_doctor_and_healthz_show_a_dead_lettered_writer_job(
         if [d for d in await gw.bus.dead() if d.job_id == f"writer-test:{sid}"]:
             break
         await asyncio.sleep(0.05)
-    assert len(calls) == 5 and gw.state.progress.writer_watermark(sid) == 0
+    assert len(calls) == 5 and gw.state.writer_progress.get(sid) == 0
 
     cfg = config_of(gw, tmp_path)
     code, checks, err = await doctor(cfg)
@@ -91,7 +91,7 @@ async def test_doctor_and_healthz_show_a_dead_lettered_writer_job(
     assert await gw.bus.retry(f"writer-test:{sid}") == "queued"
     for _ in range(200):
         await gw.settle()
-        if gw.state.progress.writer_watermark(sid) > 0:
+        if gw.state.writer_progress.get(sid) > 0:
             break
         await asyncio.sleep(0.05)
     code, checks, err = await doctor(cfg)

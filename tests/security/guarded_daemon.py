@@ -70,7 +70,7 @@ async def footprint(gw: Gateway) -> Footprint:
     queued = {q.name: q.pending + q.in_flight + q.delayed for q in await gw.bus.status() if q.name in OPERATOR_JOBS}
     return Footprint(
         queued={name: queued.get(name, 0) for name in OPERATOR_JOBS},
-        distill_runs=len(gw.state.progress.distill_status(None)),
+        distill_runs=len(gw.state.distill_runs.status(None)),
         users=count_rows(gw.state, "SELECT COUNT(*) FROM users"),
         turns=count_rows(gw.state, "SELECT COUNT(*) FROM turns"),
     )

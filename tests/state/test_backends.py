@@ -126,20 +126,20 @@ def test_knowledge_graph_rows(any_state: State) -> None:
 
 def test_progress_web_sessions_keys_personas_contexts(any_state: State) -> None:
     s = any_state
-    s.progress.set_watermark("w", 5)
-    assert s.progress.watermark("w") == 5
-    s.progress.advance_writer("s1", 7)
-    assert s.progress.writer_watermark("s1") == 7
-    s.progress.save_extraction(SleepRun(scope="user:u1", slot="2026-03-01", day="2026-03-01", first_seq=1,
+    s.watermarks.set("w", 5)
+    assert s.watermarks.get("w") == 5
+    s.writer_progress.advance("s1", 7)
+    assert s.writer_progress.get("s1") == 7
+    s.sleep_runs.save_extraction(SleepRun(scope="user:u1", slot="2026-03-01", day="2026-03-01", first_seq=1,
                                         upto_seq=9, turns=3, output="{}", stage="extracted", detail=""))  # fmt: skip
-    s.progress.finish_night("user:u1", "2026-03-01", 9)
-    s.progress.finish_night("user:u1", "2026-03-02", 4)  # never backwards
-    assert s.progress.sleep_last_seq("user:u1") == 9
-    s.progress.distill_started("u1", "core")
-    s.progress.distill_finished("u1", "core", "ok", "", 120)
-    assert s.progress.distill_status("u1")[0]["chars"] == 120
-    s.progress.set_retention_cutoff("user:u1", T0)
-    assert s.progress.retention_cutoff("user:u1") == T0
+    s.sleep_runs.finish_night("user:u1", "2026-03-01", 9)
+    s.sleep_runs.finish_night("user:u1", "2026-03-02", 4)  # never backwards
+    assert s.sleep_runs.last_seq("user:u1") == 9
+    s.distill_runs.started("u1", "core")
+    s.distill_runs.finished("u1", "core", "ok", "", 120)
+    assert s.distill_runs.status("u1")[0]["chars"] == 120
+    s.retention.set("user:u1", T0)
+    assert s.retention.get("user:u1") == T0
     s.web_sessions.add_signin("h1", user_id="u1", operator=True, issued_by="cli", at=T0,
                               expires_at=T0 + timedelta(minutes=5))  # fmt: skip
     grant = s.web_sessions.take_signin("h1", T0)
@@ -196,7 +196,7 @@ def test_people_rows_erase_restore_and_summaries(any_state: State) -> None:
     restored = s.people.restore("u3", rows, session_ids={"s-u1": "s-u3"})
     assert restored["turns"] == 1 and s.users.get("u3") is not None
     assert [r.content for r in s.turns.history("s-u3", 10)] == ["secret tea"]
-    assert s.progress.writer_watermark("s-u3") == s.turns.last_seq()
+    assert s.writer_progress.get("s-u3") == s.turns.last_seq()
 
 
 def test_tx_nests_rolls_back_and_chains_driver_errors(any_state: State) -> None:
@@ -226,16 +226,16 @@ def test_transactions_on_threads_do_not_lose_updates(any_state: State) -> None:
     """Read-then-write inside tx() on several threads at once: every increment lands (one writer at a
     time on both backends)."""
     s = any_state
-    s.progress.set_watermark("n", 0)
+    s.watermarks.set("n", 0)
 
     def bump() -> None:
         for _ in range(20):
             with s.tx():
-                s.progress.set_watermark("n", s.progress.watermark("n") + 1)
+                s.watermarks.set("n", s.watermarks.get("n") + 1)
 
     threads = [threading.Thread(target=bump) for _ in range(4)]
     for t in threads:
         t.start()
     for t in threads:
         t.join()
-    assert s.progress.watermark("n") == 80
+    assert s.watermarks.get("n") == 80

@@ -34,7 +34,7 @@ def fill(state: State, *, people: int = 3, turns: int = 20) -> None:
                         output_tokens=3, cache_read_tokens=0, cache_write_tokens=0, cost_usd=0.1 * (p + 1))  # fmt: skip
     state.sessions.end("s0", T0)
     state.dedupe.mark_seen("telegram", "m1", T0)
-    state.progress.set_watermark("memory", 7)
+    state.watermarks.set("memory", 7)
 
 
 def test_a_copy_has_the_same_counts_checksums_and_next_keys(tmp_path: Path, state_url: str | None) -> None:

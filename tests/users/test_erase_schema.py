@@ -1,7 +1,7 @@
 """``State.people.erase_user`` knows every table: a walk of the migrated schema.
 
 A table either has a ``user_id`` column (erased by it, whatever the table), or a rule in
-gateway/state/sqlite/people.py, or is declared to name nobody. A table added later that holds a
+gateway/state/stores/people.py, or is declared to name nobody. A table added later that holds a
 person some other way fails ``test_every_table_is_known``. The fill test puts one row of Alice and
 one of Bob into every table that can hold a person, with her marker in every other text column,
 erases her, and reads the raw database file: nothing of hers is left, in rows, in the full-text
@@ -18,7 +18,7 @@ import pytest
 
 from gateway.state import State, StorageError, open_configured, open_state, ts
 from gateway.state.sqlite import SqliteState
-from gateway.state.sqlite.people import NOT_PERSONAL, classify
+from gateway.state.stores.people import NOT_PERSONAL, classify
 from tests.storage import select_rows, write_rows
 
 
@@ -41,7 +41,7 @@ def test_every_table_is_known(tmp_path: Path, state_url: str | None) -> None:
         state.close()
     unknown = sorted(t for t, k in kinds.items() if k == "unknown")
     assert unknown == [], (f"tables {unknown} may hold a person but `kith users delete` does not know how: give "
-                           "them a user_id column, a rule in gateway/state/sqlite/people.py, or list them in "
+                           "them a user_id column, a rule in gateway/state/stores/people.py, or list them in "
                            "NOT_PERSONAL there")  # fmt: skip
     # The ones that matter are really covered, and nothing personal hides in NOT_PERSONAL.
     for table in ("users", "identities", "sessions", "turns", "kg_facts", "link_requests", "access_approved",
@@ -210,7 +210,7 @@ def test_rows_and_restore_round_trip(tmp_path: Path, state_url: str | None) -> N
         again = state.people.rows("unew")
         assert again["turns"][0]["content"] == rows["turns"][0]["content"]
         assert state.users.get("unew") is not None
-        assert state.progress.writer_watermark(alice["sid"]) == again["turns"][0]["seq"]
+        assert state.writer_progress.get(alice["sid"]) == again["turns"][0]["seq"]
     finally:
         state.close()
 

@@ -169,7 +169,7 @@ async def roll_back(call: Call) -> RollbackOut:
 async def distill(call: Call) -> Tiers:
     uid = call.user_id()
     store = _store(call, uid)
-    status = {row["tier"]: row for row in call.gateway.state.progress.distill_status(uid)}
+    status = {row["tier"]: row for row in call.gateway.state.distill_runs.status(uid)}
 
     def scan() -> list[Tier]:
         out = []

@@ -107,7 +107,7 @@ async def run_retention(
 ) -> PruneReport:
     """The job body: state bookkeeping on the caller's thread, files and facts in a worker thread."""
     since = first_turn_day(state, sessions_scope)
-    done = state.progress.retention_cutoff(scope)
+    done = state.retention.get(scope)
     if since is not None and done is not None:
         since = max(since, done.date() - timedelta(days=1))  # earlier days were visited before
     report = await asyncio.to_thread(
@@ -115,7 +115,7 @@ async def run_retention(
         now=now, reindex=reindex, turns_since=since,
     )  # fmt: skip
     if enabled(retention_days):
-        state.progress.set_retention_cutoff(scope, cutoff_instant(now, retention_days, tz))
+        state.retention.set(scope, cutoff_instant(now, retention_days, tz))
     return report
 
 

@@ -119,7 +119,7 @@ async def _extract(
     state: State, scope: NightScope, slot: str, before: datetime, tz: tzinfo, store: Any, provider: Any,
     cfg: SleepConfig,
 ) -> SleepRun | None:  # fmt: skip
-    after = state.progress.sleep_last_seq(scope.key)
+    after = state.sleep_runs.last_seq(scope.key)
     rows = read_turns(state, scope_key=scope.sessions, after_seq=after, before=before)
     book = gather(rows, budget=cfg.char_budget, interactive_share=cfg.interactive_share,
                   head_share=cfg.head_share, automated_channels=cfg.automated_channels, tz=tz)  # fmt: skip
@@ -140,7 +140,7 @@ async def _extract(
         upto_seq=book.upto_seq, turns=book.turns, output=response.text, stage="extracted",
         detail="; ".join(parsed.errors)[:500],
     )  # fmt: skip
-    state.progress.save_extraction(run)
+    state.sleep_runs.save_extraction(run)
     return run
 
 
@@ -293,13 +293,13 @@ async def run_night(
     curation_provider: Any = None,
 ) -> NightResult:
     """Run (or resume) the night ``slot`` of ``scope``. Raises LLMError / ExtractionError to retry."""
-    run = state.progress.sleep_run(scope.key, slot)
+    run = state.sleep_runs.get(scope.key, slot)
     if run is not None and run.stage == "done":
         return NightResult(status="already_done", scope=scope.key, slot=slot, day=run.day, turns=run.turns)
     if run is None:
         run = await _extract(state, scope, slot, before, tz, store, provider, cfg)
         if run is None:
-            state.progress.mark_empty_night(scope.key, slot)
+            state.sleep_runs.mark_empty_night(scope.key, slot)
             return NightResult(status="nothing_to_do", scope=scope.key, slot=slot,
                                day=local_today(before, tz).isoformat())  # fmt: skip
     ex = parse_extraction(run.output)
@@ -311,12 +311,12 @@ async def run_night(
         written, quarantined = await asyncio.to_thread(write_memories, store, run, ex, prov)
         facts, q2 = await asyncio.to_thread(insert_facts, kg, store, scope, ex, ref, prov)
         quarantined += q2
-        state.progress.set_stage(scope.key, slot, "applied", run.detail)
+        state.sleep_runs.set_stage(scope.key, slot, "applied", run.detail)
     curation = ""
     if scope.curate and cfg.curate:
         curation = await curate_profile(store=store, kg=kg, scope=scope, run=run, ex=ex,
                                         provider=curation_provider or provider, cfg=cfg, rails=rails)  # fmt: skip
-    state.progress.finish_night(scope.key, slot, run.upto_seq, json.dumps({"curation": curation})[:500])
+    state.sleep_runs.finish_night(scope.key, slot, run.upto_seq, json.dumps({"curation": curation})[:500])
     log.info("sleep cycle %s %s: %d turns, %d memories, facts %s, %d quarantined; %s", scope.key, slot, run.turns,
              written, facts, quarantined, curation or "no curation")  # fmt: skip
     return NightResult(status="done", scope=scope.key, slot=slot, day=run.day, turns=run.turns, memories=written,

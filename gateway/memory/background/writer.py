@@ -1,8 +1,8 @@
 """Memory writer: unsummarised turns of a session -> session summary, people/ and topics/ notes.
 
-One cheap-model call per run. The watermark (``State.progress``, table ``bg_writer``) says which transcript rows are
-summarised; it advances only after every file is written, so a failed run (model down, unusable or
-cut-off output) leaves the next run the same turns.
+One cheap-model call per run. The watermark (``State.writer_progress``, table ``bg_writer``) says which
+transcript rows are summarised; it advances only after every file is written, so a failed run (model down,
+unusable or cut-off output) leaves the next run the same turns.
 
 Files, in the root of the conversation's scope (the user's tree, or the group's):
 
@@ -110,7 +110,7 @@ def person_slug(channel: str, account_id: str) -> str:
 
 def pending_turns(state: State, session_id: str, *, limit_chars: int) -> list[TurnRow]:
     """Rows after the watermark, whole turns only, up to about ``limit_chars`` of content."""
-    wm = state.progress.writer_watermark(session_id)
+    wm = state.writer_progress.get(session_id)
     out: list[TurnRow] = []
     used = 0
     for r in state.turns.after(session_id, wm, limit=2000):
@@ -124,7 +124,7 @@ def pending_turns(state: State, session_id: str, *, limit_chars: int) -> list[Tu
 
 def count_pending(state: State, session_id: str) -> int:
     """Unsummarised user turns of a session (the turn-count trigger)."""
-    return state.turns.count_after(session_id, state.progress.writer_watermark(session_id), role="user")
+    return state.turns.count_after(session_id, state.writer_progress.get(session_id), role="user")
 
 
 def _people(state: State, rows: list[TurnRow]) -> dict[str, str]:
@@ -293,7 +293,7 @@ async def run_writer(
     rel = f"sessions/{local:%Y-%m-%d}-{slot_of(local)}.md"
     existing = await asyncio.to_thread(_read, store, rel)
     if _markers(existing).get(session_id, 0) >= through:
-        state.progress.advance_writer(session_id, through)  # the crashed run wrote it; only the watermark is left
+        state.writer_progress.advance(session_id, through)  # the crashed run wrote it; only the watermark is left
         return WriterResult(status="already_written", session_id=session_id, turns=len(rows), through_seq=through)
 
     people = _people(state, rows)
@@ -381,7 +381,7 @@ async def run_writer(
         written.append(rel)
 
     await asyncio.to_thread(write_all)
-    state.progress.advance_writer(session_id, through)
+    state.writer_progress.advance(session_id, through)
     log.info("memory writer %s: session %s rows %d-%d -> %s", run_id, session_id, rows[0].seq, through,
              ", ".join(written))  # fmt: skip
     return WriterResult(status="written", session_id=session_id, turns=len(rows), through_seq=through,

@@ -1,4 +1,4 @@
-"""The PostgreSQL connection pool and the one transaction helper, with the SQLite ``Database``'s calls.
+"""The PostgreSQL connection pool and the one transaction helper: ``gateway.state.database.Database``.
 
 Synchronous, like the ``State`` Protocol (docs/architecture.md, "Storage"): a statement runs on the
 caller's thread on a pooled connection in autocommit mode; ``tx()`` pins one connection to the calling
@@ -10,7 +10,8 @@ SQLite's ``BEGIN IMMEDIATE`` makes them: the stores' read-then-write sequences (
 quota, a fact merge) keep their meaning on a server that several kith processes share. Single
 statements outside ``tx()`` and reads do not take it (MVCC readers never wait).
 
-Statements are the SQLite stores' own (``dialect.translate``) with server-side parameters, which
+Statements are the portable stores' own (placeholders by ``dialect.translate``) with server-side
+parameters, which
 psycopg prepares after a few runs (half the cost of a turn's statements against literal binding,
 measured: docs/benchmarks.md "PostgreSQL state"). Parameters are typed by their Python type
 (SQLite takes any value anywhere): the stores pass flags as ``int(...)`` and text as ``str``, and a
@@ -21,18 +22,18 @@ from __future__ import annotations
 
 import threading
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
-from typing import Any
+from contextlib import AbstractContextManager, contextmanager
+from typing import Any, LiteralString, cast
 
 import psycopg
 import psycopg_pool
 from psycopg.adapt import Loader
 from psycopg.pq import TransactionStatus
+from psycopg.sql import Composable
 
+from gateway.state.database import Params, Row
 from gateway.state.errors import StorageError
 from gateway.state.postgres.dialect import translate
-
-Row = tuple[Any, ...]
 
 # pg_advisory_xact_lock key every write transaction takes ("kith" "tx").
 TX_LOCK = 0x6B697468_7478
@@ -67,13 +68,12 @@ def _configure_async_commit(conn: psycopg.Connection) -> None:
 class Result:
     """A finished statement: its rows fetched (the connection is back in the pool), rowcount, columns."""
 
-    __slots__ = ("_rows", "description", "lastrowid", "rowcount")
+    __slots__ = ("_rows", "description", "rowcount")
 
     def __init__(self, cur: psycopg.Cursor[Row]) -> None:
         self.rowcount = cur.rowcount
         self.description = cur.description
         self._rows: list[Row] = cur.fetchall() if cur.description is not None else []
-        self.lastrowid = None  # PostgreSQL has none: statements that need an id use RETURNING
 
     def fetchone(self) -> Row | None:
         return self._rows[0] if self._rows else None
@@ -87,6 +87,8 @@ class Result:
 
 class PgDatabase:
     """A pool, the per-thread transaction, and the statement helpers every store uses."""
+
+    row_id = "ctid"  # the physical row: only ever used to pick rows within one statement
 
     def __init__(self, url: str, *, max_size: int = POOL_MAX) -> None:
         self.url = url
@@ -110,9 +112,8 @@ class PgDatabase:
         """Whether the calling thread is inside ``tx()``."""
         return getattr(self._local, "conn", None) is not None
 
-    @property
-    def lock(self) -> Any:
-        """What the SQLite stores hold to make a read-then-write whole: here, a transaction."""
+    def atomic(self) -> AbstractContextManager[None]:
+        """A read-then-write made whole against other threads and nodes: here, a transaction."""
         return self.tx()
 
     @contextmanager
@@ -157,10 +158,10 @@ class PgDatabase:
             finally:
                 local.conn, local.depth = None, 0
 
-    def run(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> Result:
+    def run(self, sql: str, args: Params = ()) -> Result:
         with self.connection() as conn:
             try:
-                return Result(conn.execute(translate(sql), args))  # type: ignore[arg-type]
+                return Result(conn.execute(_query(translate(sql)), args))
             except psycopg.Error as exc:
                 raise StorageError(str(exc)) from exc
 
@@ -168,23 +169,29 @@ class PgDatabase:
         with self.connection() as conn:
             try:
                 with conn.cursor() as cur:
-                    cur.executemany(translate(sql), rows)  # type: ignore[arg-type]
+                    cur.executemany(_query(translate(sql)), rows)
             except psycopg.Error as exc:
                 raise StorageError(str(exc)) from exc
 
-    def one(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> Row | None:
+    def one(self, sql: str, args: Params = ()) -> Row | None:
         return self.run(sql, args).fetchone()
 
-    def all(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> list[Row]:
+    def all(self, sql: str, args: Params = ()) -> list[Row]:
         return self.run(sql, args).fetchall()
 
-    def native(self, sql: str, args: Sequence[Any] | dict[str, Any] = ()) -> Result:
+    def native(self, sql: str | Composable, args: Params = ()) -> Result:
         """A statement already in PostgreSQL's dialect (``%s`` placeholders): the backend's own SQL."""
         with self.connection() as conn:
             try:
-                return Result(conn.execute(sql, args))  # type: ignore[arg-type]
+                return Result(conn.execute(_query(sql) if isinstance(sql, str) else sql, args))
             except psycopg.Error as exc:
                 raise StorageError(str(exc)) from exc
+
+
+def _query(sql: str) -> LiteralString:
+    """A statement of kith's own (its values are always parameters): psycopg types queries as literal
+    strings to keep values out of them, and kith builds some from its own table and column names."""
+    return cast(LiteralString, sql)
 
 
 def _rollback(conn: psycopg.Connection) -> None:

@@ -17,9 +17,20 @@ from psycopg import sql
 
 from gateway.state.errors import StorageError
 from gateway.state.postgres.database import PgDatabase
-from gateway.state.postgres.stores import table_columns
 
 SKIPPED = frozenset({"schema_version"})
+
+
+def table_columns(db: PgDatabase) -> dict[str, list[str]]:
+    """Every table of the current schema and its columns, in column order."""
+    rows = db.native(
+        "SELECT table_name, column_name FROM information_schema.columns WHERE table_schema = current_schema()"
+        " ORDER BY table_name, ordinal_position"
+    ).fetchall()
+    out: dict[str, list[str]] = {}
+    for table, column in rows:
+        out.setdefault(str(table), []).append(str(column))
+    return out
 
 
 class _Snapshot:
@@ -69,7 +80,7 @@ class PgTables:
         return [str(r[0]) for r in rows] or self.columns(table)
 
     def count(self, table: str) -> int:
-        row = self._db.native(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))).fetchone()  # type: ignore[arg-type]
+        row = self._db.native(sql.SQL("SELECT count(*) FROM {}").format(sql.Identifier(table))).fetchone()
         return int(row[0]) if row else 0
 
     @contextmanager
@@ -102,7 +113,7 @@ class PgTables:
         """Empty every data table and restart the identities (``kith state migrate --force``)."""
         names = self.names()
         if names:
-            self._db.native(sql.SQL("TRUNCATE {} RESTART IDENTITY").format(  # type: ignore[arg-type]
+            self._db.native(sql.SQL("TRUNCATE {} RESTART IDENTITY").format(
                 sql.SQL(", ").join(map(sql.Identifier, names))))
 
     def finish_load(self) -> None:
@@ -113,7 +124,7 @@ class PgTables:
         ).fetchall()
         for table, column in rows:
             self._db.native(
-                sql.SQL(  # type: ignore[arg-type]
+                sql.SQL(
                     "SELECT setval(pg_get_serial_sequence({t}, {c}), coalesce(max({ci}), 0) + 1, false) FROM {ti}"
                 ).format(t=sql.Literal(f'"{table}"'), c=sql.Literal(column), ci=sql.Identifier(column),
                          ti=sql.Identifier(table))

@@ -1,6 +1,9 @@
 """The SQLite backend: one connection per database file, every store on it.
 
-The only place in kith with SQL text or ``sqlite3`` (tests/core/test_storage_seam.py checks it).
+The portable stores (``gateway.state.stores``) on the SQLite driver (``database``), with this
+backend's own full text (``transcript``: FTS5), schema catalogue and final erase (``people``), whole
+tables (``tables``) and migrations. With ``gateway.state.postgres`` the only place in kith with SQL
+text or ``sqlite3`` (tests/core/test_storage_seam.py checks it).
 """
 
 from __future__ import annotations
@@ -10,50 +13,23 @@ from collections.abc import Iterable
 from contextlib import AbstractContextManager
 from pathlib import Path
 
-from gateway.state.sqlite.access import SqliteAccess
-from gateway.state.sqlite.apikeys import SqliteApiKeys
-from gateway.state.sqlite.database import Database, connect
-from gateway.state.sqlite.knowledge import SqliteKnowledge
-from gateway.state.sqlite.links import SqliteLinkRequests
+from gateway.state.sqlite.database import SqliteDatabase, connect
 from gateway.state.sqlite.migrations import COMPONENTS, migrate
-from gateway.state.sqlite.outbox import SqliteOutbox
 from gateway.state.sqlite.people import SqlitePeople
-from gateway.state.sqlite.personas import SqlitePersonaChoices
-from gateway.state.sqlite.progress import SqliteProgress
-from gateway.state.sqlite.sessions import SqliteConversations, SqliteDedupe, SqliteSessions
 from gateway.state.sqlite.tables import SqliteTables
-from gateway.state.sqlite.transcript import SqliteCompactions, SqliteTurnContexts, SqliteTurns
-from gateway.state.sqlite.usage import SqliteUsage
-from gateway.state.sqlite.users import SqliteIdentities, SqliteUsers
-from gateway.state.sqlite.websessions import SqliteWebSessions
+from gateway.state.sqlite.transcript import SqliteTurns
+from gateway.state.stores import Stores
 
 __all__ = ["SqliteState", "open_sqlite"]
 
 
-class SqliteState:
+class SqliteState(Stores):
     """``gateway.state.State`` on one SQLite file."""
 
     def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
         self.path = path
-        self.database = Database(conn)
-        self.users = SqliteUsers(self.database)
-        self.identities = SqliteIdentities(self.database)
-        self.links = SqliteLinkRequests(self.database)
-        self.sessions = SqliteSessions(self.database)
-        self.turns = SqliteTurns(self.database)
-        self.compactions = SqliteCompactions(self.database)
-        self.conversations = SqliteConversations(self.database)
-        self.dedupe = SqliteDedupe(self.database)
-        self.access = SqliteAccess(self.database)
-        self.knowledge = SqliteKnowledge(self.database)
-        self.progress = SqliteProgress(self.database)
-        self.people = SqlitePeople(self.database)
-        self.turn_contexts = SqliteTurnContexts(self.database)
-        self.persona_choices = SqlitePersonaChoices(self.database)
-        self.web_sessions = SqliteWebSessions(self.database)
-        self.outbox = SqliteOutbox(self.database)
-        self.api_keys = SqliteApiKeys(self.database)
-        self.usage = SqliteUsage(self.database)
+        self.database = SqliteDatabase(conn)
+        super().__init__(self.database, turns=SqliteTurns(self.database), people=SqlitePeople(self.database))
         self.tables = SqliteTables(self.database, path)  # whole tables: gateway.state.transfer
 
     @property

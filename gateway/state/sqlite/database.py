@@ -16,13 +16,12 @@ import sqlite3
 import threading
 import time
 from collections.abc import Iterable, Iterator, Sequence
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager
 from pathlib import Path
 from typing import Any
 
+from gateway.state.database import Params, Row
 from gateway.state.errors import StorageError
-
-Row = tuple[Any, ...]
 
 BUSY_TIMEOUT_MS = 5000
 WAL_ATTEMPTS = 50
@@ -62,8 +61,10 @@ def connect(path: Path) -> sqlite3.Connection:
     return conn
 
 
-class Database:
-    """A connection, its lock, and the statement helpers every SQLite store uses."""
+class SqliteDatabase:
+    """A connection, its lock, and the statement helpers: ``gateway.state.database.Database`` on SQLite."""
+
+    row_id = "rowid"
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -73,6 +74,10 @@ class Database:
     def close(self) -> None:
         with self.lock:
             self.conn.close()
+
+    def atomic(self) -> AbstractContextManager[Any]:
+        """The connection's lock: no other thread's statement lands between the caller's."""
+        return self.lock
 
     @contextmanager
     def tx(self) -> Iterator[None]:
@@ -105,7 +110,7 @@ class Database:
             finally:
                 self._depth = 0
 
-    def run(self, sql: str, args: Sequence[Any] = ()) -> sqlite3.Cursor:
+    def run(self, sql: str, args: Params = ()) -> sqlite3.Cursor:
         with self.lock:
             try:
                 return self.conn.execute(sql, args)
@@ -121,15 +126,16 @@ class Database:
                 self._recover()
                 raise StorageError(str(exc)) from exc
 
-    def one(self, sql: str, args: Sequence[Any] = ()) -> Row | None:
+    def one(self, sql: str, args: Params = ()) -> Row | None:
         with self.lock:
             try:
-                return self.conn.execute(sql, args).fetchone()  # type: ignore[no-any-return]
+                row: Row | None = self.conn.execute(sql, args).fetchone()
+                return row
             except sqlite3.Error as exc:
                 self._recover()
                 raise StorageError(str(exc)) from exc
 
-    def all(self, sql: str, args: Sequence[Any] = ()) -> list[Row]:
+    def all(self, sql: str, args: Params = ()) -> list[Row]:
         with self.lock:
             try:
                 return self.conn.execute(sql, args).fetchall()

@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.state.errors import StorageError
-from gateway.state.sqlite.database import Database, connect
+from gateway.state.sqlite.database import SqliteDatabase, connect
 
 # Not data: bookkeeping each backend keeps for itself (the schema version, AUTOINCREMENT counters).
 SKIPPED = frozenset({"schema_version", "sqlite_sequence"})
@@ -39,7 +39,7 @@ class _Snapshot:
 
 
 class SqliteTables:
-    def __init__(self, db: Database, path: Path) -> None:
+    def __init__(self, db: SqliteDatabase, path: Path) -> None:
         self._db = db
         self._path = path
 

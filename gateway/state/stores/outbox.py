@@ -1,12 +1,12 @@
-"""The delivery outbox and delivery settings on SQLite (gateway/state/delivery.py)."""
+"""The delivery outbox and delivery settings (gateway/state/delivery.py)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from gateway.state.database import Database, Row
 from gateway.state.delivery import DeliveryPrefs, OutboxEntry
 from gateway.state.records import Conversation
-from gateway.state.sqlite.database import Database, Row
 from gateway.state.timestamps import parse_ts, ts
 
 _COLUMNS = ("delivery_id, user_id, kind, text, notice, origin, status, due_at, attempts, created_at, sent_at,"
@@ -19,7 +19,7 @@ def _entry(r: Row) -> OutboxEntry:
                        sent_at=parse_ts(r[10]) if r[10] else None, channel=r[11], detail=r[12])  # fmt: skip
 
 
-class SqliteOutbox:
+class Outbox:
     def __init__(self, db: Database) -> None:
         self._db = db
 
@@ -27,7 +27,7 @@ class SqliteOutbox:
         """Insert unless a row with this id exists (a retried caller, a redelivered job): the stored row."""
         with self._db.tx():
             self._db.run(
-                f"INSERT OR IGNORE INTO outbox({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)",
+                f"INSERT INTO outbox({_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?) ON CONFLICT DO NOTHING",
                 (entry.delivery_id, entry.user_id, entry.kind, entry.text, int(entry.notice), entry.origin,
                  entry.status, ts(entry.due_at), entry.attempts, ts(entry.created_at),
                  ts(entry.sent_at) if entry.sent_at else None, entry.channel, entry.detail),
@@ -116,9 +116,10 @@ class SqliteOutbox:
         with self._db.tx():
             self._db.run("UPDATE outbox SET user_id=? WHERE user_id=?", (into, source))
             # The kept person's settings win; the merged one's are used only where they had none.
-            self._db.run("INSERT OR IGNORE INTO delivery_prefs(user_id, preferred_channel, quiet_start, quiet_end,"
+            self._db.run("INSERT INTO delivery_prefs(user_id, preferred_channel, quiet_start, quiet_end,"
                          " notify_conversation) SELECT ?, preferred_channel, quiet_start, quiet_end,"
-                         " notify_conversation FROM delivery_prefs WHERE user_id=?", (into, source))  # fmt: skip
+                         " notify_conversation FROM delivery_prefs WHERE user_id=? ON CONFLICT DO NOTHING",
+                         (into, source))  # fmt: skip
             self._db.run("DELETE FROM delivery_prefs WHERE user_id=?", (source,))
 
     def prefs(self, user_id: str) -> DeliveryPrefs:

@@ -1,15 +1,15 @@
-"""Web sign-in tokens and browser sessions on SQLite (keyed by hashes; the secrets never reach the file)."""
+"""Web sign-in tokens and browser sessions (keyed by hashes; the secrets never reach the database)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from gateway.state.database import Database
 from gateway.state.records import SigninGrant, WebSession
-from gateway.state.sqlite.database import Database
 from gateway.state.timestamps import parse_ts, ts
 
 
-class SqliteWebSessions:
+class WebSessions:
     def __init__(self, db: Database) -> None:
         self._db = db
 

@@ -1,17 +1,17 @@
-"""Model token use and cost on SQLite (gateway/state/usage.py): one upserted row per person, day, role
+"""Model token use and cost (gateway/state/usage.py): one upserted row per person, day, role
 and model, so the table grows with days, not with calls. ``user_id`` makes ``kith users delete``
 erase a person's rows with the rest."""
 
 from __future__ import annotations
 
-from gateway.state.sqlite.database import Database
+from gateway.state.database import Database
 from gateway.state.usage import UsageRow
 
 _COLUMNS = ("user_id, day, role, provider, model, calls, input_tokens, output_tokens, cache_read_tokens,"
             " cache_write_tokens, cost_usd")
 
 
-class SqliteUsage:
+class Usage:
     def __init__(self, db: Database) -> None:
         self._db = db
 

@@ -1,14 +1,14 @@
-"""Persona choices on SQLite: which persona a person picked, per conversation and as their default."""
+"""Persona choices: which persona a person picked, per conversation and as their default."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
-from gateway.state.sqlite.database import Database
+from gateway.state.database import Database
 from gateway.state.timestamps import ts
 
 
-class SqlitePersonaChoices:
+class PersonaChoices:
     """Rows ``(user_id, conversation_key, persona)``; ``conversation_key = ''`` is the person's default."""
 
     def __init__(self, db: Database) -> None:
@@ -43,7 +43,8 @@ class SqlitePersonaChoices:
     def merge(self, *, into: str, source: str) -> None:
         """A link merge: the surviving person's choices win; the merged one's fill the gaps."""
         with self._db.tx():
-            self._db.run("INSERT OR IGNORE INTO persona_choices(user_id, conversation_key, persona, updated_at)"
-                         " SELECT ?, conversation_key, persona, updated_at FROM persona_choices WHERE user_id=?",
+            self._db.run("INSERT INTO persona_choices(user_id, conversation_key, persona, updated_at)"
+                         " SELECT ?, conversation_key, persona, updated_at FROM persona_choices WHERE user_id=?"
+                         " ON CONFLICT DO NOTHING",
                          (into, source))  # fmt: skip
             self._db.run("DELETE FROM persona_choices WHERE user_id=?", (source,))

@@ -1,11 +1,11 @@
-"""Users and identities on SQLite: (channel, account id) -> user id, user merges, the cron directory."""
+"""Users and identities: (channel, account id) -> user id, user merges, the cron directory."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from gateway.state.database import Database, Row
 from gateway.state.records import Account, User
-from gateway.state.sqlite.database import Database, Row
 from gateway.state.timestamps import parse_ts, ts
 
 _USER = "user_id, display_name, timezone, created_at, tier"
@@ -15,7 +15,7 @@ def _user(r: Row) -> User:
     return User(user_id=r[0], display_name=r[1], timezone=r[2], created_at=parse_ts(r[3]), tier=r[4])
 
 
-class SqliteUsers:
+class Users:
     def __init__(self, db: Database) -> None:
         self._db = db
 
@@ -32,7 +32,8 @@ class SqliteUsers:
 
     def ensure(self, user_id: str, *, display_name: str, timezone: str, at: datetime | None = None) -> None:
         """Create the user unless it exists (an existing user is left as it is)."""
-        self._db.run("INSERT OR IGNORE INTO users(user_id, display_name, timezone, created_at) VALUES (?,?,?,?)",
+        self._db.run("INSERT INTO users(user_id, display_name, timezone, created_at) VALUES (?,?,?,?)"
+                     " ON CONFLICT DO NOTHING",
                      (user_id, display_name, timezone, ts(at)))  # fmt: skip
 
     def names(self, user_id: str) -> tuple[str, ...]:
@@ -96,7 +97,7 @@ class SqliteUsers:
         return (row[0], row[1]) if row else ("", "")
 
 
-class SqliteIdentities:
+class Identities:
     def __init__(self, db: Database) -> None:
         self._db = db
 

@@ -1,4 +1,4 @@
-"""Access tables on SQLite: the pairing queue, its per-account quota and counters, invites, approvals.
+"""Access tables: the pairing queue, its per-account quota and counters, invites, approvals.
 
 These tables have always stored ISO-8601 text to the second (``2026-01-01T10:00:00+00:00``); callers
 pass aware datetimes and get that text back where they show it.
@@ -8,9 +8,9 @@ from __future__ import annotations
 
 from datetime import datetime
 
+from gateway.state.database import Database, Row
 from gateway.state.interface import Counter
 from gateway.state.records import ApprovedAccount, Invite, PairingRequest, QueueStats
-from gateway.state.sqlite.database import Database, Row
 
 _COUNTERS = ("refused", "evicted", "over_quota")  # column names: never taken from outside
 _PAIRING = "code, channel, account_id, display_name, created_at, expires_at, requests"
@@ -25,7 +25,7 @@ def _pairing(r: Row) -> PairingRequest:
                           expires_at=r[5], requests=r[6])  # fmt: skip
 
 
-class SqliteAccess:
+class Access:
     def __init__(self, db: Database) -> None:
         self._db = db
 
@@ -36,10 +36,11 @@ class SqliteAccess:
 
     def approve(self, channel: str, account_id: str, *, display_name: str, via: str, at: datetime) -> None:
         """Approve the account (replacing an earlier approval) and drop its pending request."""
-        with self._db.lock:
+        with self._db.atomic():
             self._db.run(
-                "INSERT OR REPLACE INTO access_approved(channel, account_id, display_name, approved_at, via)"
-                " VALUES (?,?,?,?,?)",
+                "INSERT INTO access_approved(channel, account_id, display_name, approved_at, via) VALUES (?,?,?,?,?)"
+                " ON CONFLICT(channel, account_id) DO UPDATE SET display_name=excluded.display_name,"
+                " approved_at=excluded.approved_at, via=excluded.via",
                 (channel, account_id, display_name, _iso(at), via),
             )
             self._db.run("DELETE FROM access_pairing WHERE channel=? AND account_id=?", (channel, account_id))
@@ -95,7 +96,8 @@ class SqliteAccess:
     def oldest_pairing(self, channel: str) -> tuple[str, datetime] | None:
         """(code, created) of the channel's oldest request."""
         row = self._db.one(
-            "SELECT code, created_at FROM access_pairing WHERE channel=? ORDER BY created_at, rowid LIMIT 1",
+            f"SELECT code, created_at FROM access_pairing WHERE channel=? ORDER BY created_at, {self._db.row_id}"
+            " LIMIT 1",
             (channel,),
         )
         return (row[0], datetime.fromisoformat(row[1])) if row else None
@@ -116,7 +118,7 @@ class SqliteAccess:
 
     def take_pairing(self, code: str, now: datetime) -> PairingRequest | None:
         """Remove request ``code``; the request if it was still live."""
-        with self._db.lock:
+        with self._db.atomic():
             row = self._db.one(f"SELECT {_PAIRING} FROM access_pairing WHERE code=? AND expires_at > ?",
                                (code, _iso(now)))  # fmt: skip
             self._db.run("DELETE FROM access_pairing WHERE code=?", (code,))
@@ -147,7 +149,7 @@ class SqliteAccess:
     # ------------------------------------------------------------------------------------ invites
     def add_invite(self, invite: Invite, now: datetime) -> None:
         """Store an invite (and drop expired ones)."""
-        with self._db.lock:
+        with self._db.atomic():
             self._db.run("DELETE FROM access_invites WHERE expires_at <= ?", (_iso(now),))
             self._db.run(
                 "INSERT INTO access_invites(code, channel, note, created_at, expires_at) VALUES (?,?,?,?,?)",

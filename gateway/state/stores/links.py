@@ -1,12 +1,12 @@
-"""Link requests (``/link`` codes and the two-sided confirmation) on SQLite."""
+"""Link requests (``/link`` codes and the two-sided confirmation)."""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import Literal
 
+from gateway.state.database import Database, Row
 from gateway.state.records import LinkRequestRecord
-from gateway.state.sqlite.database import Database, Row
 from gateway.state.timestamps import parse_ts, ts
 
 _COLUMNS = (
@@ -27,7 +27,7 @@ def _record(r: Row) -> LinkRequestRecord:
     )  # fmt: skip
 
 
-class SqliteLinkRequests:
+class LinkRequests:
     def __init__(self, db: Database) -> None:
         self._db = db
 

@@ -1,16 +1,16 @@
-"""Per-person API keys of the OpenAI-compatible endpoint on SQLite (docs/openai-api.md).
+"""Per-person API keys of the OpenAI-compatible endpoint (docs/openai-api.md).
 
 Only a SHA-256 hash of each key is stored (the key is shown once, by ``kith users api-key``), so a
 copy of the database authenticates nobody. The ``user_id`` column makes ``kith users delete`` erase a
-person's keys with the rest of their rows (gateway/state/sqlite/people.py).
+person's keys with the rest of their rows (gateway/state/stores/people.py).
 """
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from gateway.state.database import Database
 from gateway.state.records import ApiKey
-from gateway.state.sqlite.database import Database
 from gateway.state.timestamps import parse_ts, ts
 
 _COLUMNS = "key_id, user_id, label, created_at, last_used_at"
@@ -21,7 +21,7 @@ def _key(row: tuple[object, ...]) -> ApiKey:
                   last_used_at=parse_ts(str(row[4])) if row[4] else None)  # fmt: skip
 
 
-class SqliteApiKeys:
+class ApiKeys:
     def __init__(self, db: Database) -> None:
         self._db = db
 

@@ -1,11 +1,11 @@
-"""Sessions, conversations and dedupe keys on SQLite."""
+"""Sessions, conversations and dedupe keys."""
 
 from __future__ import annotations
 
 from datetime import datetime
 
+from gateway.state.database import Database, Row
 from gateway.state.records import Conversation, SessionSummary, StoredSession
-from gateway.state.sqlite.database import Database, Row
 from gateway.state.timestamps import parse_ts, ts
 
 _SESSION = "session_id, user_id, scope_key, conversation_key, persona, started_at, last_active_at, ended_at"
@@ -17,7 +17,7 @@ def _session(r: Row) -> StoredSession:
                          ended_at=parse_ts(r[7]) if r[7] is not None else None)  # fmt: skip
 
 
-class SqliteSessions:
+class Sessions:
     def __init__(self, db: Database) -> None:
         self._db = db
 
@@ -112,7 +112,7 @@ def _conversation(r: Row) -> Conversation:
                         persona=r[5], last_seen_at=parse_ts(r[6]))  # fmt: skip
 
 
-class SqliteConversations:
+class Conversations:
     def __init__(self, db: Database) -> None:
         self._db = db
 
@@ -141,7 +141,7 @@ class SqliteConversations:
             "SELECT conversation_key FROM conversations WHERE kind='group' ORDER BY conversation_key")]  # fmt: skip
 
 
-class SqliteDedupe:
+class Dedupe:
     def __init__(self, db: Database) -> None:
         self._db = db
 
@@ -150,14 +150,14 @@ class SqliteDedupe:
 
     def mark_seen(self, channel: str, message_id: str, at: datetime | None = None) -> bool:
         """Record a dedupe key; False when it was already there (a redelivery)."""
-        cur = self._db.run("INSERT OR IGNORE INTO dedupe(channel, message_id, created_at) VALUES (?,?,?)",
+        cur = self._db.run("INSERT INTO dedupe(channel, message_id, created_at) VALUES (?,?,?) ON CONFLICT DO NOTHING",
                            (channel, message_id, ts(at)))  # fmt: skip
         return cur.rowcount == 1
 
     def prune(self, before: datetime, limit: int) -> int:
         """Delete up to ``limit`` keys recorded before ``before`` (oldest first); how many went."""
         cur = self._db.run(
-            "DELETE FROM dedupe WHERE rowid IN (SELECT rowid FROM dedupe WHERE created_at < ?"
+            f"DELETE FROM dedupe WHERE {self._db.row_id} IN (SELECT {self._db.row_id} FROM dedupe WHERE created_at < ?"
             " ORDER BY created_at LIMIT ?)",
             (ts(before), limit),
         )

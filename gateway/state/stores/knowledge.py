@@ -1,4 +1,4 @@
-"""The knowledge graph's facts on SQLite (table ``kg_facts``).
+"""The knowledge graph's facts (table ``kg_facts``).
 
 Storage only: which row a new fact merges into, supersedes or duplicates is decided by
 ``gateway.memory`` (the knowledge graph), which calls these inside ``State.tx()``.
@@ -9,8 +9,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from datetime import datetime
 
+from gateway.state.database import Database, Row
 from gateway.state.records import Fact, NewFact
-from gateway.state.sqlite.database import Database, Row
 from gateway.state.timestamps import parse_ts, ts
 
 _COLUMNS = (
@@ -25,20 +25,20 @@ def _fact(r: Row) -> Fact:
                 created_at=parse_ts(str(r[10])))  # fmt: skip
 
 
-# PostgreSQL runs it with RETURNING id (it has no lastrowid): gateway.state.postgres.stores.
-INSERT_FACT = (
+_INSERT_FACT = (
     "INSERT INTO kg_facts (user_id, subject, subject_key, predicate, object, object_key, valid_from, "
     "valid_until, confidence, source_type, source_ref, replay_key, created_at) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"
+    " RETURNING id"
 )
 
 
-def insert_args(fact: NewFact) -> tuple[object, ...]:
+def _insert_args(fact: NewFact) -> tuple[object, ...]:
     return (fact.user_id, fact.subject, fact.subject_key, fact.predicate, fact.object, fact.object_key,
             ts(fact.valid_from), ts(fact.valid_until) if fact.valid_until is not None else None,
             fact.confidence, fact.source_type, fact.source_ref, fact.replay_key, ts(fact.created_at))  # fmt: skip
 
 
-class SqliteKnowledge:
+class Knowledge:
     def __init__(self, db: Database) -> None:
         self._db = db
 
@@ -90,9 +90,10 @@ class SqliteKnowledge:
 
     # ----------------------------------------------------------------------------------- writes
     def insert(self, fact: NewFact) -> Fact:
-        with self._db.lock:
-            cur = self._db.run(INSERT_FACT, insert_args(fact))
-            inserted = self.get(int(cur.lastrowid or 0))
+        with self._db.atomic():
+            # all(), not one(): a RETURNING statement left unfinished would hold SQLite's write lock.
+            rows = self._db.all(_INSERT_FACT, _insert_args(fact))
+            inserted = self.get(int(rows[0][0]))
         assert inserted is not None
         return inserted
 
@@ -102,7 +103,7 @@ class SqliteKnowledge:
 
     def reshape(self, fact_id: int, *, valid_from: datetime, valid_until: datetime | None, confidence: float) -> Fact:
         """Set a row's window and confidence (a repeat folded into it); the row as it is now."""
-        with self._db.lock:
+        with self._db.atomic():
             self._db.run(
                 "UPDATE kg_facts SET valid_from = ?, valid_until = ?, confidence = ? WHERE id = ?",
                 (ts(valid_from), ts(valid_until) if valid_until is not None else None, confidence, fact_id),
