@@ -27,7 +27,7 @@ from typing import Any
 
 from bench.common import machine, percentile
 from gateway.app import Gateway
-from gateway.config import parse_config
+from gateway.configread import parse_config
 from gateway.hookspecs import hookimpl
 from gateway.memory.search.filter_tier import DECISION
 from gateway.testing import message

@@ -23,8 +23,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.bus.keys import Keys
-from gateway.safetext import printable
 from gateway.types import StashKey
+from gateway.util.safetext import printable
 
 log = logging.getLogger("kith.ops.memory_jobs")
 

@@ -83,7 +83,7 @@ def test_the_embedded_server_is_found_without_importing_a_valkey_client() -> Non
 
 
 def test_kith_run_maps_large_blocks_of_their_own() -> None:
-    """``kith run`` sets glibc's mmap threshold (gateway/heap.py) before anything big is allocated;
+    """``kith run`` sets glibc's mmap threshold (gateway/util/heap.py) before anything big is allocated;
     checked in a fresh interpreter, as mallopt changes the whole process."""
     probe = ("from gateway import heap\nfrom gateway.cli import run\n"
              "import inspect\nprint(heap.map_large_blocks(), 'heap.map_large_blocks()' in inspect.getsource(run.run))")

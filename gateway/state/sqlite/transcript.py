@@ -206,7 +206,7 @@ class SqliteTurns:
 
 
 class SqliteTurnContexts:
-    """What the model saw per turn (``gateway.turncontext`` writes it; the HTTP API reads it)."""
+    """What the model saw per turn (``gateway.turn.record`` writes it; the HTTP API reads it)."""
 
     def __init__(self, db: Database) -> None:
         self._db = db
