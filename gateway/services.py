@@ -56,7 +56,11 @@ class Services(Protocol):
     kg: KnowledgeGraph | None
     bus: JobBus | None
     cluster: Cluster
-    adapters: Mapping[str, Adapter]  # the running channels by name
+
+    @property
+    def adapters(self) -> Mapping[str, Adapter]:
+        """The running channels by name (read-only to modules: the gateway creates them)."""
+        ...
 
     async def handle_inbound(self, message: InboundMessage, *, on_delta: DeltaCallback | None = None) -> Reply | None:
         """Run the turn protocol for one normalized message (None = silent)."""
