@@ -15,6 +15,7 @@ which imports nearly everything, so 79 modules formed one cycle. They type again
 from __future__ import annotations
 
 import ast
+import functools
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -49,6 +50,7 @@ def _imported(node: ast.AST, package: str) -> Iterator[tuple[str, str | None]]:
             yield module, alias.name
 
 
+@functools.cache  # parsed once for the tests of this module
 def import_graph(root: Path = ROOT) -> dict[str, set[str]]:
     """Each module of the three packages -> the modules of the three packages it imports."""
     files = _module_files(root)
@@ -130,3 +132,14 @@ def test_the_largest_import_cycle_is_small() -> None:
     assert len(largest) <= MAX_CYCLE, (
         f"{len(largest)} modules import each other in a cycle (at most {MAX_CYCLE}); type against "
         f"gateway.services.Services instead of gateway.app.Gateway:\n  " + "\n  ".join(largest))
+
+
+# Modules that build a Gateway (the CLI's commands, the test harness); the rest are handed one.
+BUILDERS = ("gateway.cli.", "gateway.testing")
+
+
+def test_only_the_builders_import_the_gateway_class() -> None:
+    importers = sorted(m for m, targets in import_graph().items()
+                       if "gateway.app" in targets and not m.startswith(BUILDERS))
+    assert not importers, ("type the gateway as gateway.services.Services, not gateway.app.Gateway: "
+                           + ", ".join(importers))
