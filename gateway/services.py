@@ -23,7 +23,6 @@ if TYPE_CHECKING:
     from gateway.bus.bus import JobBus
     from gateway.cluster.role import Cluster
     from gateway.config import Config
-    from gateway.dedupe import Dedupe
     from gateway.hooks import Hooks
     from gateway.identity.users import Identities
     from gateway.llm.base import Provider
@@ -31,6 +30,7 @@ if TYPE_CHECKING:
     from gateway.memory.knowledge.graph import KnowledgeGraph
     from gateway.memory.search.service import MemoryService
     from gateway.state import State
+    from gateway.turn.dedupe import Dedupe
     from gateway.turn.sessions import Sessions
     from gateway.types import ConversationAddress, InboundMessage, Reply, Stash, Turn
 
