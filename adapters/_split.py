@@ -1,6 +1,6 @@
 """Rendering a reply's Markdown as Telegram HTML.
 
-Splitting (``gateway.text.split_text``) works on the text the user sees, so a split never lands inside
+Splitting (``gateway.util.text.split_text``) works on the text the user sees, so a split never lands inside
 an escape sequence or a tag: adapters split first and render each chunk afterwards.
 """
 

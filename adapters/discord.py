@@ -43,7 +43,7 @@ from gateway.media.errors import AttachmentUnavailable
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.adapters.discord")
 
@@ -82,7 +82,7 @@ class DiscordAdapter(Adapter):
     name: ClassVar[str] = "discord"
     max_message_chars: ClassVar[int] = 2000
 
-    def __init__(self, gateway: Gateway, config: DiscordConfig | None = None) -> None:
+    def __init__(self, gateway: Services, config: DiscordConfig | None = None) -> None:
         cfg = config if config is not None else gateway.config.channels.section("discord", DiscordConfig)
         super().__init__(gateway, cfg)
         self.cfg: DiscordConfig = cfg

@@ -57,7 +57,7 @@ from gateway.media.errors import AttachmentUnavailable
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.adapters.nextcloud")
 
@@ -127,7 +127,7 @@ class NextcloudTalkAdapter(Adapter):
     name: ClassVar[str] = "nextcloud"
     max_message_chars: ClassVar[int] = 32_000
 
-    def __init__(self, gateway: Gateway, config: NextcloudConfig | None = None) -> None:
+    def __init__(self, gateway: Services, config: NextcloudConfig | None = None) -> None:
         cfg = config if config is not None else gateway.config.channels.section("nextcloud", NextcloudConfig)
         super().__init__(gateway, cfg)
         self.cfg: NextcloudConfig = cfg

@@ -47,13 +47,13 @@ from adapters.openai_wire import (
 )
 from adapters.ws_limits import WebSocketLimits
 from gateway.adapter import Adapter, AdapterRegistry
-from gateway.context import estimate_tokens
 from gateway.hookspecs import hookimpl
 from gateway.http.api_keys import CHANNEL, authenticate, ensure_account
 from gateway.http.auth import bearer
 from gateway.media.errors import AttachmentUnavailable, TooLarge
 from gateway.personas import PersonaError
 from gateway.personas.choice import available, choose, on_disk, persona_for
+from gateway.turn.budget import estimate_tokens
 from gateway.types import (
     Attachment,
     ConversationAddress,
@@ -66,7 +66,7 @@ from gateway.types import (
 )
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
     from gateway.state import ApiKey
 
 log = logging.getLogger("kith.adapters.openai")
@@ -84,7 +84,7 @@ class OpenAIAdapter(Adapter):
     name = CHANNEL
     max_message_chars = 1_000_000  # one answer carries the whole reply; never split
 
-    def __init__(self, gateway: Gateway, config: Any = None) -> None:
+    def __init__(self, gateway: Services, config: Any = None) -> None:
         super().__init__(gateway, config)
         self.limits = WebSocketLimits(gateway.config.server.rate_limit)
         self._touched: dict[str, datetime] = {}
@@ -306,7 +306,7 @@ async def _json(request: web.Request) -> Any:
         raise WireError(400, "the body is not valid JSON") from None
 
 
-def usage_table(gateway: Gateway) -> dict[str, tuple[int, int]]:
+def usage_table(gateway: Services) -> dict[str, tuple[int, int]]:
     return gateway.stash.setdefault(USAGE, {})
 
 
@@ -316,7 +316,7 @@ def gateway_register_adapters(register: AdapterRegistry) -> None:
 
 
 @hookimpl
-def gateway_after_turn(gateway: Gateway, turn: Turn, reply: Reply, response: LLMResponse | None) -> None:
+def gateway_after_turn(gateway: Services, turn: Turn, reply: Reply, response: LLMResponse | None) -> None:
     # The tokens of a /v1 turn, for the answer's ``usage``; read (and dropped) by the request at once.
     if turn.message.channel != CHANNEL or response is None:
         return

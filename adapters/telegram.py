@@ -51,7 +51,7 @@ from gateway.media.errors import AttachmentUnavailable, TooLarge
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.adapters.telegram")
 
@@ -67,7 +67,7 @@ BOT_API_DOWNLOAD_LIMIT = 20 * 1024 * 1024  # getFile refuses bigger files ("file
 # and file_unique_id (stable across bots and time) so a stored copy has a meaningful, unique name.
 _DEFAULT_NAMES = {"photo": ("photo", ".jpg", "image/jpeg"), "voice": ("voice", ".ogg", "audio/ogg"),
                   "video_note": ("video_note", ".mp4", "video/mp4"), "sticker": ("sticker", ".webp", "image/webp")}
-# Answered by the core (gateway/commands.py); listed here only for Telegram's command menu.
+# Answered by the core (gateway/turn/commands.py); listed here only for Telegram's command menu.
 BOT_COMMANDS = (
     ("start", "introduction and help"),
     ("help", "what I can do"),
@@ -140,7 +140,7 @@ class TelegramAdapter(Adapter):
     name: ClassVar[str] = "telegram"
     max_message_chars: ClassVar[int] = 4096
 
-    def __init__(self, gateway: Gateway, config: TelegramConfig | None = None) -> None:
+    def __init__(self, gateway: Services, config: TelegramConfig | None = None) -> None:
         cfg = config if config is not None else gateway.config.channels.section("telegram", TelegramConfig)
         super().__init__(gateway, cfg)
         self.cfg: TelegramConfig = cfg

@@ -39,7 +39,7 @@ from gateway.types import Attachment, ConversationAddress, ConversationKind, Inb
 from gateway.web import serve
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.adapters.websocket")
 
@@ -377,7 +377,7 @@ class WebSocketAdapter(Adapter):
     name = "websocket"
     max_message_chars = 1_000_000  # one frame carries the whole reply; the client renders it
 
-    def __init__(self, gateway: Gateway, config: Any = None) -> None:
+    def __init__(self, gateway: Services, config: Any = None) -> None:
         super().__init__(gateway, config)
         secret = gateway.config.server.token
         self.token: str | None = secret.get_secret_value() if secret is not None else None
@@ -528,7 +528,7 @@ def gateway_register_adapters(register: AdapterRegistry) -> None:
 
 
 @hookimpl
-def gateway_users_merged(gateway: Gateway, into: str, source: str) -> None:
+def gateway_users_merged(gateway: Services, into: str, source: str) -> None:
     # A /link merged a person into another: their open clients now belong to ``into``.
     adapter = gateway.adapters.get("websocket")
     if isinstance(adapter, WebSocketAdapter):
@@ -536,7 +536,7 @@ def gateway_users_merged(gateway: Gateway, into: str, source: str) -> None:
 
 
 @hookimpl
-async def gateway_conversation_changed(gateway: Gateway, user_id: str) -> None:
+async def gateway_conversation_changed(gateway: Services, user_id: str) -> None:
     # /new or /otr on another channel, a persona or settings change from the API: the person's open
     # web and terminal clients refresh what they show.
     adapter = gateway.adapters.get("websocket")

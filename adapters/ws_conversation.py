@@ -13,23 +13,23 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from gateway.tiers import tier_of
+from gateway.turn.tiers import tier_of
 from gateway.types import InboundMessage, Session, Turn, UserRef
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 PREVIEW = "preview-"  # Sessions.peek's stand-in id when the next message would start a session
 MAX_HISTORY = 200
 DEFAULT_HISTORY = 50
 
 
-def _current(gateway: Gateway, user: UserRef, message: InboundMessage) -> Session | None:
+def _current(gateway: Services, user: UserRef, message: InboundMessage) -> Session | None:
     session = gateway.sessions.peek(user, message, datetime.now(UTC))
     return None if session.session_id.startswith(PREVIEW) else session
 
 
-def conversation_state(gateway: Gateway, user: UserRef, message: InboundMessage) -> dict[str, Any]:
+def conversation_state(gateway: Services, user: UserRef, message: InboundMessage) -> dict[str, Any]:
     """The fields of a ``state`` frame (and of ``ready``) for the account of ``message``."""
     session = gateway.sessions.peek(user, message, datetime.now(UTC))
     return {
@@ -41,7 +41,7 @@ def conversation_state(gateway: Gateway, user: UserRef, message: InboundMessage)
     }
 
 
-def accounts(gateway: Gateway, user_id: str) -> list[dict[str, str]]:
+def accounts(gateway: Services, user_id: str) -> list[dict[str, str]]:
     return [{"channel": c, "account_id": a} for c, a in gateway.identities.accounts(user_id)]
 
 
@@ -56,7 +56,7 @@ def _entry(seq: int, role: str, text: str, at: datetime, turn_id: str) -> dict[s
     return {"seq": seq, "role": role, "text": text, "at": at.astimezone(UTC).isoformat(), "turn_id": turn_id}
 
 
-def history(gateway: Gateway, user: UserRef, message: InboundMessage, *, before_seq: int | None,
+def history(gateway: Services, user: UserRef, message: InboundMessage, *, before_seq: int | None,
             limit: int) -> HistoryPage:  # fmt: skip
     """Up to ``limit`` messages of the current session before ``before_seq`` (default: its end), oldest
     first; ``more`` when older ones exist."""

@@ -19,7 +19,7 @@ from contextlib import contextmanager
 
 from adapters.ratelimit import Allowance, Allowances
 from gateway.config import RateLimit
-from gateway.logthrottle import LogThrottle
+from gateway.util.logthrottle import LogThrottle
 
 log = logging.getLogger("kith.adapters.websocket")
 LOG_INTERVAL_S = 60.0  # refusals are counted in /healthz; the log gets one line a minute per kind

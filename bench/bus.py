@@ -26,7 +26,7 @@ from typing import Any
 
 from bench.common import machine, percentile
 from gateway.bus import JobBus, JobContext, JobSpec
-from gateway.config import parse_config
+from gateway.configread import parse_config
 
 
 def configure(parser: argparse.ArgumentParser) -> None:

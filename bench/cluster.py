@@ -23,7 +23,7 @@ from bench.common import machine, percentile
 from bench.turn import MEMORY_STAGES, _client
 from gateway.app import Gateway
 from gateway.bus.server import EmbeddedRedis
-from gateway.config import parse_config
+from gateway.configread import parse_config
 
 _OPEN = 1_000_000
 

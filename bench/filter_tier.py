@@ -27,9 +27,10 @@ from typing import Any
 
 from bench.common import machine, percentile
 from gateway.app import Gateway
-from gateway.config import parse_config
+from gateway.configread import parse_config
 from gateway.hookspecs import hookimpl
 from gateway.memory.search.filter_tier import DECISION
+from gateway.services import Services
 from gateway.testing import message
 from gateway.types import Turn
 
@@ -51,7 +52,7 @@ class Decisions:
         self.reasons: list[str] = []
 
     @hookimpl
-    def gateway_before_llm_call(self, gateway: Any, turn: Turn, request: Any) -> None:
+    def gateway_before_llm_call(self, gateway: Services, turn: Turn, request: Any) -> None:
         decision = turn.stash.get(DECISION)
         self.outcomes.append(decision.outcome if decision else "none")
         if decision is not None and decision.outcome == "error":

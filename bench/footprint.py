@@ -41,8 +41,8 @@ from typing import Any
 import aiohttp
 
 from bench.common import machine
-from gateway.diskspace import RESERVE_FILE
-from gateway.turnspool import SPOOL_FILE
+from gateway.turn.spool import SPOOL_FILE
+from gateway.util.diskspace import RESERVE_FILE
 
 MEMORY_STAGES = [
     "plugins.memory_index", "plugins.recall", "plugins.profile", "plugins.people", "plugins.compaction",

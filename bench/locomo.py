@@ -146,7 +146,7 @@ class Question:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from gateway.config import parse_config
+    from gateway.configread import parse_config
     from gateway.memory.search.recall import retrieve
     from gateway.memory.search.service import MemoryService
 

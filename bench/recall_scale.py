@@ -34,7 +34,7 @@ def configure(parser: argparse.ArgumentParser) -> None:
 
 
 async def run(args: argparse.Namespace) -> dict[str, Any]:
-    from gateway.config import parse_config
+    from gateway.configread import parse_config
     from gateway.memory.search.embed import load_embedder
     from gateway.memory.search.index import open_index
     from gateway.memory.search.service import MemoryService

@@ -40,7 +40,7 @@ from typing import Any, ClassVar
 from bench.common import machine, percentile
 from gateway.adapter import Adapter, AdapterRegistry
 from gateway.app import Gateway
-from gateway.config import parse_config
+from gateway.configread import parse_config
 from gateway.delivery.outbox import deliver
 from gateway.hookspecs import hookimpl
 from gateway.types import ConversationAddress, Reply

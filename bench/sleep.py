@@ -23,7 +23,7 @@ from typing import Any
 
 from bench.common import machine, percentile
 from gateway.app import Gateway
-from gateway.config import parse_config
+from gateway.configread import parse_config
 from gateway.memory.background import jobscope
 from gateway.memory.background.sleep import NightScope, run_night
 from gateway.types import InboundMessage, LLMRequest, LLMResponse

@@ -32,7 +32,7 @@ import aiohttp
 
 from bench.common import machine, percentile
 from gateway.app import Gateway
-from gateway.config import parse_config
+from gateway.configread import parse_config
 from gateway.hookspecs import hookimpl
 
 
@@ -259,7 +259,7 @@ class _Prompt:
 
     @hookimpl
     def gateway_before_llm_call(self, request: Any) -> None:
-        from gateway.context import estimate_tokens, render_section
+        from gateway.turn.budget import estimate_tokens, render_section
 
         self.tokens.append(sum(estimate_tokens(render_section(s)) for s in request.system)
                            + sum(estimate_tokens(m.content) for m in request.messages))

@@ -23,11 +23,11 @@ from aiohttp import web
 
 from gateway.media.errors import AttachmentUnavailable
 from gateway.registry import Registry
-from gateway.text import split_text
 from gateway.types import Attachment, ConversationAddress, Reply
+from gateway.util.text import split_text
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 
 class AdapterAuthError(Exception):
@@ -45,7 +45,7 @@ class Adapter(abc.ABC):
     #: Seconds without any platform activity after which the watchdog restarts ``run`` (0 = never).
     stall_after_s: ClassVar[float] = 0.0
 
-    def __init__(self, gateway: Gateway, config: Any = None) -> None:
+    def __init__(self, gateway: Services, config: Any = None) -> None:
         self.gateway = gateway
         self.config = config
         self.last_activity = time.monotonic()

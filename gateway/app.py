@@ -23,9 +23,7 @@ from gateway.bus import JobBus, UserDirectory
 from gateway.cluster.node import node_dir
 from gateway.cluster.role import Cluster
 from gateway.config import Config
-from gateway.dedupe import Dedupe
-from gateway.diskspace import MB
-from gateway.hooks import Hooks, Registrations
+from gateway.hooks import Hooks
 from gateway.http.accept import BackoffSite
 from gateway.http.api.table import install as install_api
 from gateway.http.api.table import mount as mount_api
@@ -44,13 +42,16 @@ from gateway.ops.http import routes as metrics_routes
 from gateway.ops.metrics import OUTCOME as TURN_OUTCOME
 from gateway.ops.metrics import observe_turn
 from gateway.plugins import PluginHost, build_plugin_host
-from gateway.sessions import Sessions
+from gateway.registrations import Registrations, collect_registrations
 from gateway.state import State, open_configured_async
 from gateway.supervisor import Supervisor
-from gateway.turngate import TURNS
-from gateway.turnspool import TurnSpool
+from gateway.turn.dedupe import Dedupe
+from gateway.turn.gate import TURNS
+from gateway.turn.sessions import Sessions
+from gateway.turn.spool import TurnSpool
+from gateway.turn.writeback import WRITE_BACK, WriteBack
 from gateway.types import ConversationAddress, InboundMessage, Reply, Stash, Turn
-from gateway.writeback import WRITE_BACK, WriteBack
+from gateway.util.diskspace import MB
 
 log = logging.getLogger("kith.gateway")
 
@@ -139,7 +140,8 @@ class Gateway:
         self.hooks.configure(self.config)
         # Adapters, jobs and tools from every plugin, before anything is opened: every problem
         # (a name registered twice, a bad spec) refuses startup in one error.
-        self.registrations = self.hooks.registrations(self.config)
+        self.registrations = collect_registrations(self.hooks, self.config)
+        self.registrations.share(self.stash)
         # /api: the host's table and every plugin's routes, as registered (gateway/http/api/registry.py)
         mount_api(self.http_app, self, self.registrations.routes.values())
         # Opened in a worker thread: the WAL switch and migrations may wait for another process.
@@ -152,7 +154,7 @@ class Gateway:
         self.dedupe = Dedupe(self.state)
         if self.run_jobs:
             # Before the plugins start: the session log's catch-up then finds what an earlier run
-            # spooled (gateway/writeback.py). The gateway that answers turns holds the spool.
+            # spooled (gateway/turn/writeback.py). The gateway that answers turns holds the spool.
             # In a cluster each node has its own (under its node directory: keep cluster.node_id stable).
             spool = TurnSpool(node_dir(self.config), self.config.state.spool_mb * MB)
             keeper = self.stash[WRITE_BACK] = WriteBack(self, spool)
@@ -256,7 +258,7 @@ class Gateway:
 
     async def _healthz(self, request: web.Request) -> web.Response:
         from gateway.ops.memory_jobs import health_of_memory_jobs
-        from gateway.writefailures import write_failures
+        from gateway.turn.writefailures import write_failures
 
         # "degraded": the daemon answers, but something is not at full service (indexing paused
         # for lack of disk space, turns answered but not stored); each reason is one line.
@@ -287,7 +289,7 @@ class Gateway:
     # ---------------------------------------------------------------------------------- turns
     async def handle_inbound(self, message: InboundMessage, *, on_delta: DeltaCallback | None = None) -> Reply | None:
         """Run the turn protocol for one normalized message and return the reply (None = silent)."""
-        from gateway.turn import ON_DELTA
+        from gateway.turn.protocol import ON_DELTA
 
         turn = Turn(turn_id=uuid.uuid4().hex, message=message, received_at=message.timestamp or datetime.now(UTC))
         if on_delta is not None:
@@ -297,7 +299,7 @@ class Gateway:
         started = time.perf_counter()
         outcome = "error"
         try:
-            with TURNS.turn():  # background embedding waits meanwhile (gateway/turngate.py)
+            with TURNS.turn():  # background embedding waits meanwhile (gateway/turn/gate.py)
                 reply = await self.hooks.handle_turn(self, turn)
             outcome = turn.stash.get(TURN_OUTCOME) or (
                 "dropped" if reply is None else "notice" if reply.notice else "replied")

@@ -4,13 +4,13 @@ The host knows no platform. A plugin that provides a channel declares its sectio
 in ``gateway_register_channels`` (``register(name, Model)``): ``Model`` is a ``ChannelConfig``
 (pydantic, unknown keys refused) that also carries the section's checks (``problems``) and what the
 host's HTTP guard needs to know about it (``webhook_paths``, ``public_urls``). Reading a config
-(``gateway.config.parse_config``) collects the declarations of the plugins the config loads
+(``gateway.configread.parse_config``) collects the declarations of the plugins the config loads
 (``gateway.plugins.declared_channels``) and validates every section with its model, so a wrong key in
 ``channels.telegram`` is reported with the host's own problems, all at once. The built-in channels'
 models live next to their adapters (``adapters/*_config.py``).
 
 ``ChannelAccess`` is the part every chat platform shares, read by the host's access policy
-(``gateway/access.py``): who may talk to the bot, pairing, pacing, supervision.
+(``gateway/turn/admission.py``): who may talk to the bot, pairing, pacing, supervision.
 """
 
 from __future__ import annotations
@@ -53,14 +53,14 @@ class ChannelConfig(Section):
 
 
 class ChannelAccess(ChannelConfig):
-    """Who may talk to the bot on one channel (see gateway/access.py and docs/channels.md)."""
+    """Who may talk to the bot on one channel (see gateway/turn/admission.py and docs/channels.md)."""
 
     dm_policy: Literal["pairing", "allowlist", "open", "disabled"] = "pairing"
     allow_from: list[str] = Field(default_factory=list)  # account ids allowed to DM
     group_allow: list[str] = Field(default_factory=list)  # conversation ids; "*" = any group
     require_mention: bool = True
     pairing_code_ttl_s: int = Field(3600, ge=60, le=7 * 86400)
-    pairing_max_pending: int = Field(20, ge=1, le=1000)  # per channel; see gateway/access.py for the fairness rules
+    pairing_max_pending: int = Field(20, ge=1, le=1000)  # per channel; fairness: gateway/turn/admission.py
     pairing_reply_interval_s: float = Field(600, ge=0)  # answer a waiting stranger at most this often
     # Supervision: restart the adapter when the platform has been silent this long (0 = never).
     stall_after_s: float = Field(0, ge=0)

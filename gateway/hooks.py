@@ -13,15 +13,15 @@ plugin's to call, through the plugin manager it is given there.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 import pluggy
 
 from gateway.channels import ChannelRegistry
-from gateway.config import Config, ConfigError
+from gateway.config import Config
 from gateway.delivery.sections import BriefingSection
 from gateway.hookcall import HookCaller
+from gateway.registry import Registry
 from gateway.types import (
     AccessDecision,
     ContextSection,
@@ -41,28 +41,9 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from gateway.adapter import AdapterRegistry
-    from gateway.app import Gateway
     from gateway.bus.registry import JobRegistry
-    from gateway.command_registry import CommandRegistry
-    from gateway.http.api.registry import RouteRegistry
-    from gateway.tools import ToolRegistry
-
-
-@dataclass(frozen=True, slots=True)
-class Registrations:
-    """What every plugin registered, collected once per gateway at start-up."""
-
-    adapters: AdapterRegistry
-    jobs: JobRegistry
-    tools: ToolRegistry
-    commands: CommandRegistry
-    routes: RouteRegistry
-    channels: ChannelRegistry = field(default_factory=ChannelRegistry)
-
-    @property
-    def problems(self) -> list[str]:
-        return [*self.adapters.problems, *self.jobs.problems, *self.tools.problems, *self.commands.problems,
-                *self.routes.problems, *self.channels.problems]
+    from gateway.services import Services
+    from gateway.turn.command_registry import CommandRegistry
 
 
 class Hooks:
@@ -89,42 +70,30 @@ class Hooks:
         self._call.call_register("gateway_register_channels", declared)
         return declared
 
-    def registrations(self, config: Config) -> Registrations:
-        """Adapters, jobs, tools, commands and HTTP routes from every plugin; every problem in one
-        ``ConfigError``.
+    # Registration hooks, collected once per gateway by ``gateway.registrations.collect_registrations``.
+    # Tools and routes are typed ``Registry[Any]`` here: what they hold takes the gateway, so naming
+    # their registries would tie this module into a cycle with the Services it is typed against; the
+    # hookspecs carry the precise types.
+    def register_adapters(self, register: AdapterRegistry, config: Config) -> None:
+        self._call.call_register("gateway_register_adapters", register, config=config)
 
-        Also the channel sections again, from every plugin of this gateway: each must be in
-        ``config.channels`` as its own model, i.e. the config was read with the same plugins."""
-        # Imported here, not at the top: reading a config builds a plugin host too (its channel
-        # sections, gateway.plugins.declared_channels), and every CLI command reads one.
-        from gateway.adapter import AdapterRegistry
-        from gateway.bus.registry import JobRegistry
-        from gateway.command_registry import CommandRegistry
-        from gateway.http.api.registry import RouteRegistry
-        from gateway.tools import ToolRegistry
+    def register_jobs(self, register: JobRegistry, config: Config) -> None:
+        self._call.call_register("gateway_register_jobs", register, config=config)
 
-        regs = Registrations(AdapterRegistry(), JobRegistry(), ToolRegistry(), CommandRegistry(), RouteRegistry(),
-                             self.register_channels())  # fmt: skip
-        for name, model in regs.channels.items():
-            if not isinstance(config.channels.get(name), model):
-                regs.channels.problems.append(
-                    f"channel {name!r} ({regs.channels.plugin_of(name) or '?'}) is not in this config: it was read"
-                    " without the plugin (declare channels from a kith.config entry point, docs/plugins.md; in"
-                    " tests pass the plugin to parse_config(..., plugins=...))")
-        self._call.call_register("gateway_register_adapters", regs.adapters, config=config)
-        self._call.call_register("gateway_register_jobs", regs.jobs, config=config)
-        self._call.call_register("gateway_register_tools", regs.tools, config=config)
-        self._call.call_register("gateway_register_commands", regs.commands, config=config)
-        self._call.call_register("gateway_register_routes", regs.routes, config=config)
-        if regs.problems:
-            raise ConfigError(regs.problems, "plugin registrations")
-        return regs
+    def register_tools(self, register: Registry[Any], config: Config) -> None:
+        self._call.call_register("gateway_register_tools", register, config=config)
+
+    def register_commands(self, register: CommandRegistry, config: Config) -> None:
+        self._call.call_register("gateway_register_commands", register, config=config)
+
+    def register_routes(self, register: Registry[Any], config: Config) -> None:
+        self._call.call_register("gateway_register_routes", register, config=config)
 
     # ------------------------------------------------------------------------------------ lifecycle
-    async def startup(self, gateway: Gateway) -> None:
+    async def startup(self, gateway: Services) -> None:
         await self._call.call_all("gateway_startup", timeout=None, gateway=gateway)
 
-    async def shutdown(self, gateway: Gateway) -> None:
+    async def shutdown(self, gateway: Services) -> None:
         await self._call.call_all("gateway_shutdown", timeout=None, gateway=gateway)
 
     # -------------------------------------------------------------------------------------- inbound
@@ -132,48 +101,48 @@ class Hooks:
         drop = await self._call.call_first("gateway_filter_inbound", message=message)
         return drop if isinstance(drop, Drop) else None
 
-    async def check_access(self, gateway: Gateway, message: InboundMessage) -> AccessDecision | Drop | None:
+    async def check_access(self, gateway: Services, message: InboundMessage) -> AccessDecision | Drop | None:
         decision = await self._call.call_first("gateway_check_access", gateway=gateway, message=message)
         return decision if isinstance(decision, AccessDecision | Drop) else None
 
-    async def resolve_identity(self, gateway: Gateway, message: InboundMessage) -> UserRef | None:
+    async def resolve_identity(self, gateway: Services, message: InboundMessage) -> UserRef | None:
         user = await self._call.call_first("gateway_resolve_identity", isolate=False, gateway=gateway,
                                            message=message)  # fmt: skip
         return user if isinstance(user, UserRef) else None
 
-    async def before_users_merge(self, gateway: Gateway, *, into: str, source: str) -> None:
+    async def before_users_merge(self, gateway: Services, *, into: str, source: str) -> None:
         await self._call.call_all("gateway_before_users_merge", timeout=None, gateway=gateway, into=into,
                                   source=source)  # fmt: skip
 
-    async def users_merged(self, gateway: Gateway, *, into: str, source: str) -> None:
+    async def users_merged(self, gateway: Services, *, into: str, source: str) -> None:
         await self._call.call_all("gateway_users_merged", gateway=gateway, into=into, source=source)
 
-    async def memory_edited(self, gateway: Gateway, *, user_id: str, paths: list[str]) -> None:
+    async def memory_edited(self, gateway: Services, *, user_id: str, paths: list[str]) -> None:
         await self._call.call_all("gateway_memory_edited", gateway=gateway, user_id=user_id, paths=paths)
 
-    async def handle_command(self, gateway: Gateway, turn: Turn, command: str, args: str) -> Reply | None:
+    async def handle_command(self, gateway: Services, turn: Turn, command: str, args: str) -> Reply | None:
         answer = await self._call.call_first("gateway_handle_command", gateway=gateway, turn=turn, command=command,
                                              args=args)  # fmt: skip
         return answer if isinstance(answer, Reply) else None
 
-    async def conversation_changed(self, gateway: Gateway, *, user_id: str) -> None:
+    async def conversation_changed(self, gateway: Services, *, user_id: str) -> None:
         await self._call.call_all("gateway_conversation_changed", gateway=gateway, user_id=user_id)
 
     # ----------------------------------------------------------------------------------------- turn
-    async def handle_turn(self, gateway: Gateway, turn: Turn) -> Reply | None:
+    async def handle_turn(self, gateway: Services, turn: Turn) -> Reply | None:
         reply = await self._call.call_first("gateway_handle_turn", isolate=False, timeout=None, gateway=gateway,
                                             turn=turn)  # fmt: skip
         return reply if isinstance(reply, Reply) else None
 
-    async def session_started(self, gateway: Gateway, turn: Turn, session: Session) -> None:
+    async def session_started(self, gateway: Services, turn: Turn, session: Session) -> None:
         await self._call.call_all("gateway_session_started", gateway=gateway, turn=turn, session=session)
 
-    async def prepare_message(self, gateway: Gateway, turn: Turn) -> PreparedMessage | Reply | None:
+    async def prepare_message(self, gateway: Services, turn: Turn) -> PreparedMessage | Reply | None:
         """Not bounded by the hook timeout: the media pipeline bounds its own reads and calls."""
         prepared = await self._call.call_first("gateway_prepare_message", timeout=None, gateway=gateway, turn=turn)
         return prepared if isinstance(prepared, PreparedMessage | Reply) else None
 
-    async def context_sections(self, gateway: Gateway, turn: Turn) -> list[ContextSection]:
+    async def context_sections(self, gateway: Services, turn: Turn) -> list[ContextSection]:
         """Every plugin's sections, flattened (a plugin may return one section or a list)."""
         sections: list[ContextSection] = []
         for result in await self._call.call_all("gateway_context_sections", gateway=gateway, turn=turn):
@@ -183,7 +152,7 @@ class Hooks:
                 sections.extend(s for s in result if isinstance(s, ContextSection))
         return sections
 
-    async def briefing_sections(self, gateway: Gateway, user_id: str, now: datetime) -> list[BriefingSection]:
+    async def briefing_sections(self, gateway: Services, user_id: str, now: datetime) -> list[BriefingSection]:
         """Every plugin's briefing sections, flattened (one section or a list each)."""
         sections: list[BriefingSection] = []
         for result in await self._call.call_all("gateway_briefing_sections", gateway=gateway, user_id=user_id,
@@ -195,12 +164,12 @@ class Hooks:
         return sections
 
     # ------------------------------------------------------------------------------------------ llm
-    async def before_llm_call(self, gateway: Gateway, turn: Turn, request: LLMRequest) -> LLMRequest | None:
+    async def before_llm_call(self, gateway: Services, turn: Turn, request: LLMRequest) -> LLMRequest | None:
         replaced = await self._call.call_first("gateway_before_llm_call", gateway=gateway, turn=turn,
                                                request=request)  # fmt: skip
         return replaced if isinstance(replaced, LLMRequest) else None
 
-    async def llm_call(self, gateway: Gateway, turn: Turn | None, request: LLMRequest,
+    async def llm_call(self, gateway: Services, turn: Turn | None, request: LLMRequest,
                        on_delta: Callable[[str], Any] | None) -> LLMResponse | None:  # fmt: skip
         """Not bounded by the hook timeout (``llm.timeout_s`` is the provider's); a failure is loud."""
         response = await self._call.call_first("gateway_llm_call", isolate=False, timeout=None, gateway=gateway,
@@ -208,22 +177,22 @@ class Hooks:
         return response if isinstance(response, LLMResponse) else None
 
     # ------------------------------------------------------------------------------------- outbound
-    async def render_reply(self, gateway: Gateway, turn: Turn, response: LLMResponse) -> Reply | None:
+    async def render_reply(self, gateway: Services, turn: Turn, response: LLMResponse) -> Reply | None:
         reply = await self._call.call_first("gateway_render_reply", gateway=gateway, turn=turn, response=response)
         return reply if isinstance(reply, Reply) else None
 
     # ---------------------------------------------------------------------------------------- after
-    async def after_turn(self, gateway: Gateway, turn: Turn, reply: Reply, response: LLMResponse | None) -> None:
+    async def after_turn(self, gateway: Services, turn: Turn, reply: Reply, response: LLMResponse | None) -> None:
         await self._call.call_all("gateway_after_turn", gateway=gateway, turn=turn, reply=reply, response=response)
 
-    async def flush(self, gateway: Gateway) -> None:
+    async def flush(self, gateway: Services) -> None:
         await self._call.call_all("gateway_flush", timeout=None, gateway=gateway)
 
-    async def turn_error(self, gateway: Gateway, turn: Turn, error: BaseException) -> None:
+    async def turn_error(self, gateway: Services, turn: Turn, error: BaseException) -> None:
         await self._call.call_all("gateway_turn_error", gateway=gateway, turn=turn, error=error)
 
     # ---------------------------------------------------------------------------------------- tools
-    async def before_tool_call(self, gateway: Gateway, turn: Turn, call: ToolCall) -> str | None:
+    async def before_tool_call(self, gateway: Services, turn: Turn, call: ToolCall) -> str | None:
         """The veto reason, or None. A plugin that raises propagates: the caller refuses the call."""
         veto = await self._call.call_first("gateway_before_tool_call", isolate=False, gateway=gateway, turn=turn,
                                            call=call)  # fmt: skip

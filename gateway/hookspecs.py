@@ -28,14 +28,14 @@ if TYPE_CHECKING:
     from datetime import datetime
 
     from gateway.adapter import AdapterRegistry
-    from gateway.app import Gateway
     from gateway.bus.registry import JobRegistry
     from gateway.channels import ChannelRegistry
-    from gateway.command_registry import CommandRegistry
     from gateway.config import Config
     from gateway.delivery.sections import BriefingSection
     from gateway.http.api.registry import RouteRegistry
+    from gateway.services import Services
     from gateway.tools import ToolRegistry
+    from gateway.turn.command_registry import CommandRegistry
     from gateway.types import (
         AccessDecision,
         ContextSection,
@@ -76,12 +76,12 @@ def gateway_configure(config: Config) -> None:
 
 
 @hookspec
-def gateway_startup(gateway: Gateway) -> None:
+def gateway_startup(gateway: Services) -> None:
     """The gateway's state, store and bus are open; open your own clients. Rule: all, in order."""
 
 
 @hookspec
-def gateway_shutdown(gateway: Gateway) -> None:
+def gateway_shutdown(gateway: Services) -> None:
     """Close what ``gateway_startup`` opened. Rule: all; runs even when startup partly failed."""
 
 
@@ -120,7 +120,7 @@ def gateway_filter_inbound(message: InboundMessage) -> Drop | None:
 
 
 @hookspec(firstresult=True)
-def gateway_check_access(gateway: Gateway, message: InboundMessage) -> AccessDecision | Drop | None:
+def gateway_check_access(gateway: Services, message: InboundMessage) -> AccessDecision | Drop | None:
     """Decide whether an untrusted sender may reach the model and memory.
 
     Rule: first. ``None`` from every plugin means deny: unknown senders are refused by default.
@@ -129,24 +129,24 @@ def gateway_check_access(gateway: Gateway, message: InboundMessage) -> AccessDec
 
 
 @hookspec(firstresult=True)
-def gateway_resolve_identity(gateway: Gateway, message: InboundMessage) -> UserRef | None:
+def gateway_resolve_identity(gateway: Services, message: InboundMessage) -> UserRef | None:
     """Map (channel, account id) to a user in the unified namespace. Rule: first; default trylast."""
 
 
 @hookspec
-def gateway_before_users_merge(gateway: Gateway, into: str, source: str) -> None:
+def gateway_before_users_merge(gateway: Services, into: str, source: str) -> None:
     """User ``source`` is about to be merged into ``into`` (a link): flush anything buffered for
     ``source``. Rule: all, not bounded by the hook timeout."""
 
 
 @hookspec
-def gateway_users_merged(gateway: Gateway, into: str, source: str) -> None:
+def gateway_users_merged(gateway: Services, into: str, source: str) -> None:
     """User ``source`` was merged into ``into``: its files now live under ``users/<into>/``.
     Derived data (indexes) should be rebuilt for ``into`` and purged for ``source``. Rule: all."""
 
 
 @hookspec
-def gateway_memory_edited(gateway: Gateway, user_id: str, paths: list[str]) -> None:
+def gateway_memory_edited(gateway: Services, user_id: str, paths: list[str]) -> None:
     """The person ``user_id`` changed their memory on purpose (``/remember``, ``/forget``, an undo):
     ``paths`` are the files of their root that changed. Anything that keeps a copy of those files
     (a session's profile snapshot) must drop it, so the next prompt does not carry a forgotten line.
@@ -154,7 +154,7 @@ def gateway_memory_edited(gateway: Gateway, user_id: str, paths: list[str]) -> N
 
 
 @hookspec(firstresult=True)
-def gateway_handle_command(gateway: Gateway, turn: Turn, command: str, args: str) -> Reply | None:
+def gateway_handle_command(gateway: Services, turn: Turn, command: str, args: str) -> Reply | None:
     """Answer a chat command (``/new``, ``/otr``, ``/link`` ...). Rule: first.
 
     Return a Reply to answer it without calling the model; ``None`` lets the next plugin try; a
@@ -172,7 +172,7 @@ def gateway_register_commands(register: CommandRegistry, config: Config) -> None
 
 
 @hookspec
-def gateway_conversation_changed(gateway: Gateway, user_id: str) -> None:
+def gateway_conversation_changed(gateway: Services, user_id: str) -> None:
     """The person ``user_id``'s conversation state changed outside a model turn: a new session
     (``/new``), Off-The-Record on or off, another persona, a settings change. Clients showing that
     state (the WebSocket adapter's ``state`` frame) refresh it. Rule: all.
@@ -183,10 +183,10 @@ def gateway_conversation_changed(gateway: Gateway, user_id: str) -> None:
 
 
 @hookspec(firstresult=True)
-def gateway_handle_turn(gateway: Gateway, turn: Turn) -> Reply | None:
+def gateway_handle_turn(gateway: Services, turn: Turn) -> Reply | None:
     """Run the whole turn and return the reply (``None`` = no reply, e.g. dropped).
 
-    Rule: first; the default (``gateway.turn``) is trylast and calls, in order: filter -> access ->
+    Rule: first; the default (``gateway.turn.protocol``) is trylast and calls, in order: filter -> access ->
     dedupe -> identity -> commands (answered without a session or a model) -> session -> context
     sections -> before_llm_call -> llm_call -> render_reply -> persist -> after_turn. Not bounded by
     the hook timeout (the LLM call is).
@@ -194,12 +194,12 @@ def gateway_handle_turn(gateway: Gateway, turn: Turn) -> Reply | None:
 
 
 @hookspec
-def gateway_session_started(gateway: Gateway, turn: Turn, session: Session) -> None:
+def gateway_session_started(gateway: Services, turn: Turn, session: Session) -> None:
     """A new session began (idle gap, ``/new``, first contact). Rule: all."""
 
 
 @hookspec(firstresult=True)
-def gateway_prepare_message(gateway: Gateway, turn: Turn) -> PreparedMessage | Reply | None:
+def gateway_prepare_message(gateway: Services, turn: Turn) -> PreparedMessage | Reply | None:
     """Take the message's attachments in, once its person and session are known and before it is
     recorded: return a ``PreparedMessage`` (its text replaces the message's in the transcript and
     the prompt; its images and attached text go to the model with this message only), a ``Reply``
@@ -213,22 +213,22 @@ def gateway_prepare_message(gateway: Gateway, turn: Turn) -> PreparedMessage | R
 
 
 @hookspec
-def gateway_context_sections(gateway: Gateway, turn: Turn) -> list[ContextSection] | None:
+def gateway_context_sections(gateway: Services, turn: Turn) -> list[ContextSection] | None:
     """Contribute system-prompt sections. Rule: all; the results are flattened, ordered and budgeted
-    by ``gateway.context``. Read-only: no writes, no network calls that can hang."""
+    by ``gateway.turn.budget``. Read-only: no writes, no network calls that can hang."""
 
 
 # ---------------------------------------------------------------------------------------------- llm
 
 
 @hookspec(firstresult=True)
-def gateway_before_llm_call(gateway: Gateway, turn: Turn, request: LLMRequest) -> LLMRequest | None:
+def gateway_before_llm_call(gateway: Services, turn: Turn, request: LLMRequest) -> LLMRequest | None:
     """Return a replacement request (e.g. add tools, switch model). Rule: first."""
 
 
 @hookspec(firstresult=True)
 def gateway_llm_call(
-    gateway: Gateway, turn: Turn | None, request: LLMRequest, on_delta: Callable[[str], Any] | None
+    gateway: Services, turn: Turn | None, request: LLMRequest, on_delta: Callable[[str], Any] | None
 ) -> LLMResponse | None:
     """Make the model call; stream text pieces to ``on_delta`` when given. Rule: first; the default
     calls the configured provider (trylast). Bounded by ``llm.timeout_s``, not the hook timeout.
@@ -242,7 +242,7 @@ def gateway_llm_call(
 
 
 @hookspec(firstresult=True)
-def gateway_render_reply(gateway: Gateway, turn: Turn, response: LLMResponse) -> Reply | None:
+def gateway_render_reply(gateway: Services, turn: Turn, response: LLMResponse) -> Reply | None:
     """Turn the model response into a Reply split to the channel's limits. Rule: first."""
 
 
@@ -251,7 +251,7 @@ def gateway_render_reply(gateway: Gateway, turn: Turn, response: LLMResponse) ->
 
 
 @hookspec
-def gateway_after_turn(gateway: Gateway, turn: Turn, reply: Reply, response: LLMResponse | None) -> None:
+def gateway_after_turn(gateway: Services, turn: Turn, reply: Reply, response: LLMResponse | None) -> None:
     """The turn is persisted. Keep it fast: enqueue jobs keyed by turn id, no heavy I/O.
 
     Rule: all. Never called for Off-The-Record turns, so no plugin can persist or enqueue them by
@@ -260,7 +260,7 @@ def gateway_after_turn(gateway: Gateway, turn: Turn, reply: Reply, response: LLM
 
 
 @hookspec
-def gateway_flush(gateway: Gateway) -> None:
+def gateway_flush(gateway: Services) -> None:
     """Write out anything buffered now (batched log appends, counters).
 
     Rule: all, not bounded by the hook timeout. Called by ``Gateway.settle()`` (tests, benchmarks,
@@ -269,7 +269,7 @@ def gateway_flush(gateway: Gateway) -> None:
 
 
 @hookspec
-def gateway_turn_error(gateway: Gateway, turn: Turn, error: BaseException) -> None:
+def gateway_turn_error(gateway: Services, turn: Turn, error: BaseException) -> None:
     """The turn failed with ``error``; the user got an error notice. Rule: all."""
 
 
@@ -294,7 +294,7 @@ def gateway_register_routes(register: RouteRegistry, config: Config) -> None:
 
 
 @hookspec
-def gateway_briefing_sections(gateway: Gateway, user_id: str, now: datetime) -> list[BriefingSection] | None:
+def gateway_briefing_sections(gateway: Services, user_id: str, now: datetime) -> list[BriefingSection] | None:
     """Contribute sections to a person's briefing (``plugins/briefing.py``): weather, a calendar.
     Rule: all; one section or a list; a failing or slow plugin's sections are left out, the briefing
     goes out. ``now`` is an aware UTC instant; the person's timezone is on their user record."""
@@ -319,14 +319,14 @@ def gateway_register_tools(register: ToolRegistry, config: Config) -> None:
 
     Rule: all, sync, once at startup; a name registered twice is a startup error.
 
-    A tool is offered to the model only from the context tier that loads its item (``gateway.tiers``),
+    A tool is offered to the model only from the context tier that loads its item (``gateway.turn.tiers``),
     never in group conversations when it touches a user's private memory, and never in
     Off-The-Record sessions when it writes.
     """
 
 
 @hookspec(firstresult=True)
-def gateway_before_tool_call(gateway: Gateway, turn: Turn, call: ToolCall) -> str | None:
+def gateway_before_tool_call(gateway: Services, turn: Turn, call: ToolCall) -> str | None:
     """Veto a tool call the model made: return the reason (a string the model reads); ``None`` allows it.
 
     Rule: first. Runs before every call, after the host's own checks (tier, OTR, group).

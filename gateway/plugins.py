@@ -18,7 +18,7 @@ import pluggy
 
 from gateway import hookspecs
 from gateway.channels import ChannelRegistry
-from gateway.config import Config, ConfigError, PluginsConfig
+from gateway.config import Config, ConfigError, PluginsConfig, plugin_allowed
 from gateway.hooks import Hooks
 
 log = logging.getLogger("kith.plugins")
@@ -26,13 +26,13 @@ log = logging.getLogger("kith.plugins")
 # Built-in plugins, registered first so third-party plugins (called last-registered-first) can
 # override their firstresult hooks. Order matters only for "all" hooks without tryfirst/trylast.
 BUILTIN_PLUGINS: tuple[str, ...] = (
-    "gateway.turn",
-    "gateway.identity.users",
-    "gateway.commands",
+    "gateway.turn.protocol",
+    "gateway.identity.resolve",
+    "gateway.turn.commands",
     "gateway.http.web_command",
     "gateway.http.api.table",  # the host's /api routes, registered as plugins register theirs
     "gateway.llm.provider",
-    "gateway.turncontext",
+    "gateway.turn.record",
     "plugins.system_block",
     "plugins.persona",
     "plugins.media",
@@ -121,13 +121,6 @@ class PluginHost:
             hooks = sorted(h.name for h in self.pm.get_hookcallers(plugin) or [])
             infos.append(PluginInfo(name=name, source=self.sources.get(name, "unknown"), hooks=hooks))
         return infos
-
-
-def plugin_allowed(name: str, cfg: PluginsConfig) -> bool:
-    """Whether the allow/deny lists let plugin ``name`` (module or entry-point name) load."""
-    if name in cfg.deny:
-        return False
-    return cfg.allow is None or name in cfg.allow
 
 
 _allowed = plugin_allowed

@@ -8,7 +8,7 @@ it provides, exactly as built-ins do (tox ``register.py``). Every registry follo
   report names both);
 * a bad entry (not the right type, an invalid spec) is a problem, and the plugin's other entries
   are still looked at;
-* nothing raises while plugins register: ``gateway.hooks.Hooks.registrations`` collects every
+* nothing raises while plugins register: ``gateway.registrations.collect_registrations`` collects every
   kind once in ``Gateway.start`` and reports every problem together in one ``ConfigError``.
 
 The kinds (``AdapterRegistry``, ``JobRegistry``, ``ToolRegistry``, ``CommandRegistry``,

@@ -24,7 +24,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from gateway.config import Config, parse_config
+from gateway.config import Config
+from gateway.configread import parse_config
 from gateway.types import ConversationKind, InboundMessage
 
 if TYPE_CHECKING:

@@ -1,10 +1,10 @@
 """Model tools: the registry, which tools a turn offers, and the runner the LLM provider calls.
 
 Plugins register ``Tool`` objects through ``gateway_register_tools(register)``, collected once when the
-gateway starts (``gateway.registrations.tools``). For each turn the host offers only the tools that
+gateway starts (``gateway.stash[TOOLS]``). For each turn the host offers only the tools that
 turn may use:
 
-* the turn's context tier loads the tool's item (``gateway.tiers.loads``): a tier-1 turn gets no
+* the turn's context tier loads the tool's item (``gateway.turn.tiers.loads``): a tier-1 turn gets no
   memory tools, scratchpad and tasks need tier 4;
 * a tool that touches the speaker's private memory (``private``) is never offered in a group
   conversation, where other people read the answers;
@@ -27,12 +27,12 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.memory.files.errors import MemoryStoreError
 from gateway.registry import Registry
-from gateway.tiers import TIER_OF_ITEM, loads, tier_of
-from gateway.types import ConversationKind, ToolCall, ToolResult, ToolRunner, ToolSpec, Turn
+from gateway.turn.tiers import TIER_OF_ITEM, loads, tier_of
+from gateway.types import ConversationKind, StashKey, ToolCall, ToolResult, ToolRunner, ToolSpec, Turn
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
     from gateway.memory.files.store import MemoryStore
+    from gateway.services import Services
 
 log = logging.getLogger("kith.tools")
 
@@ -48,7 +48,7 @@ class ToolError(Exception):
 class ToolContext:
     """What a handler gets besides the model's input: the gateway, the turn and the speaker."""
 
-    gateway: Gateway
+    gateway: Services
     turn: Turn
     tier: int
     user_id: str
@@ -72,13 +72,13 @@ class Tool:
     description: str
     input_schema: Mapping[str, Any]
     handler: ToolHandler
-    # The tier item that gates it (gateway.tiers.TIER_OF_ITEM); "" = the tool's own name when that is an
+    # The tier item that gates it (gateway.turn.tiers.TIER_OF_ITEM); "" = the tool's own name when that is an
     # item, else ``min_tier`` (third-party tools need no entry in kith's table).
     item: str = ""
     min_tier: int = 2
     writes: bool = False  # changes memory: never in Off-The-Record sessions
     private: bool = True  # reads or writes the speaker's own memory: never in group conversations
-    available: Callable[[Gateway], bool] | None = None  # e.g. needs the memory index or the job bus
+    available: Callable[[Services], bool] | None = None  # e.g. needs the memory index or the job bus
     timeout_s: float = 15.0
     plugin: str = ""
 
@@ -115,7 +115,12 @@ class ToolRegistry(Registry[Tool]):
         self.add(tool.name, replace(tool, plugin=self.plugin))
 
 
-def refusal(gateway: Gateway, turn: Turn, tool: Tool, tier: int) -> str:
+#: What plugins registered, in the gateway's stash (set in ``Gateway.start``): modules typed against
+#: ``gateway.services.Services`` read it here.
+TOOLS = StashKey[ToolRegistry]()
+
+
+def refusal(gateway: Services, turn: Turn, tool: Tool, tier: int) -> str:
     """Why ``tool`` may not run in ``turn`` ("" = it may)."""
     if turn.user is None:
         return "no user is known for this conversation"
@@ -130,9 +135,9 @@ def refusal(gateway: Gateway, turn: Turn, tool: Tool, tier: int) -> str:
     return ""
 
 
-def offered(gateway: Gateway, turn: Turn) -> list[Tool]:
+def offered(gateway: Services, turn: Turn) -> list[Tool]:
     """The tools this turn may use, sorted by name (a stable list keeps the prompt cache warm)."""
-    tools = gateway.registrations.tools
+    tools = gateway.stash[TOOLS]
     if not tools:
         return []
     tier = tier_of(gateway, turn)
@@ -145,7 +150,7 @@ class Toolset:
     run: ToolRunner | None
 
 
-def toolset(gateway: Gateway, turn: Turn) -> Toolset:
+def toolset(gateway: Services, turn: Turn) -> Toolset:
     """What ``build_request`` puts into the LLMRequest for this turn."""
     tools = offered(gateway, turn)
     if not tools:
@@ -166,7 +171,7 @@ def _missing_required(schema: Mapping[str, Any], args: Mapping[str, Any]) -> lis
     return [k for k in schema.get("required", ()) if k not in args]
 
 
-async def run_tool(gateway: Gateway, turn: Turn, tools: Mapping[str, Tool], call: ToolCall) -> ToolResult:
+async def run_tool(gateway: Services, turn: Turn, tools: Mapping[str, Tool], call: ToolCall) -> ToolResult:
     """Run one call the model made. Never raises: every failure is an error result for the model."""
     tool = tools.get(call.name)
     if tool is None:

@@ -1,4 +1,4 @@
-"""Built-in access plugin: applies ``gateway.access.AccessPolicy`` in ``gateway_check_access``.
+"""Built-in access plugin: applies ``gateway.turn.admission.AccessPolicy`` in ``gateway_check_access``.
 
 One policy (on the gateway's state) per running gateway, created at startup and closed at shutdown;
 kept in the gateway's stash so several gateways in one process (tests) never share state.
@@ -10,19 +10,19 @@ import logging
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
-from gateway.access import AccessPolicy, AccessStore
 from gateway.hookspecs import hookimpl
+from gateway.turn.admission import AccessPolicy, AccessStore
 from gateway.types import AccessDecision, Drop, InboundMessage, StashKey
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.access")
 
 POLICY: StashKey[AccessPolicy] = StashKey()
 
 
-def policy_for(gateway: Gateway) -> AccessPolicy:
+def policy_for(gateway: Services) -> AccessPolicy:
     policy = gateway.stash.get(POLICY)
     if policy is None:
         policy = gateway.stash[POLICY] = AccessPolicy(gateway.config, AccessStore(gateway.state))
@@ -30,12 +30,12 @@ def policy_for(gateway: Gateway) -> AccessPolicy:
 
 
 @hookimpl
-def gateway_startup(gateway: Gateway) -> None:
+def gateway_startup(gateway: Services) -> None:
     policy_for(gateway)  # create the tables before the first message, and fail early if we cannot
 
 
 @hookimpl
-def gateway_shutdown(gateway: Gateway) -> None:
+def gateway_shutdown(gateway: Services) -> None:
     policy = gateway.stash.pop(POLICY)
     if policy is not None:
         policy.store.close()
@@ -47,7 +47,7 @@ PRESSURE_WARNED: StashKey[dict[str, datetime]] = StashKey()  # channel -> last w
 
 
 @hookimpl
-def gateway_check_access(gateway: Gateway, message: InboundMessage) -> AccessDecision | Drop | None:
+def gateway_check_access(gateway: Services, message: InboundMessage) -> AccessDecision | Drop | None:
     decision = policy_for(gateway).check(message)
     if isinstance(decision, Drop):
         # Account ids are not secrets, but message text never goes to this log line.
@@ -57,7 +57,7 @@ def gateway_check_access(gateway: Gateway, message: InboundMessage) -> AccessDec
     return decision
 
 
-def _warn_pressure(gateway: Gateway, channel: str, reason: str) -> None:
+def _warn_pressure(gateway: Services, channel: str, reason: str) -> None:
     """Tell the owner once per interval that strangers are being turned away (a flood, or bad luck)."""
     now = datetime.now(UTC)
     warned = gateway.stash.setdefault(PRESSURE_WARNED, {})

@@ -32,8 +32,8 @@ from gateway.memory.files import working
 from gateway.state.records import TranscriptEntry
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
     from gateway.memory.files.store import MemoryStore
+    from gateway.services import Services
 
 log = logging.getLogger("kith.plugins.briefing")
 
@@ -110,7 +110,7 @@ def upcoming_dates(facts: list[Any], today: date) -> list[str]:
     return [line for _, line in sorted(out)]
 
 
-def builtin_sections(gateway: Gateway, user_id: str, now: datetime) -> list[BriefingSection]:
+def builtin_sections(gateway: Services, user_id: str, now: datetime) -> list[BriefingSection]:
     """The person's own sections (blocking: file reads; run in a thread)."""
     user = gateway.state.users.get(user_id)
     tz = zone(user.timezone if user else "UTC")
@@ -146,7 +146,7 @@ def render(sections: list[BriefingSection], now: datetime, tz: Any) -> str:
     return "\n\n".join(parts)
 
 
-def record(gateway: Gateway, user_id: str, text: str, now: datetime) -> str:
+def record(gateway: Services, user_id: str, text: str, now: datetime) -> str:
     """The briefing as a conversation on the ``briefing`` channel, in the person's own scope; its session id."""
     state = gateway.state
     session_id = uuid.uuid4().hex
@@ -163,7 +163,7 @@ def record(gateway: Gateway, user_id: str, text: str, now: datetime) -> str:
     return session_id
 
 
-async def run_briefing(gateway: Gateway, user_id: str, now: datetime | None = None) -> str:
+async def run_briefing(gateway: Services, user_id: str, now: datetime | None = None) -> str:
     """Assemble the person's briefing, record it on the ``briefing`` channel, and return its text.
 
     The schedule runs it for a scheduled prompt of kind ``briefing`` (``CRONS.json``: "every weekday
@@ -178,7 +178,7 @@ async def run_briefing(gateway: Gateway, user_id: str, now: datetime | None = No
     return text
 
 
-async def deliver_briefing(gateway: Gateway, user_id: str, *, delivery_id: str) -> None:
+async def deliver_briefing(gateway: Services, user_id: str, *, delivery_id: str) -> None:
     """Run the briefing and hand it to the outbox (idempotent by ``delivery_id``: a retried job that
     already recorded it does not assemble or record it again)."""
     if gateway.state.outbox.get(delivery_id) is not None:

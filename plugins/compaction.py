@@ -18,18 +18,18 @@ from gateway.llm.provider import model_configured
 from gateway.memory.background import jobscope
 from gateway.memory.background.compaction import compact, needs_compaction
 from gateway.memory.files.store import MemoryStore
-from gateway.sessions import compaction_in_turn
+from gateway.turn.sessions import compaction_in_turn
 from gateway.types import ContextSection, LLMResponse, Reply, Stability, Turn
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.compaction")
 JOB = "memory.compact"
 
 
 @hookimpl
-async def gateway_after_turn(gateway: Gateway, turn: Turn, reply: Reply, response: LLMResponse | None) -> None:
+async def gateway_after_turn(gateway: Services, turn: Turn, reply: Reply, response: LLMResponse | None) -> None:
     session, bus = turn.session, gateway.bus
     if session is None or bus is None:
         return
@@ -42,7 +42,7 @@ async def gateway_after_turn(gateway: Gateway, turn: Turn, reply: Reply, respons
 
 
 async def compact_session(ctx: JobContext, payload: dict[str, Any]) -> None:
-    gateway: Gateway = ctx.gateway
+    gateway: Services = ctx.gateway
     session_id = str(payload["session_id"])
     if not model_configured(gateway, "cheap", JOB):
         return
@@ -67,7 +67,7 @@ def gateway_register_jobs(register: JobRegistry) -> None:
 
 
 @hookimpl
-def gateway_context_sections(gateway: Gateway, turn: Turn) -> ContextSection | None:
+def gateway_context_sections(gateway: Services, turn: Turn) -> ContextSection | None:
     """The summary of the compacted part of this session stands in for the turns it replaced."""
     session = turn.session
     if session is None or session.otr:

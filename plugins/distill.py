@@ -20,7 +20,7 @@ from __future__ import annotations
 import logging
 import uuid
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pydantic import Field
 
@@ -36,10 +36,13 @@ from gateway.memory.background import jobscope
 from gateway.memory.background.distill import FILES, TIERS, DistillResult, Tier, run_tier
 from gateway.types import ConversationAddress, ConversationKind, Reply
 
+if TYPE_CHECKING:
+    from gateway.services import Services
+
 log = logging.getLogger("kith.plugins.distill")
 
 
-async def distill(gateway: Any, user_id: str, tier: Tier, *, force: bool = False,
+async def distill(gateway: Services, user_id: str, tier: Tier, *, force: bool = False,
                   now: datetime | None = None) -> DistillResult:  # fmt: skip
     """Run one tier for one user on a gateway's services, recording it (jobs and the CLI share this)."""
     cfg = gateway.config.background.distill
@@ -63,7 +66,7 @@ async def distill(gateway: Any, user_id: str, tier: Tier, *, force: bool = False
     return result
 
 
-async def notify(gateway: Any, conversation_key: str, text: str) -> None:
+async def notify(gateway: Services, conversation_key: str, text: str) -> None:
     """Best effort: a notice that cannot be delivered is logged, the distillation stands."""
     conversation = gateway.state.conversations.get(conversation_key)
     if conversation is None:

@@ -20,17 +20,17 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.bus.context import JobContext
 from gateway.bus.registry import JobRegistry
-from gateway.command_registry import CommandRegistry
 from gateway.config import Config
 from gateway.hookspecs import hookimpl
 from gateway.memory.hygiene import proposals as stored
 from gateway.memory.hygiene.apply import decide
 from gateway.memory.hygiene.proposals import Proposal
 from gateway.memory.hygiene.run import run_hygiene
+from gateway.turn.command_registry import CommandRegistry
 from gateway.types import ConversationKind, Reply, Turn
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.plugins.hygiene")
 JOB = "memory_hygiene"
@@ -80,7 +80,7 @@ def shown(n: int, p: Proposal) -> str:
     return f"{_line(n, p)}\n{detail}\nFiles: {files}\n/tidy accept {n} or /tidy reject {n}"
 
 
-def refusal(gateway: Gateway, turn: Turn) -> str:
+def refusal(gateway: Services, turn: Turn) -> str:
     if gateway.memory is None:
         return "My memory is not running right now."
     if turn.message.kind is ConversationKind.GROUP:
@@ -89,7 +89,7 @@ def refusal(gateway: Gateway, turn: Turn) -> str:
 
 
 @hookimpl
-async def gateway_handle_command(gateway: Gateway, turn: Turn, command: str, args: str) -> Reply | None:
+async def gateway_handle_command(gateway: Services, turn: Turn, command: str, args: str) -> Reply | None:
     if command != "tidy" or turn.user is None:
         return None
     why = refusal(gateway, turn)

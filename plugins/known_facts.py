@@ -13,18 +13,18 @@ from typing import TYPE_CHECKING
 from gateway.hookspecs import hookimpl
 from gateway.memory.files.scopes import channel_scope
 from gateway.memory.knowledge.graph import format_facts
-from gateway.tiers import loads, tier_of
+from gateway.turn.tiers import loads, tier_of
 from gateway.types import ContextSection, ConversationKind, Stability, Turn
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 TRIM_RANK = 20
 BUDGET_TOKENS = 400
 
 
 @hookimpl
-def gateway_context_sections(gateway: Gateway, turn: Turn) -> ContextSection | None:
+def gateway_context_sections(gateway: Services, turn: Turn) -> ContextSection | None:
     bg = gateway.config.background
     kg = gateway.kg
     if kg is None or turn.user is None or not bg.facts_in_prompt or bg.max_prompt_facts <= 0:

@@ -19,7 +19,6 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
-from gateway.context import TRIM_RECALLED
 from gateway.hookspecs import hookimpl
 from gateway.memory.files.errors import MemoryStoreError
 from gateway.memory.files.scopes import ScopeError
@@ -27,11 +26,12 @@ from gateway.personas import FileCache, persona_store
 from gateway.personas.choice import turn_persona
 from gateway.personas.lore import LoreRule, parse_entry, rule_of
 from gateway.personas.lore_select import LORE_DIR, Entry, load_books, select
-from gateway.tiers import loads, tier_of
+from gateway.turn.budget import TRIM_RECALLED
+from gateway.turn.tiers import loads, tier_of
 from gateway.types import ContextSection, Stability, Turn
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.lore")
 
@@ -59,7 +59,7 @@ def plain_entry(path: str, text: str) -> Entry:
     return Entry(book="", path=path, rule=LoreRule(title=path.rsplit("/", 1)[-1][:-3], content=body))
 
 
-async def _recalled(gateway: Gateway, turn: Turn, name: str, skip: set[str]) -> list[Entry]:
+async def _recalled(gateway: Services, turn: Turn, name: str, skip: set[str]) -> list[Entry]:
     """Lore recall finds what keys cannot: files without keys (hand-written background) and entries
     whose keys are regular expressions (not evaluated, see ``lore.triggered``). An entry with plain
     keys enters only by its keys, as its author set it up; and a hit must share a word with the
@@ -99,7 +99,7 @@ def render(name: str, triggered: list[Entry], recalled: list[Entry]) -> str:
 
 
 @hookimpl
-async def gateway_context_sections(gateway: Gateway, turn: Turn) -> ContextSection | None:
+async def gateway_context_sections(gateway: Services, turn: Turn) -> ContextSection | None:
     tier = tier_of(gateway, turn)
     if not loads(tier, "recall"):
         return None

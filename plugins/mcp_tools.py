@@ -14,9 +14,10 @@ from typing import TYPE_CHECKING
 from gateway.config import Config, ConfigError
 from gateway.hookspecs import hookimpl
 from gateway.mcp import MANAGER
+from gateway.tools import TOOLS
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 PLUGIN = "plugins.mcp_tools"
 
@@ -39,18 +40,18 @@ def gateway_configure(config: Config) -> None:
 
 
 @hookimpl
-async def gateway_startup(gateway: Gateway) -> None:
+async def gateway_startup(gateway: Services) -> None:
     if not gateway.config.mcp.servers or gateway.mode != "daemon" or not gateway.run_jobs:
         return
     from gateway.mcp.manager import McpManager  # the SDK loads only when a server is configured
 
-    manager = McpManager(gateway.config.mcp, gateway.registrations.tools, plugin=PLUGIN)
+    manager = McpManager(gateway.config.mcp, gateway.stash[TOOLS], plugin=PLUGIN)
     gateway.stash[MANAGER] = manager
     await manager.start()
 
 
 @hookimpl
-async def gateway_shutdown(gateway: Gateway) -> None:
+async def gateway_shutdown(gateway: Services) -> None:
     manager = gateway.stash.pop(MANAGER)
     if manager is not None:
         await manager.stop()

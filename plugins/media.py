@@ -14,11 +14,11 @@ from gateway.hookspecs import hookimpl
 from gateway.types import PreparedMessage, Reply, Turn
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 
 @hookimpl(trylast=True)
-async def gateway_prepare_message(gateway: Gateway, turn: Turn) -> PreparedMessage | Reply | None:
+async def gateway_prepare_message(gateway: Services, turn: Turn) -> PreparedMessage | Reply | None:
     if not turn.message.attachments:
         return None  # most messages: the pipeline loads with the first attachment (Pillow, pypdf: in the readers only)
     from gateway.media.pipeline import take_in
@@ -27,7 +27,7 @@ async def gateway_prepare_message(gateway: Gateway, turn: Turn) -> PreparedMessa
 
 
 @hookimpl
-async def gateway_shutdown(gateway: Gateway) -> None:
+async def gateway_shutdown(gateway: Services) -> None:
     from gateway.media.sandbox import close_sandbox  # light: the readers load in the workers only
 
     await close_sandbox(gateway)

@@ -25,7 +25,7 @@ from gateway.memory.files.scopes import user_scope
 from gateway.types import StashKey
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.memory.index")
 
@@ -74,7 +74,7 @@ ENQUEUE_CONCURRENCY = 16
 _ENQUEUING: StashKey[asyncio.Semaphore] = StashKey()
 
 
-async def _enqueue_index(gateway: Gateway, scope: str, rel: str) -> None:
+async def _enqueue_index(gateway: Services, scope: str, rel: str) -> None:
     bus = gateway.bus
     limit = gateway.stash.get(_ENQUEUING)
     if limit is None:
@@ -94,7 +94,7 @@ async def _enqueue_index(gateway: Gateway, scope: str, rel: str) -> None:
 
 
 @hookimpl
-async def gateway_startup(gateway: Gateway) -> None:
+async def gateway_startup(gateway: Services) -> None:
     memory, bus = gateway.memory, gateway.bus
     if memory is None or bus is None:
         return
@@ -141,7 +141,7 @@ async def gateway_startup(gateway: Gateway) -> None:
 
 
 @hookimpl
-async def gateway_users_merged(gateway: Gateway, into: str, source: str) -> None:
+async def gateway_users_merged(gateway: Services, into: str, source: str) -> None:
     bus = gateway.bus
     if bus is None:
         return

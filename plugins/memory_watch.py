@@ -17,17 +17,17 @@ from gateway.hookspecs import hookimpl
 from gateway.memory.files.watch import WATCHER, MemoryWatcher, shared
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.memory.watch")
 
 
-def watcher(gateway: Gateway) -> MemoryWatcher | None:
+def watcher(gateway: Services) -> MemoryWatcher | None:
     return gateway.stash.get(WATCHER)
 
 
 @hookimpl(trylast=True)
-async def gateway_startup(gateway: Gateway) -> None:
+async def gateway_startup(gateway: Services) -> None:
     memory = gateway.memory
     if memory is None or memory.detached or not gateway.run_jobs or not gateway.config.memory.watch_files:
         return
@@ -51,7 +51,7 @@ async def gateway_startup(gateway: Gateway) -> None:
 
 
 @hookimpl
-async def gateway_shutdown(gateway: Gateway) -> None:
+async def gateway_shutdown(gateway: Services) -> None:
     w = watcher(gateway)
     if w is not None:
         await w.stop()

@@ -29,7 +29,7 @@ from gateway.memory.background.writer import count_pending, run_writer
 from gateway.types import LLMResponse, Reply, Session, StashKey, Turn
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.plugins.memory_writer")
 JOB = "memory_writer"
@@ -70,7 +70,7 @@ def gateway_register_jobs(register: JobRegistry) -> None:
 
 
 @hookimpl
-async def gateway_after_turn(gateway: Gateway, turn: Turn, reply: Reply, response: LLMResponse | None) -> None:
+async def gateway_after_turn(gateway: Services, turn: Turn, reply: Reply, response: LLMResponse | None) -> None:
     cfg = gateway.config.background.writer
     if turn.otr or turn.session is None or gateway.bus is None or not cfg.enabled:
         return
@@ -94,7 +94,7 @@ async def gateway_after_turn(gateway: Gateway, turn: Turn, reply: Reply, respons
 
 
 @hookimpl
-async def gateway_session_started(gateway: Gateway, turn: Turn, session: Session) -> None:
+async def gateway_session_started(gateway: Services, turn: Turn, session: Session) -> None:
     cfg = gateway.config.background.writer
     if session.otr or gateway.bus is None or not cfg.enabled or not cfg.on_session_end:
         return

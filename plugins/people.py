@@ -24,15 +24,15 @@ import logging
 import re
 from typing import TYPE_CHECKING
 
-from gateway.context import TRIM_PEOPLE, truncate_to_tokens
 from gateway.hookspecs import hookimpl
 from gateway.memory.background.writer import ALIASES, person_slug
 from gateway.memory.files.store import MemoryStore
-from gateway.tiers import loads, tier_of
+from gateway.turn.budget import TRIM_PEOPLE, truncate_to_tokens
+from gateway.turn.tiers import loads, tier_of
 from gateway.types import ContextSection, ConversationKind, Stability, Turn
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.people")
 _WORD = re.compile(r"\w+(?:-\w+)*")  # apostrophes split: "Hanna's" names Hanna
@@ -114,13 +114,13 @@ def mentioned(text: str, known: dict[str, str]) -> list[str]:
     return out
 
 
-def recent_participants(gateway: Gateway, turn: Turn, limit: int) -> list[str]:
+def recent_participants(gateway: Services, turn: Turn, limit: int) -> list[str]:
     msg = turn.message
     speakers = gateway.state.turns.recent_speakers(msg.channel, msg.conversation_key, limit)
     return [person_slug(msg.channel, account_id) for account_id in speakers]
 
 
-def ordered_slugs(gateway: Gateway, turn: Turn, store: MemoryStore) -> list[str]:
+def ordered_slugs(gateway: Services, turn: Turn, store: MemoryStore) -> list[str]:
     msg = turn.message
     speaker = person_slug(msg.channel, msg.account_id)
     order = [speaker]  # 1 + 2: the speaker (the whole pending batch)
@@ -130,7 +130,7 @@ def ordered_slugs(gateway: Gateway, turn: Turn, store: MemoryStore) -> list[str]
     return list(dict.fromkeys(order))
 
 
-def people_text(gateway: Gateway, turn: Turn) -> str:
+def people_text(gateway: Services, turn: Turn) -> str:
     memory = gateway.memory
     assert memory is not None and turn.user is not None
     msg = turn.message
@@ -154,7 +154,7 @@ def people_text(gateway: Gateway, turn: Turn) -> str:
 
 
 @hookimpl
-async def gateway_context_sections(gateway: Gateway, turn: Turn) -> ContextSection | None:
+async def gateway_context_sections(gateway: Services, turn: Turn) -> ContextSection | None:
     if gateway.memory is None or turn.user is None or not loads(tier_of(gateway, turn), "people"):
         return None
     try:

@@ -21,20 +21,20 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from gateway.config import Config, ConfigError
-from gateway.context import TRIM_DATED, TRIM_PEOPLE, TRIM_WORKING
 from gateway.hookspecs import hookimpl
 from gateway.personas import FileCache, PersonaError, ensure_configured, persona_store, source_for
 from gateway.personas.choice import turn_persona
 from gateway.personas.command import HELP_LINE, persona_command
-from gateway.tiers import loads, tier_of
+from gateway.turn.budget import TRIM_DATED, TRIM_PEOPLE, TRIM_WORKING
+from gateway.turn.tiers import loads, tier_of
 from gateway.types import ContextSection, ConversationKind, Reply, Stability, Turn
 from plugins.tools.reminders import REMINDERS, render_reminders
 from plugins.tools.scratchpad import SCRATCH
 from plugins.tools.tasks import TASKS, render_tasks
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
-    from gateway.command_registry import CommandRegistry
+    from gateway.services import Services
+    from gateway.turn.command_registry import CommandRegistry
 
 log = logging.getLogger("kith.persona")
 
@@ -65,11 +65,11 @@ def _strip_title(text: str) -> str:
     return rest.strip() if sep and head.startswith("# ") else text.strip()
 
 
-def persona_name(gateway: Gateway, turn: Turn) -> str:
+def persona_name(gateway: Services, turn: Turn) -> str:
     return turn_persona(gateway, turn)
 
 
-def persona_sections(gateway: Gateway, turn: Turn, tier: int) -> list[ContextSection]:
+def persona_sections(gateway: Services, turn: Turn, tier: int) -> list[ContextSection]:
     name = persona_name(gateway, turn)
     store = persona_store(gateway, name)
     out = []
@@ -88,7 +88,7 @@ def _date(mtime: float) -> str:
     return datetime.fromtimestamp(mtime, UTC).strftime("%Y-%m-%d")
 
 
-def user_sections(gateway: Gateway, turn: Turn, tier: int) -> list[ContextSection]:
+def user_sections(gateway: Services, turn: Turn, tier: int) -> list[ContextSection]:
     if turn.user is None or turn.message.kind is ConversationKind.GROUP:
         return []
     store = gateway.memory_store(turn.user.user_id)
@@ -150,14 +150,14 @@ def gateway_configure(config: Config) -> None:
 
 
 @hookimpl
-def gateway_startup(gateway: Gateway) -> None:
+def gateway_startup(gateway: Services) -> None:
     for created in ensure_configured(gateway):
         log.info("created persona %s from %s in %s: edit its files to shape it", created.name, created.source,
                  created.root)
 
 
 @hookimpl
-def gateway_context_sections(gateway: Gateway, turn: Turn) -> list[ContextSection]:
+def gateway_context_sections(gateway: Services, turn: Turn) -> list[ContextSection]:
     tier = tier_of(gateway, turn)
     return [*persona_sections(gateway, turn, tier), *user_sections(gateway, turn, tier)]
 
@@ -168,13 +168,13 @@ def gateway_register_commands(register: CommandRegistry, config: Config) -> None
 
 
 @hookimpl
-async def gateway_handle_command(gateway: Gateway, turn: Turn, command: str, args: str) -> Reply | None:
+async def gateway_handle_command(gateway: Services, turn: Turn, command: str, args: str) -> Reply | None:
     if command != "persona" or turn.user is None:
         return None
     return await persona_command(gateway, turn, args)
 
 
 @hookimpl
-def gateway_users_merged(gateway: Gateway, into: str, source: str) -> None:
+def gateway_users_merged(gateway: Services, into: str, source: str) -> None:
     # The surviving person's persona choices win; the merged account's fill the gaps.
     gateway.state.persona_choices.merge(into=into, source=source)

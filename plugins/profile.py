@@ -25,16 +25,16 @@ from collections import OrderedDict
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
-from gateway.context import TRIM_DATED, TRIM_WORKING
 from gateway.hookspecs import hookimpl
 from gateway.memory.background.jobscope import zone
 from gateway.memory.files import dated, working
 from gateway.memory.files.store import MemoryStore
-from gateway.tiers import loads, tier_of
+from gateway.turn.budget import TRIM_DATED, TRIM_WORKING
+from gateway.turn.tiers import loads, tier_of
 from gateway.types import ContextSection, ConversationKind, Stability, StashKey, Turn
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.profile")
 _MAX_SNAPSHOTS = 4096
@@ -63,7 +63,7 @@ def _section(source: str, title: str, text: str, priority: int, **kw: object) ->
                           stability=Stability.STABLE, as_data=True, **kw)  # type: ignore[arg-type]
 
 
-def take_snapshot(gateway: Gateway, turn: Turn) -> Snapshot:
+def take_snapshot(gateway: Services, turn: Turn) -> Snapshot:
     memory = gateway.memory
     assert memory is not None and turn.user is not None
     mem = gateway.config.memory
@@ -111,12 +111,12 @@ def take_snapshot(gateway: Gateway, turn: Turn) -> Snapshot:
 SNAPSHOTS: StashKey[OrderedDict[str, Snapshot]] = StashKey()
 
 
-def _snapshots(gateway: Gateway) -> OrderedDict[str, Snapshot]:
+def _snapshots(gateway: Services) -> OrderedDict[str, Snapshot]:
     return gateway.stash.setdefault(SNAPSHOTS, OrderedDict())
 
 
 @hookimpl
-async def gateway_context_sections(gateway: Gateway, turn: Turn) -> list[ContextSection]:
+async def gateway_context_sections(gateway: Services, turn: Turn) -> list[ContextSection]:
     if gateway.memory is None or turn.user is None or turn.session is None:
         return []
     cache = _snapshots(gateway)
@@ -139,12 +139,12 @@ async def gateway_context_sections(gateway: Gateway, turn: Turn) -> list[Context
 
 
 @hookimpl
-def gateway_users_merged(gateway: Gateway, into: str, source: str) -> None:
+def gateway_users_merged(gateway: Services, into: str, source: str) -> None:
     _snapshots(gateway).clear()  # the survivor's files changed under its live sessions
 
 
 @hookimpl
-def gateway_memory_edited(gateway: Gateway, user_id: str, paths: list[str]) -> None:
+def gateway_memory_edited(gateway: Services, user_id: str, paths: list[str]) -> None:
     # A forgotten line must leave the next prompt, not the next session: drop this person's snapshots.
     cache = _snapshots(gateway)
     for session_id in list(cache):

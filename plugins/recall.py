@@ -21,11 +21,11 @@ from gateway.memory.files.scopes import channel_scope, user_scope
 from gateway.memory.search import filter_tier, readiness
 from gateway.memory.search.recall import Hit
 from gateway.memory.search.recall_context import hits_section
-from gateway.tiers import file_loads, loads, tier_of
+from gateway.turn.tiers import file_loads, loads, tier_of
 from gateway.types import ContextSection, ConversationKind, StashKey, Turn
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.recall")
 
@@ -36,7 +36,7 @@ INJECTED_FILES = frozenset({
 RECALLED: StashKey[list[Hit]] = StashKey()
 
 
-def recall_scopes(gateway: Gateway, turn: Turn) -> list[str]:
+def recall_scopes(gateway: Services, turn: Turn) -> list[str]:
     msg = turn.message
     if msg.kind == ConversationKind.GROUP:
         scopes = [channel_scope(msg.conversation_key)]
@@ -56,7 +56,7 @@ def keep(hit: Hit, history_ids: set[str], tier: int, injected: Callable[[str], b
     return hit.source not in INJECTED_FILES and not injected(hit.source) and file_loads(tier, hit.source)
 
 
-def dated_injected(gateway: Gateway, turn: Turn, tier: int) -> Callable[[str], bool]:
+def dated_injected(gateway: Services, turn: Turn, tier: int) -> Callable[[str], bool]:
     """Whether a file is one of the dated memories the session-start injection loads for this turn."""
     days = gateway.config.memory.dated_days
     if not days or not loads(tier, "dated"):
@@ -73,7 +73,7 @@ def dated_injected(gateway: Gateway, turn: Turn, tier: int) -> Callable[[str], b
 
 
 @hookimpl
-async def gateway_context_sections(gateway: Gateway, turn: Turn) -> ContextSection | None:
+async def gateway_context_sections(gateway: Services, turn: Turn) -> ContextSection | None:
     memory = gateway.memory
     k = gateway.config.memory.recall_k
     if memory is None or memory.detached or turn.user is None or k <= 0:

@@ -16,15 +16,15 @@ from __future__ import annotations
 import logging
 from typing import TYPE_CHECKING
 
-from gateway.command_registry import CommandRegistry
 from gateway.config import Config
 from gateway.hookspecs import hookimpl
 from gateway.memory.forgetting import cancel_pending, forget, undo_forget
 from gateway.memory.remembering import remember
+from gateway.turn.command_registry import CommandRegistry
 from gateway.types import ConversationKind, Reply, Turn
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.remember")
 
@@ -47,7 +47,7 @@ def gateway_register_commands(register: CommandRegistry, config: Config) -> None
         register(name, text)
 
 
-def refusal(gateway: Gateway, turn: Turn) -> str:
+def refusal(gateway: Services, turn: Turn) -> str:
     """Why this conversation may not change the speaker's memory ("" = it may)."""
     if gateway.memory is None or gateway.kg is None:
         return "My memory is not running right now."
@@ -60,7 +60,7 @@ def refusal(gateway: Gateway, turn: Turn) -> str:
 
 
 @hookimpl
-async def gateway_handle_command(gateway: Gateway, turn: Turn, command: str, args: str) -> Reply | None:
+async def gateway_handle_command(gateway: Services, turn: Turn, command: str, args: str) -> Reply | None:
     if command not in HELP or turn.user is None:
         return None
     why = refusal(gateway, turn)

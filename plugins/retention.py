@@ -9,7 +9,7 @@ cutoff; the profile and the tiers are never pruned by age. With 0 days (the defa
 from __future__ import annotations
 
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.bus.context import JobContext
 from gateway.bus.registry import JobRegistry
@@ -18,13 +18,16 @@ from gateway.hookspecs import hookimpl
 from gateway.memory.background import jobscope
 from gateway.memory.background.retention_job import PruneReport, run_retention
 
+if TYPE_CHECKING:
+    from gateway.services import Services
+
 
 def _now(payload: dict[str, Any]) -> datetime:
     raw = payload.get("scheduled_for")
     return datetime.fromisoformat(raw).astimezone(UTC) if isinstance(raw, str) else datetime.now(UTC)
 
 
-async def prune(gateway: Any, scope: jobscope.JobScope, now: datetime) -> PruneReport:
+async def prune(gateway: Services, scope: jobscope.JobScope, now: datetime) -> PruneReport:
     memory = gateway.memory
     sink = memory.index_sink or memory.enqueue_local
 

@@ -17,7 +17,6 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gateway.bus.registry import JobRegistry
-from gateway.command_registry import CommandRegistry
 from gateway.config import Config
 from gateway.hookspecs import hookimpl
 from gateway.memory.files.watch import shared
@@ -25,12 +24,13 @@ from gateway.schedule import engine
 from gateway.schedule.items import FILES
 from gateway.schedule.watch import ScheduleEdits
 from gateway.schedule.zones import suggest, valid_zone
+from gateway.turn.command_registry import CommandRegistry
 from gateway.types import ConversationKind, LLMResponse, Reply, StashKey, Turn
 from plugins.briefing import run_briefing
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
     from gateway.bus.context import JobContext
+    from gateway.services import Services
 
 log = logging.getLogger("kith.schedule")
 WATCHER: StashKey[ScheduleEdits] = StashKey()
@@ -52,7 +52,7 @@ async def schedule_due(ctx: JobContext, payload: dict[str, Any]) -> None:
     await engine.fire(ctx.gateway, payload)
 
 
-async def set_zone(gateway: Gateway, user_id: str, name: str) -> str:
+async def set_zone(gateway: Services, user_id: str, name: str) -> str:
     """Set the person's zone (the same state method as the settings API) and re-arm their items."""
     name = name.strip()
     if not valid_zone(name):
@@ -66,7 +66,7 @@ async def set_zone(gateway: Gateway, user_id: str, name: str) -> str:
 
 
 @hookimpl
-async def gateway_handle_command(gateway: Gateway, turn: Turn, command: str, args: str) -> Reply | None:
+async def gateway_handle_command(gateway: Services, turn: Turn, command: str, args: str) -> Reply | None:
     if command != "tz" or turn.user is None:
         return None
     if not args.strip():
@@ -75,14 +75,14 @@ async def gateway_handle_command(gateway: Gateway, turn: Turn, command: str, arg
     return Reply(text=await set_zone(gateway, turn.user.user_id, args), notice=True)
 
 
-def _offered_path(gateway: Gateway, user_id: str) -> Path:
+def _offered_path(gateway: Services, user_id: str) -> Path:
     return Path(gateway.data_dir) / "users" / user_id / ".schedule" / "offered"
 
 
 @hookimpl
-def gateway_render_reply(gateway: Gateway, turn: Turn, response: LLMResponse) -> Reply | None:
+def gateway_render_reply(gateway: Services, turn: Turn, response: LLMResponse) -> Reply | None:
     """First contact: the reply ends with one line about the assumed zone (never again after)."""
-    from gateway.turn import default_render
+    from gateway.turn.protocol import default_render
 
     user, msg = turn.user, turn.message
     if not gateway.config.identity.offer_timezone:
@@ -102,7 +102,7 @@ def gateway_render_reply(gateway: Gateway, turn: Turn, response: LLMResponse) ->
 
 
 @hookimpl
-async def gateway_memory_edited(gateway: Gateway, user_id: str, paths: list[str]) -> None:
+async def gateway_memory_edited(gateway: Services, user_id: str, paths: list[str]) -> None:
     """/forget (or an undo) rewrote a schedule file: what it removed is no longer armed to fire, what
     it put back is armed again (a job that finds its item gone delivers nothing anyway)."""
     touched = tuple(r for r in FILES if r in paths)
@@ -111,7 +111,7 @@ async def gateway_memory_edited(gateway: Gateway, user_id: str, paths: list[str]
 
 
 @hookimpl
-async def gateway_conversation_changed(gateway: Gateway, user_id: str) -> None:
+async def gateway_conversation_changed(gateway: Services, user_id: str) -> None:
     """A settings change (the web settings page) may have moved the person's zone: re-arm their items
     when it did (``/tz`` re-arms itself)."""
     sched = engine.schedule_of(gateway)
@@ -123,7 +123,7 @@ async def gateway_conversation_changed(gateway: Gateway, user_id: str) -> None:
 
 
 @hookimpl(trylast=True)
-async def gateway_startup(gateway: Gateway) -> None:
+async def gateway_startup(gateway: Services) -> None:
     sched = engine.schedule_of(gateway)
     sched.runners.setdefault("briefing", run_briefing)  # CRONS.json prompts of kind "briefing"
     if not gateway.run_jobs or gateway.memory is None or gateway.memory.detached:
@@ -147,7 +147,7 @@ async def gateway_startup(gateway: Gateway) -> None:
 
 
 @hookimpl
-async def gateway_shutdown(gateway: Gateway) -> None:
+async def gateway_shutdown(gateway: Services) -> None:
     edits = gateway.stash.get(WATCHER)
     if edits is not None:
         await edits.watcher.stop()

@@ -18,7 +18,7 @@ nothing it holds is lost on the way to the Markdown log:
   placed in a day's log: it is skipped and reported (seq and turn id, once), and the others are written;
 * a turn the transcript could not take either (a full disk) is in the turn spool: written back to the
   transcript before this plugin starts, it is found by that catch-up; still waiting for the
-  transcript, it is queued here from the spool (``gateway/writeback.py``).
+  transcript, it is queued here from the spool (``gateway/turn/writeback.py``).
 
 Off-The-Record turns never get here (nor into the transcript).
 """
@@ -41,12 +41,12 @@ from gateway.memory.files.scopes import channel_scope, user_scope
 from gateway.memory.files.session_log import LogEntry, day_log_path, format_entry, log_day, parse_session_log
 from gateway.memory.files.store import MemoryStore
 from gateway.state import LoggedTurn
-from gateway.turnspool import SpooledTurn
+from gateway.turn.spool import SpooledTurn
+from gateway.turn.writeback import write_back_of
 from gateway.types import ConversationKind, LLMResponse, Reply, StashKey, Turn
-from gateway.writeback import write_back_of
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.session_log")
 FLUSH_INTERVAL_S = 0.5
@@ -70,7 +70,7 @@ class _Failure:
 
 
 class SessionLog:
-    def __init__(self, gateway: Gateway) -> None:
+    def __init__(self, gateway: Services) -> None:
         self.gateway = gateway
         # (scope, day file) -> turn id -> block; insertion order is the order of the log.
         self.pending: dict[Key, OrderedDict[str, str]] = {}
@@ -108,7 +108,7 @@ class SessionLog:
         self.queue((scope, day_log_path(entry.timestamp, tz)), entry.turn_id, format_entry(entry, tz))
 
     def add_spooled(self, turn: SpooledTurn) -> None:
-        """A turn an earlier run answered and spooled, not in the transcript yet (gateway/writeback.py):
+        """A turn an earlier run answered and spooled, not in the transcript yet (gateway/turn/writeback.py):
         its log entry is queued now, as the turn's own after-turn hook had, so it does not wait for
         the write-back and the catch-up of a later start."""
         user = self.gateway.state.users.get(turn.user_id)
@@ -423,12 +423,12 @@ def _entry_of(row: LoggedTurn, at: datetime) -> LogEntry:
 SESSION_LOG: StashKey[SessionLog] = StashKey()
 
 
-def _log_of(gateway: Gateway) -> SessionLog | None:
+def _log_of(gateway: Services) -> SessionLog | None:
     return gateway.stash.get(SESSION_LOG)
 
 
 @hookimpl
-async def gateway_startup(gateway: Gateway) -> None:
+async def gateway_startup(gateway: Services) -> None:
     sl = SessionLog(gateway)
     sl.task = asyncio.create_task(sl.run(), name="session-log")
     gateway.stash[SESSION_LOG] = sl
@@ -443,21 +443,21 @@ async def gateway_startup(gateway: Gateway) -> None:
 
 
 @hookimpl
-async def gateway_shutdown(gateway: Gateway) -> None:
+async def gateway_shutdown(gateway: Services) -> None:
     sl = gateway.stash.pop(SESSION_LOG)
     if sl is not None:
         await sl.close()
 
 
 @hookimpl
-async def gateway_before_users_merge(gateway: Gateway, into: str, source: str) -> None:
+async def gateway_before_users_merge(gateway: Services, into: str, source: str) -> None:
     sl = _log_of(gateway)
     if sl is not None:
         await sl.drain()
 
 
 @hookimpl
-async def gateway_flush(gateway: Gateway) -> None:
+async def gateway_flush(gateway: Services) -> None:
     sl = _log_of(gateway)
     if sl is None:
         return
@@ -471,7 +471,7 @@ async def gateway_flush(gateway: Gateway) -> None:
 
 
 @hookimpl
-def gateway_after_turn(gateway: Gateway, turn: Turn, reply: Reply, response: LLMResponse | None) -> None:
+def gateway_after_turn(gateway: Services, turn: Turn, reply: Reply, response: LLMResponse | None) -> None:
     if turn.otr or turn.user is None or turn.session is None:
         return
     sl = _log_of(gateway)

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.bus.context import JobContext
 from gateway.bus.registry import JobRegistry
@@ -24,6 +24,9 @@ from gateway.hookspecs import hookimpl
 from gateway.llm.provider import model_configured
 from gateway.memory.background import jobscope
 from gateway.memory.background.sleep import NightResult, NightScope, run_night
+
+if TYPE_CHECKING:
+    from gateway.services import Services
 
 log = logging.getLogger("kith.plugins.sleep_cycle")
 
@@ -38,7 +41,7 @@ def _slot(payload: dict[str, Any], at: datetime) -> str:
     return slot if isinstance(slot, str) and slot else at.strftime("%Y-%m-%dT%H:%M")
 
 
-async def night(gateway: Any, scope: jobscope.JobScope, *, slot: str, before: datetime,
+async def night(gateway: Services, scope: jobscope.JobScope, *, slot: str, before: datetime,
                 curate: bool) -> NightResult:  # fmt: skip
     """One night of one scope on a gateway's services (jobs, CLI and benchmark share this)."""
     bg = gateway.config.background
@@ -55,14 +58,14 @@ async def night(gateway: Any, scope: jobscope.JobScope, *, slot: str, before: da
     )  # fmt: skip
 
 
-def _runs(gw: Any, job: str, user_id: str = "") -> bool:
+def _runs(gw: Services, job: str, user_id: str = "") -> bool:
     """Nights are on and a model can do them (within the person's daily budget)."""
     sleep = gw.config.background.sleep
     return bool(sleep.enabled) and model_configured(gw, sleep.backend, job, structured=True, user_id=user_id)
 
 
 async def _night_job(ctx: JobContext, payload: dict[str, Any], *, job: str, key: str,
-                     scope_of: Callable[[Any, str], jobscope.JobScope], curate: bool) -> None:  # fmt: skip
+                     scope_of: Callable[[Services, str], jobscope.JobScope], curate: bool) -> None:  # fmt: skip
     """One night of the scope ``payload[key]`` names (a user id, a conversation key), if nights run."""
     gw = ctx.gateway
     name = payload.get(key)

@@ -14,7 +14,7 @@ from gateway.hookspecs import hookimpl
 from gateway.types import ContextSection, Stability, Turn
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 OTR_LINE = (
     "Current mode: Off-The-Record. This conversation is private: it will not be logged, indexed "
@@ -36,7 +36,7 @@ def system_block(turn: Turn, now: datetime | None = None) -> str:
 
 
 @hookimpl
-def gateway_context_sections(gateway: Gateway, turn: Turn) -> list[ContextSection]:
+def gateway_context_sections(gateway: Services, turn: Turn) -> list[ContextSection]:
     return [
         ContextSection(
             source="system", title="System", text=system_block(turn), priority=1000,

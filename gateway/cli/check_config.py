@@ -6,8 +6,10 @@ import argparse
 import sys
 
 from gateway.cli.common import config_path
-from gateway.config import ConfigError, load_config
+from gateway.config import ConfigError
+from gateway.configread import load_config
 from gateway.plugins import build_plugin_host
+from gateway.registrations import collect_registrations
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -24,7 +26,7 @@ def run(args: argparse.Namespace) -> int:
         # config problems too: found here, not first at `kith run`.
         host = build_plugin_host(cfg)
         host.hooks.configure(cfg)
-        host.hooks.registrations(cfg)
+        collect_registrations(host.hooks, cfg)
     except ConfigError as exc:
         print(str(exc), file=sys.stderr)
         return 2

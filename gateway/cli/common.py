@@ -6,7 +6,8 @@ import argparse
 import sys
 from pathlib import Path
 
-from gateway.config import Config, ConfigError, load_config
+from gateway.config import Config, ConfigError
+from gateway.configread import load_config
 from gateway.memory.files.scopes import ScopeError, root_for, user_scope
 from gateway.memory.files.store import MemoryStore
 

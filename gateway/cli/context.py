@@ -33,7 +33,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
 
 async def locally(config: Config, body: dict[str, Any]) -> dict[str, Any]:
     from gateway.app import Gateway
-    from gateway.explain import explain
+    from gateway.turn.explain import explain
 
     async with Gateway(config, serve_http=False, supervise=False, run_jobs=False) as gw:
         return await explain(gw, user_id=body["user"], channel=body["channel"], text=body["message"],
@@ -42,7 +42,7 @@ async def locally(config: Config, body: dict[str, Any]) -> dict[str, Any]:
 
 async def from_daemon(config: Config, body: dict[str, Any]) -> dict[str, Any] | None:
     """The daemon's preview (None: no daemon serves this data dir); an unknown user is told as locally."""
-    from gateway.explain import ExplainError
+    from gateway.turn.explain import ExplainError
 
     preview = {"message": body["message"], "channel": body["channel"], "conversation": body["conversation"] or "",
                "tier": body["tier"]}  # fmt: skip
@@ -102,7 +102,7 @@ def run(args: argparse.Namespace) -> int:
         answer = None if args.local else await from_daemon(config, body)
         return answer if answer is not None else await locally(config, body)
 
-    from gateway.explain import ExplainError
+    from gateway.turn.explain import ExplainError
 
     try:
         result = asyncio.run(go())

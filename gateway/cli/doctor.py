@@ -13,7 +13,8 @@ import time
 from typing import TYPE_CHECKING
 
 from gateway.cli.common import config_path
-from gateway.config import ConfigError, load_config
+from gateway.config import ConfigError
+from gateway.configread import load_config
 
 if TYPE_CHECKING:
     from gateway.ops.doctor import Check

@@ -13,7 +13,7 @@ from pathlib import Path
 
 from gateway.cli.common import load_or_exit
 from gateway.memory.knowledge.graph import Fact, KnowledgeGraph
-from gateway.safetext import printable
+from gateway.util.safetext import printable
 
 DB_NAME = "state.sqlite"
 

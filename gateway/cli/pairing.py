@@ -11,9 +11,10 @@ import argparse
 import sys
 from collections.abc import Callable
 
-from gateway.access import INVITE_TTL_S, AccessStore, format_invite, normalize_code
-from gateway.config import ConfigError, load_config
-from gateway.safetext import printable
+from gateway.config import ConfigError
+from gateway.configread import load_config
+from gateway.turn.admission import INVITE_TTL_S, AccessStore, format_invite, normalize_code
+from gateway.util.safetext import printable
 
 
 def _who(channel: str, account_id: str, display_name: str = "") -> str:

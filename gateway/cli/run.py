@@ -21,11 +21,11 @@ import sys
 from pathlib import Path
 from typing import IO, NoReturn
 
-from gateway import heap
 from gateway.cli.common import load_or_exit
 from gateway.config import Config, ConfigError
-from gateway.diskspace import MB, DiskFloor, Reserve, reserve_bytes
 from gateway.logs import setup_logging
+from gateway.util import heap
+from gateway.util.diskspace import MB, DiskFloor, Reserve, reserve_bytes
 
 log = logging.getLogger("kith.run")
 LOCK_FILE = "daemon.lock"
@@ -170,7 +170,7 @@ def _lock_data_dir(data: Path, config: Config) -> IO[str]:
 
 
 def _mind_reserve(config: Config, data: Path) -> None:
-    """Keep the start-up reserve (``gateway.diskspace.Reserve``) while there is room; give it back
+    """Keep the start-up reserve (``gateway.util.diskspace.Reserve``) while there is room; give it back
     when starting below the floor, so a full disk means a degraded daemon, not a restart loop."""
     floor = DiskFloor(data, config.memory.min_free_mb * MB)
     if not floor.min_free_bytes:

@@ -19,10 +19,10 @@ from gateway.cli.common import load_or_exit
 from gateway.config import Config
 from gateway.memory.files.scopes import root_for, user_scope
 from gateway.memory.files.store import MemoryStore
-from gateway.safetext import printable
 from gateway.schedule.items import FILES
 from gateway.schedule.listing import ItemView, cancel, schedule_of_user
 from gateway.schedule.zones import zone
+from gateway.util.safetext import printable
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

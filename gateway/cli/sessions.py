@@ -21,7 +21,7 @@ from gateway.cli.daemon import DaemonError, recall_hits
 from gateway.memory.files.errors import InvalidPatternError
 from gateway.memory.files.scopes import ScopeError, user_scope
 from gateway.memory.search.index import IndexBusyError
-from gateway.safetext import printable
+from gateway.util.safetext import printable
 
 if TYPE_CHECKING:  # imported where used: `kith sessions --help` must not load numpy, Qdrant, the embedder
     from gateway.memory.search.recall import Hit

@@ -25,8 +25,8 @@ from gateway.cli.common import load_or_exit
 from gateway.cli.daemon import DaemonError, ask_daemon, user_path
 from gateway.config import Config
 from gateway.memory.files.scopes import ScopeError, root_for, user_scope
-from gateway.safetext import printable
 from gateway.state import State, config_state_exists, open_config_state
+from gateway.util.safetext import printable
 
 if TYPE_CHECKING:
     from gateway.app import Gateway

@@ -13,7 +13,7 @@ import json
 import sys
 
 from gateway.cli.common import load_or_exit
-from gateway.safetext import printable
+from gateway.util.safetext import printable
 
 
 def add_subcommands(users_sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]

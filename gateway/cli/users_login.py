@@ -16,7 +16,7 @@ import sys
 from gateway.cli.common import load_or_exit
 from gateway.cli.daemon import DaemonError, ask_daemon
 from gateway.config import Config
-from gateway.safetext import printable
+from gateway.util.safetext import printable
 
 LINKS_PATH = "/api/session/links"
 

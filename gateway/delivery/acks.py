@@ -28,13 +28,13 @@ from gateway.delivery.routing import WEB_CHANNEL
 from gateway.types import StashKey
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 MAX_UNACKED = 5
 _EXPECTED: StashKey[set[str]] = StashKey()
 
 
-def expect_ack(gateway: Gateway, delivery_id: str) -> None:
+def expect_ack(gateway: Services, delivery_id: str) -> None:
     """The frame of ``delivery_id`` went to clients that acknowledge: its row waits for their ack."""
     expected = gateway.stash.get(_EXPECTED)
     if expected is None:
@@ -42,7 +42,7 @@ def expect_ack(gateway: Gateway, delivery_id: str) -> None:
     expected.add(delivery_id)
 
 
-def awaiting(gateway: Gateway, delivery_id: str) -> bool:
+def awaiting(gateway: Services, delivery_id: str) -> bool:
     """Whether the send that just returned left ``delivery_id`` to an ack (asked once per send)."""
     expected = gateway.stash.get(_EXPECTED)
     if expected is None or delivery_id not in expected:
@@ -51,7 +51,7 @@ def awaiting(gateway: Gateway, delivery_id: str) -> bool:
     return True
 
 
-def acknowledge(gateway: Gateway, delivery_id: str, user_id: str) -> bool:
+def acknowledge(gateway: Services, delivery_id: str, user_id: str) -> bool:
     """A client of ``user_id`` has the frame: its row is sent. False for a row that is not theirs, not
     in flight (already sent, or never sent to them), or unknown: nothing changes then."""
     outbox = gateway.state.outbox

@@ -17,7 +17,7 @@ from gateway.delivery.outbox import LEASE_S
 from gateway.delivery.routing import WEB_CHANNEL
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 
 def missed_frame(entry: Any) -> dict[str, Any]:
@@ -26,7 +26,7 @@ def missed_frame(entry: Any) -> dict[str, Any]:
             "created_at": entry.created_at.isoformat()}  # fmt: skip
 
 
-async def replay_missed(gateway: Gateway, user_id: str, send: Callable[[dict[str, Any]], Awaitable[bool]],
+async def replay_missed(gateway: Services, user_id: str, send: Callable[[dict[str, Any]], Awaitable[bool]],
                         *, acks: bool = False) -> int:  # fmt: skip
     """Send the person's missed messages through ``send`` (a connection's); how many went out.
     ``acks``: the client acknowledges, so each row stays leased until its ack (gateway/delivery/acks.py)."""

@@ -15,12 +15,12 @@ from typing import TYPE_CHECKING
 from gateway.delivery.outbox import deliver
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.delivery")
 
 
-async def notify_person(gateway: Gateway, user_id: str, text: str, *, kind: str = "notice",
+async def notify_person(gateway: Services, user_id: str, text: str, *, kind: str = "notice",
                         delivery_id: str = "") -> bool:  # fmt: skip
     """Queue a notice for the person when they chose a notification conversation; whether one was.
     Best effort: a failure is logged, the work that produced the notice stands."""

@@ -24,11 +24,11 @@ from gateway.delivery.acks import MAX_UNACKED, awaiting
 from gateway.delivery.quiet import quiet_until
 from gateway.delivery.routing import WEB_CHANNEL, routes, web_reachable
 from gateway.state.delivery import OutboxEntry
-from gateway.text import split_text
 from gateway.types import ConversationAddress, Reply
+from gateway.util.text import split_text
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.delivery")
 
@@ -48,7 +48,7 @@ def encode_origin(origin: ConversationAddress | None) -> str:
                        "kind": origin.kind.value, "persona": origin.persona})  # fmt: skip
 
 
-async def deliver(gateway: Gateway, *, user_id: str, text: str, kind: str, origin: ConversationAddress | None,
+async def deliver(gateway: Services, *, user_id: str, text: str, kind: str, origin: ConversationAddress | None,
                   delivery_id: str, notice: bool = False) -> None:  # fmt: skip
     """Record one proactive message and deliver it (now, or when the person's quiet hours end).
 
@@ -65,7 +65,7 @@ async def deliver(gateway: Gateway, *, user_id: str, text: str, kind: str, origi
     await attempt(gateway, delivery_id, now=now)
 
 
-async def attempt(gateway: Gateway, delivery_id: str, *, now: datetime | None = None) -> str:
+async def attempt(gateway: Services, delivery_id: str, *, now: datetime | None = None) -> str:
     """One attempt at a due row: the status it is left in ("" when another attempt owns it)."""
     now = now or datetime.now(UTC)
     outbox = gateway.state.outbox

@@ -10,13 +10,13 @@ from gateway.hookspecs import hookimpl
 from gateway.types import StashKey
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 _SWEEPER = StashKey[tuple[asyncio.Event, asyncio.Task[None]]]()
 
 
 @hookimpl
-def gateway_startup(gateway: Gateway) -> None:
+def gateway_startup(gateway: Services) -> None:
     if not gateway.run_jobs:  # the daemon sweeps; kith worker and read-only commands do not
         return
 
@@ -36,7 +36,7 @@ def gateway_startup(gateway: Gateway) -> None:
 
 
 @hookimpl
-async def gateway_shutdown(gateway: Gateway) -> None:
+async def gateway_shutdown(gateway: Services) -> None:
     held = gateway.stash.pop(_SWEEPER, None)
     if held is None:
         return
@@ -46,5 +46,5 @@ async def gateway_shutdown(gateway: Gateway) -> None:
 
 
 @hookimpl
-def gateway_users_merged(gateway: Gateway, into: str, source: str) -> None:
+def gateway_users_merged(gateway: Services, into: str, source: str) -> None:
     gateway.state.outbox.merge(into=into, source=source)

@@ -19,13 +19,13 @@ from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.delivery")
 BATCH = 500
 
 
-async def prune_once(gateway: Gateway, now: datetime | None = None) -> int:
+async def prune_once(gateway: Services, now: datetime | None = None) -> int:
     """Delete every sent or failed row older than the retention; how many (0 when kept forever)."""
     days = gateway.config.delivery.retention_days
     if days <= 0:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 from zoneinfo import ZoneInfo
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 _HHMM = re.compile(r"^([01]\d|2[0-3]):([0-5]\d)$")
 
@@ -46,7 +46,7 @@ def window_end(start: time, end: time, tz: ZoneInfo, now: datetime) -> datetime 
     return datetime.combine(end_date, end, tzinfo=tz).astimezone(UTC)
 
 
-def quiet_until(gateway: Gateway, user_id: str, now: datetime) -> datetime | None:
+def quiet_until(gateway: Services, user_id: str, now: datetime) -> datetime | None:
     prefs = gateway.state.outbox.prefs(user_id)
     start, end = parse_hhmm(prefs.quiet_start), parse_hhmm(prefs.quiet_end)
     if start is None or end is None:

@@ -22,7 +22,7 @@ from gateway.state.delivery import OutboxEntry
 from gateway.types import ConversationAddress, ConversationKind
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 WEB_CHANNEL = "websocket"
 
@@ -39,7 +39,7 @@ def decode_origin(origin: str, user_id: str) -> ConversationAddress | None:
         return None
 
 
-def routes(gateway: Gateway, entry: OutboxEntry) -> Iterator[tuple[str, ConversationAddress]]:
+def routes(gateway: Services, entry: OutboxEntry) -> Iterator[tuple[str, ConversationAddress]]:
     """(stage, address) in the order they are tried; stage is origin, notify, preferred or linked."""
     seen: set[tuple[str, str]] = set()
     default_persona = gateway.config.personas.default
@@ -85,7 +85,7 @@ def routes(gateway: Gateway, entry: OutboxEntry) -> Iterator[tuple[str, Conversa
             yield ("preferred" if channel == prefs.preferred_channel else "linked"), address
 
 
-def web_reachable(gateway: Gateway, user_id: str) -> bool:
+def web_reachable(gateway: Services, user_id: str) -> bool:
     """Whether the person has a web or WebSocket client that will collect missed messages."""
     return WEB_CHANNEL in gateway.adapters and any(
         channel == WEB_CHANNEL for channel, _ in gateway.state.identities.accounts(user_id))

@@ -14,7 +14,7 @@ from gateway.delivery.quiet import parse_hhmm
 from gateway.state.delivery import DeliveryPrefs
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 
 class SettingError(ValueError):
@@ -34,7 +34,7 @@ def parse_quiet_hours(value: str) -> tuple[str, str]:
     return start.strip(), end.strip()
 
 
-def updated(gateway: Gateway, user_id: str, *, preferred_channel: str | None = None,
+def updated(gateway: Services, user_id: str, *, preferred_channel: str | None = None,
             quiet_hours: str | None = None, notify_conversation: str | None = None) -> DeliveryPrefs:  # fmt: skip
     """The person's settings with the given fields changed, validated (raises ``SettingError``)."""
     prefs = gateway.state.outbox.prefs(user_id)

@@ -18,7 +18,7 @@ from gateway.delivery.outbox import attempt
 from gateway.delivery.prune import prune_once
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.delivery")
 
@@ -26,7 +26,7 @@ SWEEP_INTERVAL_S = 1.0
 BATCH = 200
 
 
-async def sweep_once(gateway: Gateway, now: datetime | None = None) -> int:
+async def sweep_once(gateway: Services, now: datetime | None = None) -> int:
     """Attempt every due row once; the number attempted."""
     now = now or datetime.now(UTC)
     done = 0
@@ -45,7 +45,7 @@ async def sweep_once(gateway: Gateway, now: datetime | None = None) -> int:
         await asyncio.sleep(0)  # a big backlog never holds the loop for long
 
 
-async def run_sweeper(gateway: Gateway, stop: asyncio.Event, interval: float = SWEEP_INTERVAL_S) -> None:
+async def run_sweeper(gateway: Services, stop: asyncio.Event, interval: float = SWEEP_INTERVAL_S) -> None:
     """Sweep every ``interval`` seconds; delete old sent and failed rows every
     ``delivery.prune_interval_s`` (the first time right away)."""
     next_prune = 0.0

@@ -7,5 +7,5 @@ accept loop that backs off when file descriptors run out (``accept``) and the ``
 route the daemon serves as an API, declared with its models, registered through
 ``gateway_register_routes`` and listed in the OpenAPI document (``openapi``). ``gateway.app`` builds
 the aiohttp application and installs these. It may import ``gateway.config``, the host's leaf modules
-and what the API answers from (``gateway.explain``, ``gateway.memory``...); never adapters or plugins.
+and what the API answers from (``gateway.turn.explain``, ``gateway.memory``...); never adapters or plugins.
 """

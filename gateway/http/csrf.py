@@ -22,7 +22,7 @@ from aiohttp import web
 from gateway.http.auth import bearer, tokens_match
 from gateway.http.guard import RESPONSE_HEADERS, SAFE_METHODS
 from gateway.http.principal import CSRF_HEADER, SESSION_COOKIE, csrf_token
-from gateway.logthrottle import LogThrottle
+from gateway.util.logthrottle import LogThrottle
 
 log = logging.getLogger("kith.csrf")
 

@@ -35,10 +35,10 @@ from aiohttp import web
 
 from gateway.config import Config, canonical_host, is_loopback_host, parse_origin
 from gateway.http.auth import OPERATOR_TOKEN, ensure_operator_token
-from gateway.logthrottle import LogThrottle
+from gateway.util.logthrottle import LogThrottle
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.httpguard")
 
@@ -153,7 +153,7 @@ def _printable(value: str) -> str:
 HTTP_POLICY: web.AppKey[Policy] = web.AppKey("http_policy", Policy)
 
 
-def install(app: web.Application, gateway: Gateway) -> None:
+def install(app: web.Application, gateway: Services) -> None:
     """Put the guard in front of every route of ``app`` and load the operator credential at startup."""
     config = gateway.config
     policy = app[HTTP_POLICY] = Policy(config)

@@ -43,7 +43,7 @@ from gateway.http.principal import (
 from gateway.types import ConversationKind, InboundMessage
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.signin")
 
@@ -87,7 +87,7 @@ def base_url(server: ServerConfig, port: int | None) -> str:
     return f"http://{host}:{port}"
 
 
-def mint_link(gateway: Gateway, user_id: str, *, operator: bool, issued_by: str) -> SigninLink:
+def mint_link(gateway: Services, user_id: str, *, operator: bool, issued_by: str) -> SigninLink:
     """A new one-time sign-in link for ``user_id`` (who must exist). The token lives only in the link."""
     now = datetime.now(UTC)
     token = secrets.token_urlsafe(32)
@@ -101,12 +101,12 @@ def mint_link(gateway: Gateway, user_id: str, *, operator: bool, issued_by: str)
     return SigninLink(url=link, user_id=user_id, operator=operator, expires_at=now + LINK_TTL)
 
 
-def revoke_user(gateway: Gateway, user_id: str) -> int:
+def revoke_user(gateway: Services, user_id: str) -> int:
     """Sign every browser of ``user_id`` out and void its unused links (a deleted user, a role change)."""
     return gateway.state.web_sessions.revoke_user(user_id)
 
 
-def is_https(gateway: Gateway, request: web.Request) -> bool:
+def is_https(gateway: Services, request: web.Request) -> bool:
     """Whether the browser reached us over https: TLS on this socket, a trusted proxy's
     ``X-Forwarded-Proto`` (proxy headers reach a handler only with ``server.token`` set: the guard refuses
     them otherwise), or the Host of an https ``server.public_url``."""
@@ -123,7 +123,7 @@ def is_https(gateway: Gateway, request: web.Request) -> bool:
     return False
 
 
-def is_local(gateway: Gateway, request: web.Request) -> bool:
+def is_local(gateway: Services, request: web.Request) -> bool:
     """Loopback without ``server.token``: the TCP peer is this machine, the Host is a loopback name (not a
     public name or a rebound DNS name), and no proxy speaks for someone else."""
     host = split_host(request.headers.get("Host", ""))
@@ -131,16 +131,16 @@ def is_local(gateway: Gateway, request: web.Request) -> bool:
             and host is not None and host[0] in LOOPBACK_NAMES and proxy_header(request) is None)  # fmt: skip
 
 
-def set_session_cookie(gateway: Gateway, request: web.Request, response: web.StreamResponse, secret: str) -> None:
+def set_session_cookie(gateway: Services, request: web.Request, response: web.StreamResponse, secret: str) -> None:
     response.set_cookie(SESSION_COOKIE, secret, max_age=int(SESSION_IDLE.total_seconds()), path="/",
                         httponly=True, samesite="Strict", secure=is_https(gateway, request))  # fmt: skip
 
 
-def clear_session_cookie(gateway: Gateway, request: web.Request, response: web.StreamResponse) -> None:
+def clear_session_cookie(gateway: Services, request: web.Request, response: web.StreamResponse) -> None:
     response.del_cookie(SESSION_COOKIE, path="/", httponly=True, samesite="Strict", secure=is_https(gateway, request))
 
 
-def _start_session(gateway: Gateway, request: web.Request, user_id: str, *, operator: bool, via: str) -> str:
+def _start_session(gateway: Services, request: web.Request, user_id: str, *, operator: bool, via: str) -> str:
     """A new session (never the one the browser may still hold: no session fixation); the browser's
     previous session, if any, ends here rather than lingering until it expires."""
     now = datetime.now(UTC)
@@ -155,7 +155,7 @@ def _start_session(gateway: Gateway, request: web.Request, user_id: str, *, oper
     return secret
 
 
-def resolver(gateway: Gateway) -> CookieResolver:
+def resolver(gateway: Services) -> CookieResolver:
     """The cookie -> Principal lookup behind ``principal()`` (installed as ``COOKIE_RESOLVER``)."""
 
     def resolve(request: web.Request) -> Principal | None:
@@ -181,7 +181,7 @@ def resolver(gateway: Gateway) -> CookieResolver:
     return resolve
 
 
-def routes(gateway: Gateway) -> list[web.RouteDef]:
+def routes(gateway: Services) -> list[web.RouteDef]:
     async def signin(request: web.Request) -> web.StreamResponse:
         token = request.query.get("t", "")
         if request.method != "GET" or request.headers.get("Sec-Fetch-Mode", "").lower() != "navigate":
@@ -260,7 +260,7 @@ def websocket_client(client_id: str, name: str) -> InboundMessage:
                           trusted=True)  # fmt: skip
 
 
-def install(app: web.Application, gateway: Gateway) -> None:
+def install(app: web.Application, gateway: Services) -> None:
     """Sign-in routes, the cookie resolver behind ``principal()``, the CSRF check, and the sliding cookie.
     After the HTTP guard (``gateway/http/guard.py``), so its Host, Origin and JSON checks run first."""
     app[COOKIE_RESOLVER] = resolver(gateway)

@@ -10,14 +10,14 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway.command_registry import CommandRegistry
 from gateway.config import Config
 from gateway.hookspecs import hookimpl
 from gateway.http.signin import LINK_TTL, mint_link
+from gateway.turn.command_registry import CommandRegistry
 from gateway.types import ConversationKind, Reply, Turn
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 
 @hookimpl
@@ -26,7 +26,7 @@ def gateway_register_commands(register: CommandRegistry, config: Config) -> None
 
 
 @hookimpl
-async def gateway_handle_command(gateway: Gateway, turn: Turn, command: str, args: str) -> Reply | None:
+async def gateway_handle_command(gateway: Services, turn: Turn, command: str, args: str) -> Reply | None:
     if command != "web" or turn.user is None:
         return None
     msg = turn.message

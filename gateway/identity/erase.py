@@ -41,7 +41,7 @@ from gateway.memory.files.session_log import without_turns
 from gateway.memory.files.store import MemoryStore
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.identity")
 
@@ -73,7 +73,7 @@ class EraseReport:
                 "warnings": self.warnings}  # fmt: skip
 
 
-async def erase_person(gateway: Gateway, user_id: str, *, missing_ok: bool = False) -> EraseReport:
+async def erase_person(gateway: Services, user_id: str, *, missing_ok: bool = False) -> EraseReport:
     """``missing_ok``: run every step even when the database and the files no longer know the id
     (an earlier erase whose index step failed left the index's files to rewrite)."""
     state = gateway.state
@@ -140,7 +140,7 @@ def _needles(user_id: str, accounts: Iterable[tuple[str, str]], texts: Iterable[
     return sorted(set(out))
 
 
-def _out_of_groups(gateway: Gateway, turns: list[dict[str, object]], turn_ids: set[str], texts: set[str],
+def _out_of_groups(gateway: Services, turns: list[dict[str, object]], turn_ids: set[str], texts: set[str],
                    report: EraseReport) -> list[str]:
     """Take the person's turns out of the logs of the group conversations they spoke in (their blocks,
     reply included), and the lines quoting one of their messages out of the groups' other files.
@@ -182,7 +182,7 @@ def _out_of_groups(gateway: Gateway, turns: list[dict[str, object]], turn_ids: s
     return changed
 
 
-def _forget_live(gateway: Gateway, user_id: str, sessions: Iterable[str]) -> None:
+def _forget_live(gateway: Services, user_id: str, sessions: Iterable[str]) -> None:
     """In-memory state of the running gateway: an Off-The-Record session, replies awaited."""
     gone = set(sessions)
     gateway.sessions.otr.pop(user_scope(user_id), None)

@@ -31,7 +31,7 @@ from typing import Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gateway.state.timestamps import parse_ts, ts
-from gateway.tiers import MAX_TIER, MIN_TIER
+from gateway.turn.tiers import MAX_TIER, MIN_TIER
 
 Rows = dict[str, list[dict[str, Any]]]
 

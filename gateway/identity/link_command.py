@@ -19,11 +19,11 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from gateway.identity.linking import LinkError, LinkRequest, Party, Side
-from gateway.text import split_text
 from gateway.types import ConversationAddress, ConversationKind, Reply, Turn
+from gateway.util.text import split_text
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.identity")
 
@@ -57,7 +57,7 @@ def prompt(request: LinkRequest, side: Side) -> str:
             "Nothing is joined until both accounts confirm.")
 
 
-async def notify(gateway: Gateway, party: Party, text: str) -> bool:
+async def notify(gateway: Services, party: Party, text: str) -> bool:
     """Tell one side of a request something, in the direct conversation it used; False if undelivered."""
     key = f"{party.channel}:{party.conversation_id}"
     address = ConversationAddress(channel=party.channel, conversation_id=party.conversation_id,
@@ -73,7 +73,7 @@ async def notify(gateway: Gateway, party: Party, text: str) -> bool:
     return True
 
 
-async def link_command(gateway: Gateway, turn: Turn, args: str) -> Reply:
+async def link_command(gateway: Services, turn: Turn, args: str) -> Reply:
     user, msg = turn.user, turn.message
     assert user is not None
     links = gateway.identities.links

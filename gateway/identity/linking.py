@@ -31,8 +31,8 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Literal
 
-from gateway.safetext import one_line
 from gateway.state import LinkRequestRecord, State
+from gateway.util.safetext import one_line
 
 if TYPE_CHECKING:
     from gateway.config import Config

@@ -16,14 +16,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from gateway.hookspecs import hookimpl
 from gateway.identity.linking import LinkError, LinkRequests
 from gateway.memory.files.treemerge import merge_tree
 from gateway.state import State
 from gateway.types import InboundMessage, UserRef
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
     from gateway.config import Config
 
 log = logging.getLogger("kith.identity")
@@ -113,8 +111,3 @@ class Identities:
             len(report.merged),
             f", {len(report.failed)} left in users/{source}/ (see the error above)" if report.failed else "",
         )
-
-
-@hookimpl(trylast=True)
-def gateway_resolve_identity(gateway: Gateway, message: InboundMessage) -> UserRef | None:
-    return gateway.identities.resolve(message)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 import inspect
 
-from gateway.context import estimate_tokens
 from gateway.llm.base import DeltaCallback
+from gateway.turn.budget import estimate_tokens
 from gateway.types import LLMRequest, LLMResponse
 
 

@@ -21,9 +21,9 @@ import httpx
 import openai
 
 from gateway.config import LLMConfig
-from gateway.context import render_section
 from gateway.llm.base import NO_VISION_NOTE, DeltaCallback, LLMError, sdk_errors
 from gateway.llm.tool_loop import Answer, emit, run_tool_loop
+from gateway.turn.budget import render_section
 from gateway.types import HistoryMessage, ImagePart, LLMRequest, LLMResponse, ToolCall, ToolResult
 
 log = logging.getLogger("kith.llm.openai")

@@ -18,7 +18,7 @@ from gateway.llm.usage import record as record_usage
 from gateway.types import LLMRequest, LLMResponse, StashKey, Turn
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.llm")
 
@@ -38,7 +38,7 @@ class NoModelProvider:
 NO_MODEL_WARNED: StashKey[set[str]] = StashKey()  # jobs already logged as skipped for want of a model
 
 
-def model_configured(gateway: Gateway, role: str, job: str, *, structured: bool = False, user_id: str = "") -> bool:
+def model_configured(gateway: Services, role: str, job: str, *, structured: bool = False, user_id: str = "") -> bool:
     """For background jobs: False (logged once per job) when no model can do the job for ``role``.
 
     A missing API key is not an outage: retrying and dead-lettering a nightly job for every user would
@@ -94,7 +94,7 @@ def make_providers(config: LLMConfig) -> dict[str, Provider]:
 
 @hookimpl(trylast=True)
 async def gateway_llm_call(
-    gateway: Gateway, turn: Turn | None, request: LLMRequest, on_delta: DeltaCallback | None
+    gateway: Services, turn: Turn | None, request: LLMRequest, on_delta: DeltaCallback | None
 ) -> LLMResponse:
     response = await gateway.llm(request.role).complete(request, on_delta)
     record_usage(gateway, turn, request, response)

@@ -16,11 +16,11 @@ from gateway.llm.usage import BudgetExceeded, over_budget
 from gateway.types import LLMRequest, LLMResponse
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 
 class RoutedModel:
-    def __init__(self, gateway: Gateway, role: str, user_id: str = "") -> None:
+    def __init__(self, gateway: Services, role: str, user_id: str = "") -> None:
         self.gateway = gateway
         self.role = role
         self.user_id = user_id  # the person the job works for: their usage, their budget

@@ -20,7 +20,7 @@ from gateway.ops.metrics import observe_llm
 from gateway.types import LLMRequest, LLMResponse, StashKey, Turn
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.llm.usage")
 
@@ -43,14 +43,14 @@ def cost_usd(prices: Prices, response: LLMResponse) -> float:
     return cost
 
 
-def _prices(gateway: Gateway, role: str) -> Prices:
+def _prices(gateway: Services, role: str) -> Prices:
     try:
         return gateway.config.llm.role(role).prices
     except KeyError:
         return gateway.config.llm.prices
 
 
-def record(gateway: Gateway, turn: Turn | None, request: LLMRequest, response: LLMResponse) -> None:
+def record(gateway: Services, turn: Turn | None, request: LLMRequest, response: LLMResponse) -> None:
     """Add one call to the person's (or nobody's: ``''``) row of the day. Off-The-Record turns leave
     nothing behind, not even their token counts."""
     if turn is not None and turn.otr:
@@ -73,11 +73,11 @@ def record(gateway: Gateway, turn: Turn | None, request: LLMRequest, response: L
         log.exception("recording model usage failed")
 
 
-def spent_today(gateway: Gateway, user_id: str) -> float:
+def spent_today(gateway: Services, user_id: str) -> float:
     return float(gateway.state.usage.cost_on(user_id, today()))
 
 
-def over_budget(gateway: Gateway, user_id: str, job: str) -> bool:
+def over_budget(gateway: Services, user_id: str, job: str) -> bool:
     """True (logged once per person, day and job) when ``user_id``'s daily budget is spent."""
     budget = gateway.config.llm.daily_budget_usd
     if not budget or not user_id:

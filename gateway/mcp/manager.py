@@ -13,12 +13,15 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.mcp.convert import RemoteTool
 from gateway.mcp.server import McpServer
 from gateway.mcp.settings import McpConfig
 from gateway.tools import Tool, ToolContext, ToolRegistry
+
+if TYPE_CHECKING:
+    from gateway.services import Services
 
 log = logging.getLogger("kith.mcp")
 
@@ -85,7 +88,7 @@ class McpManager:
         async def handler(ctx: ToolContext, args: Mapping[str, Any]) -> str:
             return await server.call(remote, args)
 
-        def available(_gateway: Any) -> bool:
+        def available(_gateway: Services) -> bool:
             # A listing replaced since (list_changed) or a server that went down: not offered.
             return server.up and server.tools.get(remote.name) is remote
 

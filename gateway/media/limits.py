@@ -8,7 +8,7 @@ from gateway.config import MediaConfig as MediaLimits
 from gateway.types import StashKey
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 __all__ = ["DEFAULT_LIMITS", "LIMITS", "MediaLimits", "media_limits"]
 
@@ -16,7 +16,7 @@ DEFAULT_LIMITS = MediaLimits()
 LIMITS: StashKey[MediaLimits] = StashKey()
 
 
-def media_limits(gateway: Gateway) -> MediaLimits:
+def media_limits(gateway: Services) -> MediaLimits:
     """The caps in force: ``media`` of the gateway's config, unless a test or an embedder put its own
     into ``gateway.stash[LIMITS]``."""
     return gateway.stash.get(LIMITS) or gateway.config.media

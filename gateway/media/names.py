@@ -10,7 +10,7 @@ sees the clean name only.
 
 from __future__ import annotations
 
-from gateway.safetext import one_line
+from gateway.util.safetext import one_line
 
 MAX_NAME = 255  # what most file systems allow in one path segment
 

@@ -28,11 +28,11 @@ from gateway.media.sandbox import LimitExceeded, sandbox
 from gateway.media.sniff import AUDIO_TYPES, DOCUMENT_TYPES, IMAGE_TYPES, ZIP, sniff_magic
 from gateway.media.store import Saved, media_path, save_file, save_text
 from gateway.memory.files.errors import MemoryStoreError
-from gateway.safetext import printable
 from gateway.types import Attachment, ImagePart, PreparedMessage, Reply, Turn
+from gateway.util.safetext import printable
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.media")
 
@@ -58,7 +58,7 @@ class Item:
     unread: str = ""  # why the sandbox stopped its reader: left out of the message, never stored
 
 
-async def take_in(gateway: Gateway, turn: Turn) -> PreparedMessage | Reply | None:
+async def take_in(gateway: Services, turn: Turn) -> PreparedMessage | Reply | None:
     """The message with its attachments taken in; a Reply when one is refused; None without any."""
     msg = turn.message
     if not msg.attachments or turn.user is None:
@@ -119,7 +119,7 @@ def _refusal(why: str) -> Reply:
     return Reply(text=f"I could not take that file in: {why}. The message was not sent to the model.", notice=True)
 
 
-async def _read(gateway: Gateway, channel: str, att: Attachment, index: int, limits: MediaLimits) -> Item:
+async def _read(gateway: Services, channel: str, att: Attachment, index: int, limits: MediaLimits) -> Item:
     label = att.name or f"attachment {index + 1}"
     if att.size > limits.max_bytes:
         raise TooLarge(f"{label} is {att.size:,} bytes; the limit is {limits.max_bytes:,} bytes")
@@ -151,7 +151,7 @@ async def _read(gateway: Gateway, channel: str, att: Attachment, index: int, lim
     raise Unsupported(f"{name} is not a kind of file I read{claimed}; I read {READS}")
 
 
-async def _transcribe(gateway: Gateway, item: Item, limits: MediaLimits) -> str:
+async def _transcribe(gateway: Services, item: Item, limits: MediaLimits) -> str:
     provider = gateway.llm("transcription")
     if not isinstance(provider, Transcriber):
         raise Unsupported(f"{item.name}: voice notes need a transcription model, and none is configured "

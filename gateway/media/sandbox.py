@@ -41,7 +41,7 @@ from gateway.types import StashKey
 if TYPE_CHECKING:
     from multiprocessing.context import ForkServerProcess
 
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.media")
 T = TypeVar("T")
@@ -289,7 +289,7 @@ _LIMIT_TEXT: dict[str, Callable[[SandboxLimits], str]] = {
 SANDBOX: StashKey[Sandbox] = StashKey()
 
 
-def sandbox(gateway: Gateway) -> Sandbox:
+def sandbox(gateway: Services) -> Sandbox:
     """The gateway's reader sandbox, made on first use (its workers start with the first file).
     Its process limits are read then, from the limits in force; the parsers' own caps (pages, pixels,
     unpacked bytes) travel with each file, so a changed ``LIMITS`` applies to them at once."""
@@ -304,7 +304,7 @@ def sandbox(gateway: Gateway) -> Sandbox:
     return box
 
 
-async def close_sandbox(gateway: Gateway) -> None:
+async def close_sandbox(gateway: Services) -> None:
     box = gateway.stash.get(SANDBOX)
     if box is not None:
         await box.close()

@@ -23,7 +23,7 @@ from gateway.media.names import clean_name
 from gateway.types import StashKey
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 
 @dataclass(frozen=True, slots=True)
@@ -103,6 +103,6 @@ class UploadStore:
 UPLOADS: StashKey[UploadStore] = StashKey()
 
 
-def uploads(gateway: Gateway) -> UploadStore:
+def uploads(gateway: Services) -> UploadStore:
     """The gateway's pending uploads (one store per gateway, so two gateways in a process never share)."""
     return gateway.stash.setdefault(UPLOADS, UploadStore(media_limits(gateway)))

@@ -55,8 +55,8 @@ from gateway.memory.search.index import point_id
 from gateway.types import StashKey
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
     from gateway.memory.files.store import MemoryStore
+    from gateway.services import Services
 
 log = logging.getLogger("kith.memory.forget")
 
@@ -137,7 +137,7 @@ def _sha(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
-def _pending(gateway: Gateway) -> dict[str, _Pending]:
+def _pending(gateway: Services) -> dict[str, _Pending]:
     table = gateway.stash.get(PENDING)
     if table is None:
         table = {}
@@ -148,11 +148,11 @@ def _pending(gateway: Gateway) -> dict[str, _Pending]:
     return table
 
 
-def cancel_pending(gateway: Gateway, user_id: str) -> bool:
+def cancel_pending(gateway: Services, user_id: str) -> bool:
     return _pending(gateway).pop(user_id, None) is not None
 
 
-def _self_ids(gateway: Gateway, user_id: str) -> tuple[str, ...]:
+def _self_ids(gateway: Services, user_id: str) -> tuple[str, ...]:
     try:
         names = gateway.state.users.names(user_id)
     except Exception:
@@ -163,7 +163,7 @@ def _self_ids(gateway: Gateway, user_id: str) -> tuple[str, ...]:
 # ------------------------------------------------------------------------------------- planning
 
 
-async def plan(gateway: Gateway, user_id: str, text: str) -> tuple[list[LineMatch], list[FactMatch]]:
+async def plan(gateway: Services, user_id: str, text: str) -> tuple[list[LineMatch], list[FactMatch]]:
     """What forgetting ``text`` would remove (reads only)."""
     memory = gateway.memory
     assert memory is not None and gateway.kg is not None
@@ -186,7 +186,7 @@ def _broad(lines: Iterable[LineMatch], facts: Iterable[FactMatch]) -> bool:
     return fuzzy or len(lines) > CONFIRM_LINES or len(facts) > CONFIRM_LINES
 
 
-async def _by_ref(gateway: Gateway, user_id: str, ref: str) -> tuple[list[LineMatch], list[FactMatch]]:
+async def _by_ref(gateway: Services, user_id: str, ref: str) -> tuple[list[LineMatch], list[FactMatch]]:
     memory, kg = gateway.memory, gateway.kg
     assert memory is not None and kg is not None
     if ref.startswith("fact:"):
@@ -206,7 +206,7 @@ def redacted(content: str, needle: str) -> str | None:
     return "".join(out) if out != rows else None
 
 
-def transcript_rows(gateway: Gateway, user_id: str, query: str) -> list[dict[str, Any]]:
+def transcript_rows(gateway: Services, user_id: str, query: str) -> list[dict[str, Any]]:
     """The person's own direct-conversation messages with a line holding ``query``: the nightly cycle,
     the memory writer and compaction read the transcript, and would learn a forgotten line again."""
     needle = fold(query)
@@ -259,7 +259,7 @@ def _rewrite(store: MemoryStore, lines: list[LineMatch], needle: str) -> list[di
     return [{"path": p, "before": b, "after": a, "removed": r} for p, b, a, r in planned]
 
 
-async def _reindex(gateway: Gateway, user_id: str, paths: list[str], text: str) -> int:
+async def _reindex(gateway: Services, user_id: str, paths: list[str], text: str) -> int:
     """Bring the index in step now (not when the bus gets to it): the next recall must not find it."""
     memory = gateway.memory
     assert memory is not None
@@ -288,7 +288,7 @@ async def _reindex(gateway: Gateway, user_id: str, paths: list[str], text: str) 
     return points + len(stale)
 
 
-async def _apply(gateway: Gateway, user_id: str, lines: list[LineMatch], facts: list[FactMatch], *, query: str,
+async def _apply(gateway: Services, user_id: str, lines: list[LineMatch], facts: list[FactMatch], *, query: str,
                  actor: str, forget_id: str = "") -> ForgetReport:  # fmt: skip
     memory, kg = gateway.memory, gateway.kg
     assert memory is not None and kg is not None
@@ -336,7 +336,7 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-async def forget(gateway: Gateway, user_id: str, *, text: str | None = None, ref: str | None = None, actor: str,
+async def forget(gateway: Services, user_id: str, *, text: str | None = None, ref: str | None = None, actor: str,
                  confirm: bool = False) -> ForgetReport:  # fmt: skip
     """Forget what ``text`` matches (or what ``ref`` names) in the person's own memory.
 
@@ -387,7 +387,7 @@ def _with_query(report: ForgetReport, query: str) -> ForgetReport:
 # ------------------------------------------------------------------------------------------- undo
 
 
-async def undo_forget(gateway: Gateway, user_id: str, forget_id: str | None = None, *, actor: str) -> ForgetReport:
+async def undo_forget(gateway: Services, user_id: str, forget_id: str | None = None, *, actor: str) -> ForgetReport:
     """Put back what a forget removed (the newest one when ``forget_id`` is None)."""
     memory, kg = gateway.memory, gateway.kg
     if memory is None or kg is None:

@@ -23,8 +23,8 @@ from gateway.memory.files.scopes import user_scope
 from gateway.memory.forget_match import fold
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
     from gateway.memory.files.store import MemoryStore
+    from gateway.services import Services
 
 log = logging.getLogger("kith.memory.remember")
 
@@ -47,7 +47,7 @@ class RememberReport:
                 "message": self.message}  # fmt: skip
 
 
-def _today(gateway: Gateway, user_id: str) -> str:
+def _today(gateway: Services, user_id: str) -> str:
     user = gateway.state.users.get(user_id)
     try:
         tz = ZoneInfo(user.timezone) if user is not None and user.timezone else UTC
@@ -71,7 +71,7 @@ def _write(store: MemoryStore, line: str, needle: str, *, actor: str, message_id
     return True
 
 
-async def remember(gateway: Gateway, user_id: str, text: str, *, actor: str, trust: str = "user",
+async def remember(gateway: Services, user_id: str, text: str, *, actor: str, trust: str = "user",
                    message_id: str = "") -> RememberReport:  # fmt: skip
     """Keep ``text`` in the person's memory. ``trust="model"`` (a tool call) screens it for instructions."""
     memory = gateway.memory

@@ -23,7 +23,7 @@ from urllib.parse import urlsplit
 import aiohttp
 
 from gateway.config import Config
-from gateway.diskspace import MB, free_bytes
+from gateway.util.diskspace import MB, free_bytes
 
 Status = Literal["ok", "warn", "fail", "skip"]
 TIMEOUT_S = 1.5

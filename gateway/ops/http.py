@@ -20,9 +20,9 @@ from gateway.ops.metrics import REGISTRY
 from gateway.ops.scrape import render_levels
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
-def may_scrape(request: web.Request, gateway: Gateway) -> bool:
+def may_scrape(request: web.Request, gateway: Services) -> bool:
     config = gateway.config
     own = config.metrics.token
     given = bearer(request)
@@ -34,7 +34,7 @@ def may_scrape(request: web.Request, gateway: Gateway) -> bool:
     return who is not None and who.operator
 
 
-def routes(gateway: Gateway) -> list[web.RouteDef]:
+def routes(gateway: Services) -> list[web.RouteDef]:
     async def metrics(request: web.Request) -> web.Response:
         if not gateway.config.metrics.enabled:
             raise web.HTTPNotFound(text="metrics are off (metrics.enabled)")

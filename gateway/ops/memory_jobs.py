@@ -20,11 +20,14 @@ import logging
 import time
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from gateway.bus.keys import Keys
-from gateway.safetext import printable
 from gateway.types import StashKey
+from gateway.util.safetext import printable
+
+if TYPE_CHECKING:
+    from gateway.services import Services
 
 log = logging.getLogger("kith.ops.memory_jobs")
 
@@ -145,7 +148,7 @@ async def memory_jobs(redis: Any, keys: Keys) -> MemoryJobs:
                       last_failing=last_failing)  # fmt: skip
 
 
-async def health_of_memory_jobs(gateway: Any) -> dict[str, Any]:
+async def health_of_memory_jobs(gateway: Services) -> dict[str, Any]:
     """``/healthz``'s ``memory_jobs``: the counts, the last errors and a ``problems`` list (popped by
     the caller into ``degraded``). Read at most every ``HEALTH_TTL_S``; a bus that does not answer
     within ``HEALTH_TIMEOUT_S`` gives ``{"error": ...}`` and no problem (the bus's own health says it)."""

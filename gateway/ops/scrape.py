@@ -19,12 +19,12 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
-from gateway.diskspace import free_bytes
 from gateway.supervisor import AdapterState
-from gateway.writefailures import write_failures
+from gateway.turn.writefailures import write_failures
+from gateway.util.diskspace import free_bytes
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.metrics")
 
@@ -52,7 +52,7 @@ class _Levels:
         return iter(self.families)
 
 
-async def _jobs(gw: Gateway) -> list[Metric]:
+async def _jobs(gw: Services) -> list[Metric]:
     if gw.bus is None:
         return []
     jobs = GaugeMetricFamily("kith_jobs", "Jobs on the bus by queue and state", labels=("queue", "state"))
@@ -70,7 +70,7 @@ async def _jobs(gw: Gateway) -> list[Metric]:
     return [jobs, dead, age, consumers]
 
 
-async def _index(gw: Gateway) -> list[Metric]:
+async def _index(gw: Services) -> list[Metric]:
     mem = gw.memory
     if mem is None or mem.detached:
         return []
@@ -87,7 +87,7 @@ async def _index(gw: Gateway) -> list[Metric]:
     return out
 
 
-async def _disk(gw: Gateway) -> list[Metric]:
+async def _disk(gw: Services) -> list[Metric]:
     free = await asyncio.to_thread(free_bytes, gw.data_dir)
     floor = gw.config.memory.min_free_mb * 1024 * 1024
     return [
@@ -97,7 +97,7 @@ async def _disk(gw: Gateway) -> list[Metric]:
     ]
 
 
-async def _host(gw: Gateway) -> list[Metric]:
+async def _host(gw: Services) -> list[Metric]:
     states = GaugeMetricFamily("kith_adapter_state", "1 for the state each adapter is in",
                                labels=("adapter", "state"))
     restarts = CounterMetricFamily("kith_adapter_restarts", "Adapter restarts by the supervisor", labels=("adapter",))
@@ -122,7 +122,7 @@ async def _host(gw: Gateway) -> list[Metric]:
     ]
 
 
-async def render_levels(gw: Gateway) -> bytes:
+async def render_levels(gw: Services) -> bytes:
     parts = {"jobs": _jobs, "index": _index, "disk": _disk, "host": _host}
     results = await asyncio.gather(*(asyncio.wait_for(f(gw), PART_TIMEOUT_S) for f in parts.values()),
                                    return_exceptions=True)

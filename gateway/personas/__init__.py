@@ -25,7 +25,7 @@ from gateway.memory.files.store import MemoryEntry, MemoryStore
 from gateway.types import StashKey
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.personas")
 
@@ -127,7 +127,7 @@ def source_for(data_dir: Path, template: str, *, max_file_bytes: int = 256 * 102
 # ---------------------------------------------------------------------------------- in a gateway
 
 
-def persona_store(gateway: Gateway, name: str) -> MemoryStore:
+def persona_store(gateway: Services, name: str) -> MemoryStore:
     """The guarded store of a persona's root (the memory service's, so edits are indexed)."""
     if gateway.memory is not None:
         return gateway.memory.store_for_persona(check_name(name))
@@ -171,7 +171,7 @@ class FileCache:
 WARNED: StashKey[set[str]] = StashKey()  # persona names already warned about, per gateway
 
 
-def resolve(gateway: Gateway, name: str) -> str:
+def resolve(gateway: Services, name: str) -> str:
     """``name`` if that persona exists, else the configured default (a session may name a persona
     that was renamed or removed since it started)."""
     try:
@@ -187,7 +187,7 @@ def resolve(gateway: Gateway, name: str) -> str:
     return default
 
 
-def ensure_configured(gateway: Gateway) -> list[Created]:
+def ensure_configured(gateway: Services) -> list[Created]:
     """Create every persona the config names that does not exist yet (first start, new config)."""
     cfg = gateway.config.personas
     created = []

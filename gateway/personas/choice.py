@@ -23,14 +23,13 @@ from typing import TYPE_CHECKING
 
 from gateway.config import Config
 from gateway.personas import PersonaError, check_name, resolve
-from gateway.state import State
+from gateway.personas.which import DEFAULT_KEY, resolve_for
 from gateway.types import StashKey
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
     from gateway.types import Turn
 
-DEFAULT_KEY = ""  # the conversation key under which a person's own default is stored
 
 
 def on_disk(data_dir: Path) -> list[str]:
@@ -52,36 +51,20 @@ def allowed(config: Config, user_id: str) -> list[str]:
     return sorted({*on_disk(Path(config.data_dir)), *pc.names()})
 
 
-def resolve_for(state: State, config: Config, user_id: str, conversation_key: str, *, group: bool = False) -> str:
-    """The persona of ``user_id`` in ``conversation_key`` (``"<channel>:<conversation id>"``)."""
-    pc = config.personas
-    channel = conversation_key.partition(":")[0]
-    if group:
-        return pc.conversations.get(conversation_key) or pc.channels.get(channel) or pc.default
-    permitted = pc.user_personas.get(user_id)
-    chosen = state.persona_choices.choices(user_id)  # both keys in one query: this runs every turn
-    for key in (conversation_key, DEFAULT_KEY):
-        name = chosen.get(key)
-        if name and (permitted is None or name in permitted or name == pc.user_defaults.get(user_id)):
-            return name
-    return (pc.conversations.get(conversation_key) or pc.user_defaults.get(user_id) or pc.channels.get(channel)
-            or pc.default)
-
-
 # ------------------------------------------------------------------------------ the contract's API
 
 
-def persona_for(gateway: Gateway, user_id: str, conversation_key: str) -> str:
+def persona_for(gateway: Services, user_id: str, conversation_key: str) -> str:
     """The persona ``user_id`` talks to in the direct conversation ``conversation_key``."""
     return resolve_for(gateway.state, gateway.config, user_id, conversation_key)
 
 
-def available(gateway: Gateway, user_id: str) -> list[str]:
+def available(gateway: Services, user_id: str) -> list[str]:
     """The personas ``user_id`` may choose (sorted)."""
     return allowed(gateway.config, user_id)
 
 
-def choose(gateway: Gateway, user_id: str, name: str, *, conversation_key: str | None = None) -> None:
+def choose(gateway: Services, user_id: str, name: str, *, conversation_key: str | None = None) -> None:
     """Remember ``name`` for ``user_id`` in ``conversation_key`` (None: as the person's own default).
 
     Raises ``PersonaError`` for a name that is invalid, does not exist or is not the person's to use.
@@ -97,7 +80,7 @@ def choose(gateway: Gateway, user_id: str, name: str, *, conversation_key: str |
     gateway.state.persona_choices.choose(user_id, key, name, datetime.now(UTC))
 
 
-def clear(gateway: Gateway, user_id: str, *, conversation_key: str | None = None) -> bool:
+def clear(gateway: Services, user_id: str, *, conversation_key: str | None = None) -> bool:
     """Forget the choice (None: the person's own default); the operator's defaults apply again."""
     return gateway.state.persona_choices.clear(user_id, DEFAULT_KEY if conversation_key is None else conversation_key)
 
@@ -107,7 +90,7 @@ def clear(gateway: Gateway, user_id: str, *, conversation_key: str | None = None
 RESOLVED: StashKey[dict[str, str]] = StashKey()
 
 
-def turn_persona(gateway: Gateway, turn: Turn) -> str:
+def turn_persona(gateway: Services, turn: Turn) -> str:
     """The persona speaking in ``turn``: its session's (a session keeps the persona it started with),
     else the conversation's choice; one that no longer exists falls back to the default."""
     if turn.session is not None:

@@ -15,7 +15,7 @@ from gateway.personas.choice import DEFAULT_KEY, available, choose, clear, perso
 from gateway.types import ConversationKind, Reply, Turn
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 HELP_LINE = "/persona [NAME [default]]: list your personas, or talk to NAME here (default: everywhere)"
 
@@ -24,7 +24,7 @@ def _notice(text: str) -> Reply:
     return Reply(text=text, notice=True)
 
 
-async def persona_command(gateway: Gateway, turn: Turn, args: str) -> Reply:
+async def persona_command(gateway: Services, turn: Turn, args: str) -> Reply:
     user, msg = turn.user, turn.message
     assert user is not None
     key = msg.conversation_key

@@ -16,11 +16,11 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from gateway.context import estimate_tokens
 from gateway.memory.files.errors import MemoryStoreError
 from gateway.memory.files.store import MemoryStore
 from gateway.personas import FileCache
 from gateway.personas.lore import BOOK_FILE, LoreRule, parse_entry, rule_of, triggered
+from gateway.turn.budget import estimate_tokens
 
 LORE_DIR = "lore"
 DEFAULT_SCAN_DEPTH = 4

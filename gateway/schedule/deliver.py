@@ -13,22 +13,22 @@ import logging
 from typing import TYPE_CHECKING
 
 from gateway.delivery.outbox import deliver as outbox_deliver
-from gateway.text import split_text
 from gateway.types import ConversationAddress, ConversationKind, Reply
+from gateway.util.text import split_text
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.schedule")
 
 
-async def deliver(gateway: Gateway, *, user_id: str, text: str, kind: str, origin: ConversationAddress | None,
+async def deliver(gateway: Services, *, user_id: str, text: str, kind: str, origin: ConversationAddress | None,
                   delivery_id: str, notice: bool = False) -> None:
     await outbox_deliver(gateway, user_id=user_id, text=text, kind=kind, origin=origin, delivery_id=delivery_id,
                          notice=notice)
 
 
-async def direct_send(gateway: Gateway, *, user_id: str, text: str, kind: str, origin: ConversationAddress | None,
+async def direct_send(gateway: Services, *, user_id: str, text: str, kind: str, origin: ConversationAddress | None,
                       delivery_id: str, notice: bool = False) -> None:
     address = origin or _last_direct(gateway, user_id)
     if address is None:
@@ -37,7 +37,7 @@ async def direct_send(gateway: Gateway, *, user_id: str, text: str, kind: str, o
     await gateway.send(address, Reply(text=text, chunks=chunks, notice=notice))
 
 
-def _last_direct(gateway: Gateway, user_id: str) -> ConversationAddress | None:
+def _last_direct(gateway: Services, user_id: str) -> ConversationAddress | None:
     for channel, account in gateway.identities.accounts(user_id):
         if channel in gateway.adapters:
             return ConversationAddress(channel=channel, conversation_id=account, kind=ConversationKind.DM,

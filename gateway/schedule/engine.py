@@ -43,7 +43,7 @@ from gateway.schedule.zones import zone
 from gateway.types import ConversationAddress, ConversationKind, InboundMessage, StashKey
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.schedule")
 JOB = "schedule_due"
@@ -60,7 +60,7 @@ class Timer(Protocol):
 class BusTimer:
     """A delayed job per occurrence on the gateway's bus (durable across restarts)."""
 
-    def __init__(self, gateway: Gateway, clock: Clock) -> None:
+    def __init__(self, gateway: Services, clock: Clock) -> None:
         self.gateway, self.clock = gateway, clock
 
     async def arm(self, user_id: str, item: Item, due: datetime) -> None:
@@ -75,7 +75,7 @@ class BusTimer:
 
 Sender = Callable[..., Awaitable[None]]
 #: A scheduled prompt kind's runner (``Schedule.runners``): the text to deliver, e.g. the briefing.
-Runner = Callable[["Gateway", str, datetime], Awaitable[str]]
+Runner = Callable[["Services", str, datetime], Awaitable[str]]
 
 
 @dataclass
@@ -95,7 +95,7 @@ class Schedule:
 SCHEDULE: StashKey[Schedule] = StashKey()
 
 
-def schedule_of(gateway: Gateway) -> Schedule:
+def schedule_of(gateway: Services) -> Schedule:
     sched = gateway.stash.get(SCHEDULE)
     if sched is None:
         sched = Schedule()
@@ -107,24 +107,24 @@ def schedule_of(gateway: Gateway) -> Schedule:
     return sched
 
 
-def recorder_of(gateway: Gateway) -> Recorder:
+def recorder_of(gateway: Services) -> Recorder:
     rec = schedule_of(gateway).recorder
     assert rec is not None
     return rec
 
 
-async def flush(gateway: Gateway) -> None:
+async def flush(gateway: Services) -> None:
     """Until every fired occurrence is recorded in its file (tests, shutdown)."""
     await recorder_of(gateway).flush()
 
 
-def user_zone(gateway: Gateway, user_id: str) -> str:
+def user_zone(gateway: Services, user_id: str) -> str:
     user = gateway.state.users.get(user_id)
     name = user.timezone if user and user.timezone else gateway.config.timezone
     return zone(name, gateway.config.timezone).key
 
 
-def _read(gateway: Gateway, user_id: str, rel: str) -> str:
+def _read(gateway: Services, user_id: str, rel: str) -> str:
     store = gateway.memory_store(user_id)
     try:
         return store.read(rel) if store.exists(rel) else ""
@@ -132,17 +132,17 @@ def _read(gateway: Gateway, user_id: str, rel: str) -> str:
         return ""
 
 
-def _write(gateway: Gateway, user_id: str, rel: str, text: str, source: str) -> None:
+def _write(gateway: Services, user_id: str, rel: str, text: str, source: str) -> None:
     schedule_of(gateway).own[(user_id, rel)] = text
     gateway.memory_store(user_id).write(rel, text, source=source, message_id="")
 
 
-def read_file(gateway: Gateway, user_id: str, rel: str, now: datetime | None = None) -> Parsed:
+def read_file(gateway: Services, user_id: str, rel: str, now: datetime | None = None) -> Parsed:
     now = now or schedule_of(gateway).clock.now()
     return PARSERS[rel](_read(gateway, user_id, rel), user_zone(gateway, user_id), now)
 
 
-def items_of(gateway: Gateway, user_id: str) -> tuple[list[Item], list[Problem]]:
+def items_of(gateway: Services, user_id: str) -> tuple[list[Item], list[Problem]]:
     items: list[Item] = []
     problems: list[Problem] = []
     for rel in FILES:
@@ -152,7 +152,7 @@ def items_of(gateway: Gateway, user_id: str) -> tuple[list[Item], list[Problem]]
     return items, problems
 
 
-async def sync_user(gateway: Gateway, user_id: str, files: tuple[str, ...] = FILES) -> list[Problem]:
+async def sync_user(gateway: Services, user_id: str, files: tuple[str, ...] = FILES) -> list[Problem]:
     """Re-read ``files`` of the person, arm what is due next, report new problems; returns all problems."""
     sched = schedule_of(gateway)
     now = sched.clock.now()
@@ -174,7 +174,7 @@ async def sync_user(gateway: Gateway, user_id: str, files: tuple[str, ...] = FIL
     return problems
 
 
-def _load(gateway: Gateway, user_id: str, files: tuple[str, ...], tz_name: str, now: datetime) -> list[Parsed]:
+def _load(gateway: Services, user_id: str, files: tuple[str, ...], tz_name: str, now: datetime) -> list[Parsed]:
     """Blocking: parse each file; a hand-added line gets its id written into the file."""
     out = []
     for rel in files:
@@ -188,7 +188,7 @@ def _load(gateway: Gateway, user_id: str, files: tuple[str, ...], tz_name: str, 
 
 # ------------------------------------------------------------------------------------------ problems
 
-def _reported_path(gateway: Gateway, user_id: str) -> Path:
+def _reported_path(gateway: Services, user_id: str) -> Path:
     return Path(gateway.data_dir) / "users" / user_id / ".schedule" / "reported.json"
 
 
@@ -200,7 +200,7 @@ def _load_reported(path: Path) -> dict[str, str]:
         return {}
 
 
-async def report_problems(gateway: Gateway, user_id: str, problems: list[Problem],
+async def report_problems(gateway: Services, user_id: str, problems: list[Problem],
                           files: tuple[str, ...] = FILES) -> list[Problem]:
     """Tell the person about each problem once (per distinct problem); returns those told now.
 
@@ -231,7 +231,7 @@ async def report_problems(gateway: Gateway, user_id: str, problems: list[Problem
 
 # -------------------------------------------------------------------------------------------- firing
 
-async def fire(gateway: Gateway, payload: dict[str, Any]) -> bool:
+async def fire(gateway: Services, payload: dict[str, Any]) -> bool:
     """The ``schedule_due`` job: deliver the item if it is still due now. True when delivered."""
     sched = schedule_of(gateway)
     uid, kind, item_id = str(payload["user_id"]), str(payload["kind"]), str(payload["item_id"])
@@ -281,7 +281,7 @@ def _with_mark(item: Item, mark: Mark | None) -> Item:
     return replace(item, status="sent", last=mark.at)
 
 
-async def _deliver(gateway: Gateway, sched: Schedule, uid: str, item: Item, delivery_id: str) -> None:
+async def _deliver(gateway: Services, sched: Schedule, uid: str, item: Item, delivery_id: str) -> None:
     kind: str = item.kind
     if item.kind == "reminder":
         text = f"Reminder: {item.text}"
@@ -300,7 +300,7 @@ async def _deliver(gateway: Gateway, sched: Schedule, uid: str, item: Item, deli
                      delivery_id=delivery_id)
 
 
-def address_of(gateway: Gateway, user_id: str, key: str) -> ConversationAddress | None:
+def address_of(gateway: Services, user_id: str, key: str) -> ConversationAddress | None:
     """``websocket:phone`` (a conversation key) as an address; None when there is none."""
     channel, _, conversation_id = key.partition(":")
     if not channel or not conversation_id:
@@ -309,7 +309,7 @@ def address_of(gateway: Gateway, user_id: str, key: str) -> ConversationAddress 
                                user_id=user_id, persona=gateway.config.personas.default)
 
 
-async def run_prompt(gateway: Gateway, user_id: str, item: Item) -> str:
+async def run_prompt(gateway: Services, user_id: str, item: Item) -> str:
     """Run a scheduled prompt as a turn of the person on their ``scheduled`` conversation; the answer."""
     if gateway.identities.lookup(SCHEDULED_CHANNEL, user_id) is None:
         gateway.state.identities.add(SCHEDULED_CHANNEL, user_id, user_id, source="schedule")
@@ -320,7 +320,7 @@ async def run_prompt(gateway: Gateway, user_id: str, item: Item) -> str:
     return reply.text if reply is not None and reply.text else f"(scheduled: {item.text}) no answer"
 
 
-async def sweep(gateway: Gateway, *, pause: float = 0.0) -> int:
+async def sweep(gateway: Services, *, pause: float = 0.0) -> int:
     """At start-up: arm every person's items (hand edits made while the daemon was down). Reads
     only the trees that have one of the files, a user at a time, yielding to the loop between."""
     users_dir = Path(gateway.data_dir) / "users"

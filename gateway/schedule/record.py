@@ -36,7 +36,7 @@ from gateway.memory.files.watch import WATCHER
 from gateway.schedule.items import REMINDERS, TASKS, mark_cron_run, mark_task_alerted, set_reminder
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.schedule")
 
@@ -78,7 +78,7 @@ def apply(rel: str, text: str, marks: list[Mark]) -> tuple[str, bool]:
 
 
 class Recorder:
-    def __init__(self, gateway: Gateway, own: dict[Key, str], *, window: float = WINDOW_S,
+    def __init__(self, gateway: Services, own: dict[Key, str], *, window: float = WINDOW_S,
                  concurrency: int = CONCURRENCY, reindex_after: float = REINDEX_AFTER_S) -> None:  # fmt: skip
         self.gateway, self.own = gateway, own
         self.window, self.reindex_after = window, reindex_after

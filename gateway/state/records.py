@@ -62,7 +62,7 @@ class SessionSummary:
 @dataclass(frozen=True, slots=True, kw_only=True)
 class TurnContext:
     """What the model saw for one stored turn: section names, token counts, what was trimmed, as the
-    JSON text the turn pipeline wrote (``gateway.turncontext``)."""
+    JSON text the turn pipeline wrote (``gateway.turn.record``)."""
 
     turn_id: str
     user_id: str

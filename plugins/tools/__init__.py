@@ -14,7 +14,7 @@
 Every tool works on the speaker's own root through the guarded store (containment, size cap, lock,
 atomic replace, audit line with ``source="tool:<name>"``, the turn id and ``trust="model"``), so
 none is offered in group conversations; the writing ones are not offered Off-The-Record
-(``gateway.tools``). The reading tools obey the file tiers too (``gateway.tiers.file_loads``):
+(``gateway.tools``). The reading tools obey the file tiers too (``gateway.turn.tiers.file_loads``):
 at tier 2 ``memory_get`` neither reads nor lists ``SCRATCH.md``, ``TASKS.json`` or ``MEMORY_LONG.md``,
 and ``memory_search`` drops hits from them. The file formats (see each tool's module) are plain text a
 person can edit by hand.
@@ -22,7 +22,7 @@ person can edit by hand.
 One module per tool (``memory_search``, ``memory_get``, ``reminders``, ``scratchpad``, ``tasks``, each
 with its handler and its ``TOOL`` declaration), ``common`` for what they share; this package is the
 plugin (``plugins.tools``) and registers them here, in this order. It may import the host
-(``gateway.tools``, ``gateway.tiers``, ``gateway.memory.files``), never another plugin.
+(``gateway.tools``, ``gateway.turn.tiers``, ``gateway.memory.files``), never another plugin.
 """
 
 from __future__ import annotations

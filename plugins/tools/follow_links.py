@@ -18,8 +18,8 @@ from typing import Any
 
 from gateway.memory.files import links
 from gateway.memory.files.errors import MemoryFileNotFoundError, MemoryStoreError, NotAFileError
-from gateway.tiers import file_loads
 from gateway.tools import Tool, ToolContext, ToolError
+from gateway.turn.tiers import file_loads
 from plugins.tools.common import str_arg
 
 MAX_FILE_CHARS = 3000  # per linked file: a walk shows many files, each one briefly

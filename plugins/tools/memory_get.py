@@ -10,8 +10,8 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gateway.memory.files.errors import MemoryFileNotFoundError
-from gateway.tiers import file_loads
 from gateway.tools import Tool, ToolContext, ToolError
+from gateway.turn.tiers import file_loads
 from plugins.tools.common import str_arg
 
 if TYPE_CHECKING:

@@ -1,6 +1,6 @@
 """The ``memory_search`` tool (tier 2, reads): hybrid recall in the speaker's own scope.
 
-Hits from files above the turn's tier (``gateway.tiers.file_loads``) are dropped, and hits are
+Hits from files above the turn's tier (``gateway.turn.tiers.file_loads``) are dropped, and hits are
 returned as recalled data, never as instructions.
 """
 
@@ -10,12 +10,12 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from gateway.memory.files.scopes import user_scope
-from gateway.tiers import file_loads
 from gateway.tools import Tool, ToolContext, ToolError
+from gateway.turn.tiers import file_loads
 from plugins.tools.common import str_arg
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 MAX_SEARCH_K = 20
 
@@ -42,7 +42,7 @@ async def memory_search(ctx: ToolContext, args: Mapping[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def _has_memory(gateway: Gateway) -> bool:
+def _has_memory(gateway: Services) -> bool:
     return gateway.memory is not None and not gateway.memory.detached
 
 

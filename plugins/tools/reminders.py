@@ -37,6 +37,7 @@ from plugins.tools.common import str_arg, write_kwargs
 
 if TYPE_CHECKING:
     from gateway.bus.context import JobContext
+    from gateway.services import Services
 
 log = logging.getLogger("kith.tools")
 
@@ -206,7 +207,7 @@ async def reminder_due(ctx: JobContext, payload: dict[str, Any]) -> None:
                                     "item_id": payload["reminder_id"]})
 
 
-def _has_bus(gateway: Any) -> bool:
+def _has_bus(gateway: Services) -> bool:
     return gateway.bus is not None
 
 

@@ -8,11 +8,11 @@ import hashlib
 from typing import Any
 
 from gateway.app import Gateway
-from gateway.jsonl import json_objects
 from gateway.memory.curation import curate
 from gateway.memory.files import quarantine
 from gateway.memory.files.poison import MemoryLine, Provenance, Quarantined
 from gateway.testing import message
+from gateway.util.jsonl import json_objects
 from tests.api.rig import operator, person, signed_in
 from tests.fakes.anthropic import FakeAnthropic
 

@@ -3,9 +3,9 @@ by page; what the model saw for a turn (never for Off-The-Record); the operator'
 
 from __future__ import annotations
 
-from gateway.access import AccessStore
 from gateway.app import Gateway
 from gateway.testing import message
+from gateway.turn.admission import AccessStore
 from tests.api.rig import operator, person, signed_in
 
 

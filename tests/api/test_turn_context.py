@@ -6,8 +6,8 @@ from __future__ import annotations
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gateway.context import sent_tokens
-from gateway.turncontext import _tokens
+from gateway.turn.budget import sent_tokens
+from gateway.turn.record import _tokens
 from gateway.types import ContextSection
 
 

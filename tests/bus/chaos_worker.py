@@ -19,7 +19,7 @@ import time
 from typing import Any
 
 from gateway.bus import JobBus, JobContext, JobSpec
-from gateway.config import parse_config
+from gateway.configread import parse_config
 from gateway.state.sqlite.database import enable_wal
 
 SCHEMA = """

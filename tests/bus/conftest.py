@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from gateway.bus import JobBus, JobSpec
-from gateway.config import Config, parse_config
+from gateway.config import Config
+from gateway.configread import parse_config
 
 
 def bus_config(tmp_path: Path, **bus: Any) -> Config:

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 
 from gateway.bus import BusError, JobBus
-from gateway.config import parse_config
+from gateway.configread import parse_config
 
 from .chaos_worker import SCHEMA
 from .procs import Workers

@@ -15,7 +15,7 @@ import yaml
 
 from gateway.bus import JobContext
 from gateway.cli.main import main
-from gateway.config import load_config
+from gateway.configread import load_config
 
 from .conftest import eventually, new_bus, running, spec
 

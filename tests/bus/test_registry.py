@@ -1,6 +1,6 @@
 """Jobs come from plugins through ``gateway_register_jobs``; mistakes stop startup with a reason.
 
-Registrations are collected by the plugin host (``gateway.hooks.Hooks.registrations``) with the adapters
+Registrations are collected by the plugin host (``gateway.registrations.collect_registrations``) with the adapters
 and tools, and every problem is reported in one ``ConfigError`` (it used to be the first ``BusError``)."""
 
 from __future__ import annotations
@@ -14,8 +14,9 @@ import pytest
 from gateway import hookspecs
 from gateway.bus import BusError, JobContext, JobRegistry, JobSpec
 from gateway.config import ConfigError
-from gateway.hooks import Hooks, Registrations
+from gateway.hooks import Hooks
 from gateway.hookspecs import hookimpl
+from gateway.registrations import Registrations, collect_registrations
 from tests.conftest import make_config
 
 
@@ -45,7 +46,7 @@ def _pm(*plugins: object) -> pluggy.PluginManager:
 
 
 def _registrations(tmp_path: Path, *plugins: object) -> Registrations:
-    return Hooks(_pm(*plugins)).registrations(make_config(tmp_path))
+    return collect_registrations(Hooks(_pm(*plugins)), make_config(tmp_path))
 
 
 def test_specs_from_plugins_with_attribution(tmp_path: Path) -> None:

@@ -19,7 +19,7 @@ from typing import Any
 import aiohttp
 
 from gateway.app import Gateway
-from gateway.config import parse_config
+from gateway.configread import parse_config
 from gateway.plugins import BUILTIN_PLUGINS
 from tests.fakes.discord_api import FakeDiscord
 from tests.fakes.nextcloud import FakeNextcloud

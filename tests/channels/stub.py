@@ -15,7 +15,8 @@ from typing import Any
 from aiohttp import web
 from aiohttp.test_utils import TestClient, TestServer
 
-from gateway.config import Config, parse_config
+from gateway.config import Config
+from gateway.configread import parse_config
 from gateway.types import InboundMessage, Reply
 from tests.fakes.serve import arrived
 

@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from gateway.access import AccessPolicy, AccessStore, normalize_code
-from gateway.config import parse_config
+from gateway.configread import parse_config
+from gateway.turn.admission import AccessPolicy, AccessStore, normalize_code
 from gateway.types import AccessDecision, ConversationKind, Drop, InboundMessage
 
 
@@ -66,7 +66,7 @@ def test_expired_codes_cannot_be_approved(tmp_path: Path, monkeypatch: pytest.Mo
     p = policy(tmp_path, pairing_code_ttl_s=60)
     assert isinstance(p.check(dm("1")), Drop)
     (req,) = p.store.pending()
-    import gateway.access as access
+    import gateway.turn.admission as access
 
     later = datetime.now(UTC) + timedelta(seconds=120)
     monkeypatch.setattr(access, "_now", lambda: later)

@@ -13,7 +13,7 @@ from aiohttp import web
 from aiohttp.test_utils import TestClient
 
 from adapters.nextcloud_talk import NextcloudTalkAdapter
-from gateway.config import parse_config
+from gateway.configread import parse_config
 from gateway.media.errors import AttachmentUnavailable, TooLarge
 from gateway.types import Attachment
 from tests.channels.stub import StubGateway

@@ -11,7 +11,7 @@ import pytest
 from adapters.discord import DiscordAdapter
 from adapters.telegram import SECRET_HEADER, TelegramAdapter
 from gateway.adapter import AdapterAuthError
-from gateway.config import parse_config
+from gateway.configread import parse_config
 from gateway.types import ConversationAddress, ConversationKind, InboundMessage, Reply
 from tests.channels.stub import StubGateway
 from tests.fakes.discord_api import THREAD_ID, FakeDiscord

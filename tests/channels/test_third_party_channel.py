@@ -20,7 +20,8 @@ import pytest
 
 from gateway.app import Gateway
 from gateway.cli.main import main
-from gateway.config import ConfigError, parse_config
+from gateway.config import ConfigError
+from gateway.configread import parse_config
 from gateway.plugins import build_plugin_host
 from tests.channels.kith_pigeon.config import PigeonConfig
 from tests.conftest import make_config

@@ -7,10 +7,10 @@ from collections.abc import Awaitable, Callable
 
 import pytest
 
-from gateway.command_registry import CommandRegistry
 from gateway.config import Config, ConfigError
 from gateway.hookspecs import hookimpl
 from gateway.testing import GatewayFactory
+from gateway.turn.command_registry import CommandRegistry
 from gateway.types import LLMRequest, Reply
 from tests.conftest import WSClient
 from tests.storage import select_rows

@@ -29,7 +29,7 @@ import redis.asyncio as aredis
 from gateway.bus import JobBus
 from gateway.bus.server import EmbeddedRedis
 from gateway.cluster.lease import Grant, Lease
-from gateway.config import parse_config
+from gateway.configread import parse_config
 from gateway.state import open_configured
 from gateway.state.delivery import OutboxEntry
 from tests.cluster.probe_jobs import DONE

@@ -12,7 +12,8 @@ import redis.asyncio as aredis
 from gateway.bus.server import EmbeddedRedis
 from gateway.cli.run import StartupError, prepare
 from gateway.cluster.role import Cluster
-from gateway.config import Config, ConfigError, parse_config
+from gateway.config import Config, ConfigError
+from gateway.configread import parse_config
 from gateway.memory.files import store as memory_store
 
 

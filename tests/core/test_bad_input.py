@@ -124,7 +124,8 @@ def test_check_config_lists_every_mistake(tmp_path: Path, capsys: pytest.Capture
 
 
 def test_env_secrets_and_overrides(tmp_path: Path) -> None:
-    from gateway.config import ConfigError, parse_config
+    from gateway.config import ConfigError
+    from gateway.configread import parse_config
 
     cfg = parse_config({"server": {"token": "${KITH_TOKEN}"}, "llm": {"api_key": {"$env": "MY_KEY"}}},
                        env={"KITH_TOKEN": "tok-123456", "MY_KEY": "k-abcdef", "KITH__SERVER__PORT": "9000"})

@@ -7,7 +7,8 @@ from pathlib import Path
 import yaml
 from pydantic import BaseModel
 
-from gateway.config import Config, load_config
+from gateway.config import Config
+from gateway.configread import load_config
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "config.yaml.example"
 

@@ -10,7 +10,7 @@ from __future__ import annotations
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from gateway.context import SECTION_SEPARATOR, assemble, estimate_tokens, render_section, sent_tokens
+from gateway.turn.budget import SECTION_SEPARATOR, assemble, estimate_tokens, render_section, sent_tokens
 from gateway.types import ContextSection, Stability
 
 

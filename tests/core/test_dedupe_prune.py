@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
-from gateway.dedupe import RETENTION, Dedupe
 from gateway.state import State
+from gateway.turn.dedupe import RETENTION, Dedupe
 from tests.storage import select_rows
 
 

@@ -7,11 +7,11 @@ from typing import Any
 
 import pytest
 
-from gateway.context import render_section
 from gateway.memory.background import compaction, distill, sleep, writer
 from gateway.memory.hygiene import judged
 from gateway.memory.search import filter_tier
 from gateway.testing import message
+from gateway.turn.budget import render_section
 from gateway.types import ContextSection
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.kinds import KINDS, check_kind, request_kind

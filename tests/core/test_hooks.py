@@ -17,6 +17,7 @@ from gateway.app import Gateway
 from gateway.config import Config, ConfigError
 from gateway.hookspecs import hookimpl
 from gateway.llm.base import LLMError
+from gateway.registrations import collect_registrations
 from gateway.types import (
     AccessDecision,
     Drop,
@@ -262,7 +263,7 @@ def test_duplicate_adapter_names_are_a_startup_error(tmp_path: Path) -> None:
     gw = Gateway(make_config(tmp_path), plugins=(Twice(),), entry_points=False)
     both = r"\((twice and adapters.websocket|adapters.websocket and twice)\)"
     with pytest.raises(ConfigError, match=r"adapter 'websocket' registered twice " + both):
-        gw.hooks.registrations(gw.config)
+        collect_registrations(gw.hooks, gw.config)
 
 
 # ------------------------------------------------------------------------------------- meta-tests

@@ -1,8 +1,8 @@
-"""gateway/jsonl.py: what a reader of an append-only JSON-lines log keeps and what it skips."""
+"""gateway/util/jsonl.py: what a reader of an append-only JSON-lines log keeps and what it skips."""
 
 from __future__ import annotations
 
-from gateway.jsonl import json_objects
+from gateway.util.jsonl import json_objects
 
 
 def test_whole_objects_are_kept_in_order_and_every_other_line_is_skipped() -> None:

@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from gateway.logthrottle import LogThrottle
+from gateway.util.logthrottle import LogThrottle
 
 
 def test_one_line_per_kind_and_interval_with_the_held_back_count(caplog: pytest.LogCaptureFixture) -> None:

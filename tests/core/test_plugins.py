@@ -106,7 +106,7 @@ async def test_raising_and_hanging_plugins_do_not_break_the_turn(
 
 
 def test_broken_config_module_is_reported(tmp_path: Path) -> None:
-    cfg = make_config(tmp_path, plugins={"modules": ["no_such_module_xyz", "gateway.turn"]})
+    cfg = make_config(tmp_path, plugins={"modules": ["no_such_module_xyz", "gateway.turn.protocol"]})
     with pytest.raises(ConfigError) as info:
         build_plugin_host(cfg)
     assert "no_such_module_xyz" in str(info.value)

@@ -19,6 +19,7 @@ from gateway.app import Gateway
 from gateway.config import ConfigError
 from gateway.hookspecs import hookimpl
 from gateway.plugins import build_plugin_host
+from gateway.registrations import collect_registrations
 from gateway.tools import Tool, ToolContext
 from gateway.types import InboundMessage
 from tests.conftest import make_config
@@ -140,7 +141,7 @@ async def test_job_crons_come_from_each_gateways_own_config(tmp_path: Path) -> N
 
 def test_registration_hooks_get_the_config_without_configure(tmp_path: Path) -> None:
     cfg = make_config(tmp_path, **_crons(33))
-    regs = build_plugin_host(cfg).hooks.registrations(cfg)
+    regs = collect_registrations(build_plugin_host(cfg).hooks, cfg)
     assert regs.jobs["sleep_cycle"].cron == "33 1 * * *" and regs.jobs["distill_long"].cron == "33 8 1 * *"
 
 
@@ -148,7 +149,7 @@ def test_jobs_needing_the_memory_index_say_so(tmp_path: Path) -> None:
     """``kith worker`` without the index leaves these queues to the daemon: it learns which from the
     specs, not by importing the plugin (tests/core/test_import_rules.py)."""
     cfg = make_config(tmp_path)
-    regs = build_plugin_host(cfg).hooks.registrations(cfg)
+    regs = collect_registrations(build_plugin_host(cfg).hooks, cfg)
     assert {s.name for s in regs.jobs.specs if s.needs_index} == {
         "memory.index", "memory.sync", "memory.rebuild", "memory.purge",
     }

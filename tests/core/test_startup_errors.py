@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from gateway.cli.run import explain
-from gateway.config import parse_config
+from gateway.configread import parse_config
 from gateway.memory.search.index import IndexBusyError
 from tests.kith_run import ROOT, Daemon, free_port, kith_argv, write_config
 

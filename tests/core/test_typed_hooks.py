@@ -10,28 +10,19 @@ from typing import Any
 from gateway import hookspecs
 from gateway.hooks import Hooks
 from gateway.hookspecs import hookimpl
-from gateway.turn import Proceed, Stop, _admit
+from gateway.turn.protocol import Proceed, Stop, _admit
+from gateway.turn.writefailures import write_failures
 from gateway.types import AccessDecision, Drop, InboundMessage, LLMResponse, Reply, Stash, StashKey, Turn
-from gateway.writefailures import write_failures
 from tests.conftest import make_config
-
-# Hooks the host calls through one method that is not named after them.
-_COLLECTED_BY = {
-    "gateway_register_adapters": "registrations",
-    "gateway_register_jobs": "registrations",
-    "gateway_register_tools": "registrations",
-    "gateway_register_commands": "registrations",
-    "gateway_register_routes": "registrations",
-}
 
 
 def test_every_hook_has_one_typed_method() -> None:
     specs = [n for n, _ in inspect.getmembers(hookspecs, inspect.isfunction) if n.startswith("gateway_")]
     methods = {n for n, _ in inspect.getmembers(Hooks, inspect.isfunction) if not n.startswith("_")}
-    missing = [n for n in specs if _COLLECTED_BY.get(n, n.removeprefix("gateway_")) not in methods]
+    missing = [n for n in specs if n.removeprefix("gateway_") not in methods]
     assert not missing, f"hooks without a method on gateway.hooks.Hooks: {missing}"
     for name in specs:
-        method = getattr(Hooks, _COLLECTED_BY.get(name, name.removeprefix("gateway_")))
+        method = getattr(Hooks, name.removeprefix("gateway_"))
         assert "return" in inspect.get_annotations(method), f"Hooks.{method.__name__} has no return type"
 
 

@@ -35,7 +35,7 @@ from gateway.config import Config
 from gateway.hookspecs import hookimpl
 from gateway.memory.files.scopes import channel_scope, user_scope
 from gateway.memory.files.session_log import parse_entries
-from gateway.turnspool import SpooledTurn
+from gateway.turn.spool import SpooledTurn
 from gateway.types import ConversationKind, InboundMessage, LLMRequest, LLMResponse
 from tests.bus.conftest import eventually
 from tests.conftest import make_config
@@ -387,7 +387,7 @@ async def test_a_log_that_cannot_be_read_is_compared_again_at_the_next_start(tmp
 
 async def test_a_spooled_turn_the_transcript_lacks_is_logged_from_the_spool(tmp_path: Path) -> None:
     """At start, a turn of the turn spool that the write-back could not put in the transcript yet (a
-    full disk: gateway/writeback.py) is queued for the Markdown log from the spool, message and reply,
+    full disk: gateway/turn/writeback.py) is queued for the Markdown log from the spool, message and reply,
     in its person's log: the catch-up, which reads the transcript, cannot see it."""
     gw = await start(make_config(tmp_path))
     try:

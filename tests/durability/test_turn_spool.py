@@ -1,4 +1,4 @@
-"""The turn spool file (gateway/turnspool.py): what it keeps survives reopening, and nothing else does."""
+"""The turn spool file (gateway/turn/spool.py): what it keeps survives reopening, and nothing else does."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import os
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
-from gateway.turnspool import SPOOL_FILE, SpooledTurn, TurnSpool
+from gateway.turn.spool import SPOOL_FILE, SpooledTurn, TurnSpool
 
 SIZE = 64 * 1024
 

@@ -17,9 +17,9 @@ from pathlib import Path
 
 from gateway.app import Gateway
 from gateway.cli.context import render
-from gateway.explain import explain
 from gateway.memory.search.readiness import LOADING
 from gateway.memory.search.service import user_scope
+from gateway.turn.explain import explain
 from tests.conftest import make_config
 from tests.memory_stages.conftest import msg
 from tests.storage import select_rows

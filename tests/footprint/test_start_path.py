@@ -24,7 +24,7 @@ LINKS = [{"user": "ada", "accounts": ["websocket:ada"]}]
 
 _PROBE = """
 import json, sys
-from gateway.config import load_config
+from gateway.configread import load_config
 from gateway.app import Gateway
 from gateway.cli import run
 gw = Gateway(load_config(sys.argv[1]))  # every plugin of the default config imported and registered
@@ -83,9 +83,9 @@ def test_the_embedded_server_is_found_without_importing_a_valkey_client() -> Non
 
 
 def test_kith_run_maps_large_blocks_of_their_own() -> None:
-    """``kith run`` sets glibc's mmap threshold (gateway/heap.py) before anything big is allocated;
+    """``kith run`` sets glibc's mmap threshold (gateway/util/heap.py) before anything big is allocated;
     checked in a fresh interpreter, as mallopt changes the whole process."""
-    probe = ("from gateway import heap\nfrom gateway.cli import run\n"
+    probe = ("from gateway.util import heap\nfrom gateway.cli import run\n"
              "import inspect\nprint(heap.map_large_blocks(), 'heap.map_large_blocks()' in inspect.getsource(run.run))")
     res = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, cwd=ROOT, timeout=60,
                          check=True)  # fmt: skip

@@ -13,10 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from gateway.app import Gateway
-from gateway.jsonl import json_objects
 from gateway.memory.hygiene import proposals as stored
 from gateway.memory.hygiene.run import run_hygiene
 from gateway.testing import ConfigFactory, message
+from gateway.util.jsonl import json_objects
 from tests.api.rig import person, signed_in
 from tests.fakes.anthropic import FakeAnthropic
 from tests.signin.rig import daemon

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import base64
 
-from gateway.config import parse_config
+from gateway.configread import parse_config
 from gateway.llm.anthropic import AnthropicProvider
 from gateway.types import HistoryMessage, ImagePart, LLMRequest
 from tests.fakes.anthropic import API_KEY, FakeAnthropic

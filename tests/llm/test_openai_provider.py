@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from gateway.config import parse_config
+from gateway.configread import parse_config
 from gateway.llm.base import LLMError, Transcriber
 from gateway.llm.openai import OpenAIProvider
 from gateway.types import ContextSection, HistoryMessage, ImagePart, LLMRequest, ToolCall, ToolResult, ToolSpec

@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from gateway.config import ConfigError, parse_config
+from gateway.config import ConfigError
+from gateway.configread import parse_config
 from gateway.llm.usage import today
 from tests.background.conftest import FAST_BUS, say, user_id
 from tests.background.test_writer import WRITER_OK, slot_files

@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from gateway.config import ConfigError, parse_config
+from gateway.config import ConfigError
+from gateway.configread import parse_config
 from gateway.media.limits import DEFAULT_LIMITS, media_limits
 from gateway.testing import GatewayFactory
 from tests.media.rig import media_files, pdf, signed_in_browser

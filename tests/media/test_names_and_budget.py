@@ -9,7 +9,8 @@ from typing import Any
 
 import pytest
 
-from gateway.config import ConfigError, parse_config
+from gateway.config import ConfigError
+from gateway.configread import parse_config
 from gateway.media.errors import TooLarge
 from gateway.media.limits import LIMITS, MediaLimits
 from gateway.media.names import clean_name

@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from gateway.config import parse_config
+from gateway.configread import parse_config
 from gateway.memory.search.service import MemoryService
 
 BACKENDS = ["edge", "memory"]  # embedded qdrant-edge-py / qdrant-client ":memory:"

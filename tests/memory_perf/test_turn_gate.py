@@ -1,4 +1,4 @@
-"""Turns first: background embedding waits while a turn is worked on (gateway/turngate.py).
+"""Turns first: background embedding waits while a turn is worked on (gateway/turn/gate.py).
 
 Mechanisms only (the machine is shared): `kith bench turn` measures what the gate is worth.
 """
@@ -12,7 +12,7 @@ from typing import Any
 
 from gateway.hookspecs import hookimpl
 from gateway.testing import GatewayFactory, message
-from gateway.turngate import TURNS, TurnGate
+from gateway.turn.gate import TURNS, TurnGate
 
 
 def _wait_in_thread(gate: TurnGate) -> tuple[threading.Thread, list[float]]:

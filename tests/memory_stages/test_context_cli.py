@@ -13,7 +13,7 @@ import yaml
 
 from gateway.app import Gateway
 from gateway.cli.main import main
-from gateway.config import parse_config
+from gateway.configread import parse_config
 from tests.memory_stages.conftest import msg
 from tests.storage import select_one
 

@@ -10,8 +10,8 @@ from pathlib import Path
 from typing import Any
 
 from gateway.app import Gateway
-from gateway.context import TRIM_DATED
 from gateway.memory.files import dated
+from gateway.turn.budget import TRIM_DATED
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic
 from tests.memory_stages.conftest import last_turn_system, msg

@@ -3,7 +3,7 @@ memories under a deadline, and a slow, failing or absent model leaves the hybrid
 
 The cheap role is a local OpenAI-compatible server (the fake speaks the real wire protocol); the turn
 itself goes to the fake Anthropic server. What the filter decided is read where a person reads it:
-the turn's context record (the console) and ``kith context`` (``gateway.explain``)."""
+the turn's context record (the console) and ``kith context`` (``gateway.turn.explain``)."""
 
 from __future__ import annotations
 
@@ -16,8 +16,8 @@ import pytest
 
 from gateway.app import Gateway
 from gateway.cli.context import render
-from gateway.explain import explain
 from gateway.memory.search.filter_tier import parse
+from gateway.turn.explain import explain
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.openai_server import API_KEY as OPENAI_KEY

@@ -9,7 +9,7 @@ from typing import Any
 
 from gateway.app import Gateway
 from gateway.hookspecs import hookimpl
-from gateway.turn import ASSEMBLED
+from gateway.turn.protocol import ASSEMBLED
 from gateway.types import ContextSection, LLMRequest, Stability, Turn
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic

@@ -18,7 +18,7 @@ import pytest
 import yaml
 
 from gateway.app import Gateway
-from gateway.config import load_config
+from gateway.configread import load_config
 from gateway.memory.search.service import MemoryService
 from gateway.ops import backup as backup_module
 from gateway.ops.backup import excluded

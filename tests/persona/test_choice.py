@@ -83,7 +83,7 @@ async def test_default_everywhere_and_operator_defaults(make_gateway: GatewayFac
     # The operator's per-person default applies while the person has chosen nothing.
     gw2_cfg = gw.config.model_copy(deep=True)
     gw2_cfg.personas.user_defaults["someone"] = "developer"
-    from gateway.personas.choice import resolve_for
+    from gateway.personas.which import resolve_for
     assert resolve_for(gw.state, gw2_cfg, "someone", "websocket:x") == "developer"
     assert resolve_for(gw.state, gw2_cfg, "nobody", "websocket:x") == "kith"
 

@@ -8,8 +8,9 @@ from pathlib import Path
 import pytest
 
 from gateway.app import Gateway
-from gateway.config import ConfigError, parse_config
-from gateway.tiers import file_loads, items_at, loads, tier_of
+from gateway.config import ConfigError
+from gateway.configread import parse_config
+from gateway.turn.tiers import file_loads, items_at, loads, tier_of
 from gateway.types import InboundMessage, Turn
 
 

@@ -31,14 +31,14 @@ import aiohttp
 import pytest
 
 from gateway.app import Gateway
-from gateway.diskspace import MB, LowDiskSpaceError
 from gateway.memory.files.scopes import user_scope
 from gateway.memory.files.session_log import ASSISTANT
 from gateway.memory.search.index import IndexBusyError, IndexPoint, SparseVec, point_id
 from gateway.testing import test_config
-from gateway.turnspool import SPOOL_FILE, TurnSpool
+from gateway.turn.spool import SPOOL_FILE, TurnSpool
+from gateway.turn.writeback import NOT_KEPT_NOTE
 from gateway.types import InboundMessage
-from gateway.writeback import NOT_KEPT_NOTE
+from gateway.util.diskspace import MB, LowDiskSpaceError
 from tests.bus.conftest import eventually
 from tests.conftest import WSClient
 from tests.durability.logs import answered_turns, logged_texts
@@ -267,7 +267,7 @@ async def test_a_turn_that_cannot_be_kept_says_so_in_its_reply(make_gateway: Any
 # ------------------------------------------------------------------------- the real daemon, tmpfs
 
 # On tmpfs, opening an existing index may fill every hole of its memory maps (~180 MB for a small
-# index; gateway/diskspace.py): the restart phase needs that much on top of the floor.
+# index; gateway/util/diskspace.py): the restart phase needs that much on top of the floor.
 TMPFS_MB = 320
 FLOOR_MB = 64  # memory.min_free_mb of the daemon under test
 BELOW_FLOOR_MB = 32  # phase 1: room for SQLite and Markdown, none for the index
@@ -584,7 +584,7 @@ def stop_orphaned_bus(data: Path) -> None:
 async def test_a_worker_without_room_leaves_index_jobs_to_the_daemon(tmp_path: Path) -> None:
     """A `kith worker` that cannot open the index for lack of space runs detached: it never takes
     (and acks) `memory.*` jobs whose work it could only keep in its own memory."""
-    from gateway.config import parse_config
+    from gateway.configread import parse_config
     from gateway.memory.search.service import MemoryService
 
     config = parse_config({"data_dir": str(tmp_path / "data"), "memory": {"min_free_mb": NO_DISK}}, env={})

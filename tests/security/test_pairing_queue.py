@@ -17,10 +17,10 @@ from pathlib import Path
 
 import pytest
 
-import gateway.access as access
-from gateway.access import AccessPolicy, AccessStore
+import gateway.turn.admission as access
 from gateway.cli.main import main as kith
-from gateway.config import parse_config
+from gateway.configread import parse_config
+from gateway.turn.admission import AccessPolicy, AccessStore
 from gateway.types import AccessDecision, Drop, InboundMessage
 
 

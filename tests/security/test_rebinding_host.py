@@ -17,7 +17,8 @@ import aiohttp
 import pytest
 
 from gateway.app import Gateway
-from gateway.config import ConfigError, parse_config
+from gateway.config import ConfigError
+from gateway.configread import parse_config
 from gateway.http.auth import TOKEN_FILE
 from gateway.http.guard import Policy
 from tests.conftest import GatewayFactory, make_config

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 import yaml
 
-from gateway.access import AccessStore
 from gateway.cli.main import main as kith
-from gateway.config import parse_config
-from gateway.safetext import one_line, printable
+from gateway.configread import parse_config
+from gateway.turn.admission import AccessStore
 from gateway.types import InboundMessage
+from gateway.util.safetext import one_line, printable
 from tests.conftest import GatewayFactory
 
 EVIL = "Bob\x1b]0;pwned\x07\x1b[2J"

@@ -1,6 +1,6 @@
 """A file that enters at a higher context tier does not leak through the tier-2 memory tools.
 
-``SCRATCH.md`` and ``TASKS.json`` are tier 4 and ``MEMORY_LONG.md`` tier 3 (gateway/tiers.py). A tier-2
+``SCRATCH.md`` and ``TASKS.json`` are tier 4 and ``MEMORY_LONG.md`` tier 3 (gateway/turn/tiers.py). A tier-2
 turn gets ``memory_get`` and ``memory_search``; neither may read, list or quote those files, however
 the path is spelled, while a turn at the file's own tier still can.
 """
@@ -78,7 +78,7 @@ async def test_memory_search_does_not_quote_files_above_the_turns_tier(
 
 
 def test_file_loads_normalizes_the_path() -> None:
-    from gateway.tiers import file_loads
+    from gateway.turn.tiers import file_loads
 
     for spelling in ("SCRATCH.md", "./SCRATCH.md", "/SCRATCH.md", " SCRATCH.md", "scratch.md", "SCRATCH.md/"):
         assert not file_loads(2, spelling) and file_loads(4, spelling), spelling

@@ -12,7 +12,8 @@ import yaml
 
 from gateway.app import Gateway
 from gateway.cli.main import main
-from gateway.config import Config, load_config
+from gateway.config import Config
+from gateway.configread import load_config
 from gateway.testing import message
 
 

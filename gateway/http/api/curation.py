@@ -16,13 +16,13 @@ from typing import Any
 from pydantic import Field
 
 from gateway.http.api.spec import Answer, ApiError, Body, Call, Route
-from gateway.jsonl import json_objects
 from gateway.memory.background.distill import FILES as DISTILL_FILES
 from gateway.memory.background.distill import TIERS
 from gateway.memory.curation import audit, rollback
 from gateway.memory.files.errors import MemoryStoreError
 from gateway.memory.files.quarantine import REL as QUARANTINE
 from gateway.memory.files.store import MemoryStore
+from gateway.util.jsonl import json_objects
 
 CURATED = "USER.md"
 

@@ -1,4 +1,4 @@
-"""The exact prompt a message would get, section by section (operator): ``gateway.explain`` run in the
+"""The exact prompt a message would get, section by section (operator): ``gateway.turn.explain`` run in the
 daemon, which holds the live memory index, without calling the model and without writing anything.
 ``kith context`` asks it while a daemon runs (gateway/cli/context.py); the record of what a past turn
 saw is ``turns.py``.
@@ -10,8 +10,8 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
-from gateway.explain import explain
 from gateway.http.api.spec import Answer, ApiError, Body, Call, Route
+from gateway.turn.explain import explain
 
 
 class PreviewBody(Body):

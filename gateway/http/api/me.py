@@ -3,7 +3,7 @@
 The timezone is stored on the user and is authoritative: every turn reads the user record
 (``Identities.resolve``), so the next prompt's date line (``plugins/system_block.py``), the session
 log's dates and the person's nightly jobs follow a change at once. The tier is the person's own
-choice; a request's tier and an operator's per-conversation tier still win over it (``gateway/tiers.py``).
+choice; a request's tier and an operator's per-conversation tier still win over it (``gateway/turn/tiers.py``).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from gateway.http.api.spec import Answer, ApiError, Body, Call, Route
 from gateway.http.principal import csrf_token
 from gateway.personas import PersonaError
 from gateway.personas import choice as personas
-from gateway.tiers import MAX_TIER, MIN_TIER
+from gateway.turn.tiers import MAX_TIER, MIN_TIER
 
 
 class Account(Answer):

@@ -1,6 +1,6 @@
 """The operator's routes: every user, erasing one, and the pairing queue (approve or deny a stranger's code).
 
-Pairing goes through ``gateway.access.AccessStore``, the same rules as ``kith pairing``. Erasing runs
+Pairing goes through ``gateway.turn.admission.AccessStore``, the same rules as ``kith pairing``. Erasing runs
 ``gateway.identity.erase`` in the daemon, which holds the memory index, the job bus and the caches
 (``kith users delete`` asks it while a daemon runs).
 """
@@ -11,10 +11,10 @@ from datetime import datetime
 
 from pydantic import Field
 
-from gateway.access import AccessStore
 from gateway.http.api.spec import Answer, ApiError, Call, Handler, Query, Route
 from gateway.identity.erase import EraseError, erase_person
 from gateway.memory.files.scopes import ScopeError
+from gateway.turn.admission import AccessStore
 
 
 class UserAccount(Answer):

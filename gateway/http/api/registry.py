@@ -17,6 +17,7 @@ from pydantic import BaseModel
 
 from gateway.http.api.spec import PATH_PARAM, Body, Query, Route
 from gateway.registry import Registry
+from gateway.types import StashKey
 
 METHODS = frozenset({"GET", "POST", "PUT", "PATCH", "DELETE"})
 PREFIX = "/api/"
@@ -61,3 +62,8 @@ class RouteRegistry(Registry[Route]):
             self.problem(f"{where}: {'; '.join(problems)}")
             return
         self.add(route_key(route), route)
+
+
+#: What plugins registered, in the gateway's stash (set in ``Gateway.start``): modules typed against
+#: ``gateway.services.Services`` read it here.
+ROUTES = StashKey[RouteRegistry]()

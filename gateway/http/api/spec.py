@@ -23,7 +23,7 @@ from gateway.http.guard import json_object
 from gateway.http.principal import Principal, principal, require_operator_principal, resolve_user_id
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.api")
 
@@ -84,7 +84,7 @@ class Call:
     """One request to a declared route: the parsed query and body, and who is asking."""
 
     request: web.Request
-    gateway: Gateway
+    gateway: Services
     query: Any = None
     body: Any = None
 
@@ -144,7 +144,7 @@ def _validation_message(exc: ValidationError, where: str) -> str:
     return f"invalid {where}: " + "; ".join(parts)
 
 
-def endpoint(route: Route, gateway: Gateway) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+def endpoint(route: Route, gateway: Services) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
     """The aiohttp handler of ``route``: validate, call, serialise; every failure as a JSON error."""
     handler = route.handler
     assert handler is not None
@@ -192,7 +192,7 @@ def endpoint(route: Route, gateway: Gateway) -> Callable[[web.Request], Awaitabl
     return handle
 
 
-def install_routes(app: web.Application, gateway: Gateway, table: list[Route]) -> None:
+def install_routes(app: web.Application, gateway: Services, table: list[Route]) -> None:
     for route in table:
         if route.handler is not None:
             app.router.add_route(route.method, route.path, endpoint(route, gateway))

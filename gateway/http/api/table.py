@@ -32,12 +32,12 @@ from gateway.http.api import (
     turns,
     uploads,
 )
-from gateway.http.api.registry import RouteRegistry
+from gateway.http.api.registry import ROUTES, RouteRegistry
 from gateway.http.api.spec import Answer, Body, Call, Route, install_routes, json_errors
 from gateway.types import StashKey
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 
 class OpenApiDocument(Answer):
@@ -117,11 +117,11 @@ def gateway_register_routes(register: RouteRegistry) -> None:
 DOCUMENT: StashKey[OpenApiDocument] = StashKey()
 
 
-def document_of(gateway: Gateway) -> OpenApiDocument:
+def document_of(gateway: Services) -> OpenApiDocument:
     """The gateway's document, built on first request (the routes do not change while it runs)."""
     found = gateway.stash.get(DOCUMENT)
     if found is None:
-        routes = [*gateway.registrations.routes.values(), *DESCRIBED]
+        routes = [*gateway.stash[ROUTES].values(), *DESCRIBED]
         found = gateway.stash.setdefault(DOCUMENT, OpenApiDocument.model_validate(openapi.document(routes)))
     return found
 
@@ -140,6 +140,6 @@ def install(app: web.Application) -> None:
     app.middlewares.insert(0, json_errors)
 
 
-def mount(app: web.Application, gateway: Gateway, routes: list[Route]) -> None:
+def mount(app: web.Application, gateway: Services, routes: list[Route]) -> None:
     """Serve the registered routes (``Gateway.start``, once the plugins have registered theirs)."""
     install_routes(app, gateway, routes)

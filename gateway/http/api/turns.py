@@ -1,4 +1,4 @@
-"""What the assistant saw for a past turn: the record ``gateway.turncontext`` kept (sections with
+"""What the assistant saw for a past turn: the record ``gateway.turn.record`` kept (sections with
 their token counts, what the budgeter trimmed, the tier, the history's size). Off-The-Record turns and
 turns older than the retention have none (404)."""
 

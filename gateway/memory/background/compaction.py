@@ -21,11 +21,11 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gateway.config import MemoryConfig, SessionsConfig
-from gateway.context import estimate_tokens, truncate_to_tokens
 from gateway.memory.background.ask import ask
 from gateway.memory.files import working
 from gateway.memory.files.store import MemoryStore
 from gateway.state import State
+from gateway.turn.budget import estimate_tokens, truncate_to_tokens
 
 log = logging.getLogger("kith.compaction")
 SOURCE = "compaction"

@@ -10,10 +10,13 @@ lands in a person's memory.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 from gateway.memory.files.scopes import channel_scope, user_scope
+
+if TYPE_CHECKING:
+    from gateway.services import Services
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -32,28 +35,28 @@ def zone(name: str | None, default: str = "UTC") -> ZoneInfo:
         return ZoneInfo(default)
 
 
-def for_user(gateway: Any, user_id: str) -> JobScope:
+def for_user(gateway: Services, user_id: str) -> JobScope:
     user = gateway.state.users.get(user_id)
     tz = zone(user.timezone if user else None, gateway.config.timezone)
     return JobScope(memory_scope=user_scope(user_id), sessions=f"user:{user_id}", kg_scope=user_id,
                     user_id=user_id, tz=tz)  # fmt: skip
 
 
-def for_conversation(gateway: Any, conversation_key: str) -> JobScope:
+def for_conversation(gateway: Services, conversation_key: str) -> JobScope:
     scope = channel_scope(conversation_key)
     return JobScope(memory_scope=scope, sessions=f"conv:{conversation_key}", kg_scope=scope,
                     tz=zone(gateway.config.timezone))  # fmt: skip
 
 
-def for_session_scope(gateway: Any, scope_key: str) -> JobScope:
+def for_session_scope(gateway: Services, scope_key: str) -> JobScope:
     kind, _, rest = scope_key.partition(":")
     return for_user(gateway, rest) if kind == "user" else for_conversation(gateway, rest)
 
 
-def store(gateway: Any, scope: JobScope) -> Any:
+def store(gateway: Services, scope: JobScope) -> Any:
     """The guarded (and, in the gateway, indexed) store of the scope's root."""
     return gateway.memory.store_for(scope.memory_scope)
 
 
-def display_names(gateway: Any, user_id: str) -> tuple[str, ...]:
+def display_names(gateway: Services, user_id: str) -> tuple[str, ...]:
     return tuple(gateway.state.users.names(user_id))

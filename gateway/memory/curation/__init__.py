@@ -1,7 +1,7 @@
 """USER.md curation by operations: parse, apply validated ops under rails, audit, roll back.
 
 Pure and self-contained: it imports nothing outside ``gateway.memory.curation`` but the host's
-JSON-lines reader (``gateway.jsonl``, a leaf); storage (``Writer``) and the poisoning screen
+JSON-lines reader (``gateway.util.jsonl``, a leaf); storage (``Writer``) and the poisoning screen
 (``Screen``) are passed in by the caller (the sleep cycle, the CLI).
 """
 

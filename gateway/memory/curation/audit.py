@@ -14,8 +14,8 @@ import json
 from collections.abc import Iterable, Iterator
 from typing import Any
 
-from gateway.jsonl import json_objects
 from gateway.memory.curation.types import Writer
+from gateway.util.jsonl import json_objects
 
 HISTORY_DIR = "_history"
 MAX_AUDIT_BYTES = 192 * 1024  # below the store's default 256 KiB file cap; oldest lines go first

@@ -5,5 +5,5 @@ with its ``audit`` log and typed ``errors``), the scope names and the root each 
 session-log format (``session_log``), the working-memory file (``working``), user-tree merges
 (``treemerge``), and the poisoning screen (``poison``) with the ``quarantine`` that keeps what it flags.
 The bottom layer of memory: it may import the standard library and the host's leaf helpers
-(``gateway.context``, ``gateway.jsonl``), never another memory subpackage, the database or the bus.
+(``gateway.turn.budget``, ``gateway.util.jsonl``), never another memory subpackage, the database or the bus.
 """

@@ -13,8 +13,8 @@ from collections.abc import Iterable
 from datetime import UTC, datetime
 from typing import Any
 
-from gateway.jsonl import json_objects
 from gateway.memory.files.poison import MemoryLine, Provenance, Quarantined, quarantine_record, screen
+from gateway.util.jsonl import json_objects
 
 log = logging.getLogger("kith.memory.quarantine")
 REL = "QUARANTINE.jsonl"

@@ -40,7 +40,7 @@ from gateway.memory.files.scopes import KINDS, ScopeError, root_for
 from gateway.types import StashKey
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.memory.watch")
 
@@ -242,7 +242,7 @@ class MemoryWatcher:
 WATCHER: StashKey[MemoryWatcher] = StashKey()
 
 
-def shared(gateway: Gateway) -> MemoryWatcher:
+def shared(gateway: Services) -> MemoryWatcher:
     """The gateway's one watcher (made on first use; subscribers then ``start`` it)."""
     w = gateway.stash.get(WATCHER)
     if w is None:

@@ -19,8 +19,8 @@ import re
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
-from gateway.context import truncate_to_tokens
 from gateway.memory.files.store import MemoryStore
+from gateway.turn.budget import truncate_to_tokens
 
 log = logging.getLogger("kith.memory.working")
 

@@ -23,8 +23,8 @@ from gateway.memory.hygiene import proposals as store_of
 from gateway.memory.hygiene.proposals import Proposal
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
     from gateway.memory.files.store import MemoryStore
+    from gateway.services import Services
 
 log = logging.getLogger("kith.hygiene")
 
@@ -99,7 +99,7 @@ def decide_sync(store: MemoryStore, ref: str, *, accept: bool, actor: str) -> De
         return Decision("accepted", proposal, f"Done: {proposal.title} ({', '.join(written)}).")
 
 
-async def decide(gateway: Gateway, user_id: str, ref: str, *, accept: bool, actor: str) -> Decision:
+async def decide(gateway: Services, user_id: str, ref: str, *, accept: bool, actor: str) -> Decision:
     store = gateway.memory_store(user_id)
     result = await asyncio.to_thread(decide_sync, store, ref, accept=accept, actor=actor)
     if result.status in ("accepted", "failed") and result.proposal is not None:

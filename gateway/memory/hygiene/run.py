@@ -19,8 +19,8 @@ from gateway.memory.hygiene import proposals as stored
 from gateway.memory.hygiene.proposals import Proposal
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
     from gateway.memory.files.store import MemoryStore
+    from gateway.services import Services
 
 log = logging.getLogger("kith.hygiene")
 
@@ -48,7 +48,7 @@ def _store(store: MemoryStore, found: list[Proposal], cap: int) -> tuple[list[Pr
         return added, sum(1 for p in items if p.status == "pending")
 
 
-async def run_hygiene(gateway: Gateway, user_id: str, *, use_model: bool | None = None) -> RunReport:
+async def run_hygiene(gateway: Services, user_id: str, *, use_model: bool | None = None) -> RunReport:
     cfg = gateway.config.background.hygiene
     store = gateway.memory_store(user_id)
     report = RunReport()

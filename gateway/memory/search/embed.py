@@ -20,8 +20,8 @@ from typing import Protocol
 import numpy as np
 import numpy.typing as npt
 
-from gateway import heap
-from gateway.turngate import TURNS
+from gateway.turn.gate import TURNS
+from gateway.util import heap
 
 Vectors = npt.NDArray[np.float32]
 
@@ -231,7 +231,7 @@ class MiniLMEmbedder:
 
             def runs() -> None:
                 for idx in batches:
-                    TURNS.wait()  # each run first gives way to turns being answered (gateway.turngate)
+                    TURNS.wait()  # each run first gives way to turns being answered (gateway.turn.gate)
                     run(idx)
 
             background_executor().submit(runs).result()
@@ -266,7 +266,7 @@ class E5Embedder:
     def embed_documents(self, texts: Sequence[str], *, background: bool = False) -> Vectors:
         def passage(batch: Sequence[str]) -> Vectors:
             if background:
-                TURNS.wait()  # gives way to turns being answered (gateway.turngate)
+                TURNS.wait()  # gives way to turns being answered (gateway.turn.gate)
             return _normalise(self._model.passage(list(batch)))
 
         def passages() -> Vectors:

@@ -27,8 +27,8 @@ from typing import TYPE_CHECKING, Any, Literal
 from gateway.types import ContextSection, HistoryMessage, LLMRequest, StashKey, Turn
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
     from gateway.memory.search.recall import Hit
+    from gateway.services import Services
 
 log = logging.getLogger("kith.recall.filter")
 
@@ -65,7 +65,7 @@ class FilterDecision:
 DECISION: StashKey[FilterDecision] = StashKey()
 
 
-def active_backend(gateway: Gateway) -> str:
+def active_backend(gateway: Services) -> str:
     """The role the filter calls, or "" when the tier is off for this configuration."""
     cfg = gateway.config.memory.filter_tier
     if cfg.enabled == "off":
@@ -108,7 +108,7 @@ def parse(answer: str, n: int) -> list[int] | None:
     return picked if picked or not rest else None
 
 
-def _request(gateway: Gateway, backend: str, query: str, hits: Sequence[Hit]) -> LLMRequest:
+def _request(gateway: Services, backend: str, query: str, hits: Sequence[Hit]) -> LLMRequest:
     cfg = gateway.config.memory.filter_tier
     system = ContextSection(source="memory.filter", title="Recall filter", text=INSTRUCTIONS, priority=100)
     return LLMRequest(system=(system,), messages=(HistoryMessage(role="user", content=prompt(query, hits)),),
@@ -120,7 +120,7 @@ def _forget(task: asyncio.Task[Any]) -> None:
         task.exception()  # retrieved: an abandoned call's failure is not "never retrieved"
 
 
-async def filter_hits(gateway: Gateway, turn: Turn | None, query: str, hits: list[Hit], k: int
+async def filter_hits(gateway: Services, turn: Turn | None, query: str, hits: list[Hit], k: int
                       ) -> tuple[list[Hit], FilterDecision]:  # fmt: skip
     """The hits to show (at most ``k``) and the decision. Never raises, never waits past the deadline."""
     cfg = gateway.config.memory.filter_tier

@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gateway.diskspace import DiskFloor
+    from gateway.util.diskspace import DiskFloor
 
 _NS = uuid.UUID("6f1f3c1e-8d0a-4c55-9a43-7c1f0f9f2b11")
 PAYLOAD_INDEXES = {"scope": "keyword", "path": "keyword", "valid_until": "float"}

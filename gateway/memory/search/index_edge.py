@@ -16,7 +16,6 @@ from typing import Any
 
 import qdrant_edge as qe
 
-from gateway.diskspace import DiskFloor, open_cost
 from gateway.memory.search.index import (
     CANDIDATE_FIELDS,
     AtLeast,
@@ -30,6 +29,7 @@ from gateway.memory.search.index import (
     SparseVec,
     VectorIndex,
 )
+from gateway.util.diskspace import DiskFloor, open_cost
 
 log = logging.getLogger(__name__)
 

@@ -9,8 +9,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from gateway.context import TRIM_RECALLED
 from gateway.memory.search.recall import Hit
+from gateway.turn.budget import TRIM_RECALLED
 from gateway.types import ContextSection, Stability
 
 SOURCE = "memory.recall"

@@ -7,7 +7,7 @@ into ``index_path`` off the event loop. Embedding and Qdrant calls always run in
 so a recall never stalls the loop that serves other conversations.
 
 Disk space: below ``memory.min_free_mb`` free on the embedded index's filesystem, indexing pauses
-(a write there can SIGBUS the process, see ``gateway.diskspace``). Index work that arrives meanwhile
+(a write there can SIGBUS the process, see ``gateway.util.diskspace``). Index work that arrives meanwhile
 (bus jobs, local re-indexes, startup syncs) is kept in ``_pending`` and the job itself succeeds, so a
 long pause never burns a job's delivery cap into the dead-letter queue; a task re-checks free space
 every ``memory.disk_check_s`` and replays the kept work when space returns. Work kept in memory is
@@ -33,8 +33,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from gateway.cluster.node import embedded_index_dir
-from gateway.config import Config
-from gateway.diskspace import MB, DiskFloor, LowDiskSpaceError, Space
+from gateway.config import Config, plugin_allowed
 from gateway.memory.files.scopes import ScopeError, channel_scope, known_scopes, root_for, user_scope
 from gateway.memory.files.session_log import TurnRecord
 from gateway.memory.files.store import MemoryStore
@@ -43,8 +42,8 @@ from gateway.memory.search.index import IndexBusyError, VectorIndex, open_index
 from gateway.memory.search.indexer import Indexer, IndexReport
 from gateway.memory.search.recall import Hit, RecallSettings, recall
 from gateway.memory.search.sparse import SparseEncoder
-from gateway.plugins import plugin_allowed
-from gateway.turngate import TURNS
+from gateway.turn.gate import TURNS
+from gateway.util.diskspace import MB, DiskFloor, LowDiskSpaceError, Space
 
 if TYPE_CHECKING:  # numpy and onnxruntime: imported by the load (_open), off the start-up path
     from gateway.memory.search.embed import Embedder
@@ -336,7 +335,7 @@ class MemoryService:
     async def index_file(self, scope: str, rel: str) -> IndexReport:
         """Re-index one file of one scope on the indexing thread (what ``memory.index`` jobs call).
         While indexing is paused the work is kept for later and an empty report returned."""
-        # Index work runs at background priority and yields to turns (gateway/turngate.py). A turn
+        # Index work runs at background priority and yields to turns (gateway/turn/gate.py). A turn
         # that waits for it (/forget, /remember: the next recall must see the change) needs no core
         # meanwhile: holding the gate, it made the indexer wait out its longest pause for the very
         # turn waiting on it (1.5 s a /forget, past the command's 5 s deadline on a loaded machine).

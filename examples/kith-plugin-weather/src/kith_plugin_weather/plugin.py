@@ -22,9 +22,9 @@ from typing import TYPE_CHECKING, Any
 from gateway.bus.context import JobContext
 from gateway.bus.registry import JobRegistry
 from gateway.config import Config
-from gateway.context import TRIM_PLAYBOOKS
 from gateway.hookspecs import hookimpl
 from gateway.tools import Tool, ToolContext, ToolError, ToolRegistry
+from gateway.turn.budget import TRIM_PLAYBOOKS
 from gateway.types import ContextSection, Stability, StashKey, Turn
 from kith_plugin_weather import forecast
 from kith_plugin_weather.settings import WeatherSettings, settings

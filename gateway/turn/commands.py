@@ -1,7 +1,7 @@
 """Built-in chat commands: ``/start /help /new /otr /link``, and the answer to an unknown one.
 
 Commands are answered by the host without a model call and are not part of the transcript. Every
-plugin declares the commands it answers with ``gateway_register_commands`` (``gateway/command_registry.py``);
+plugin declares the commands it answers with ``gateway_register_commands`` (``gateway/turn/command_registry.py``);
 ``/help`` lists them all, built-ins first.
 """
 
@@ -9,17 +9,17 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
-from gateway.command_registry import CommandRegistry
 from gateway.config import Config
 from gateway.hookspecs import hookimpl
 from gateway.identity.link_command import link_command
 from gateway.memory.files.errors import MemoryStoreError
 from gateway.personas import persona_store
 from gateway.personas.choice import turn_persona
+from gateway.turn.command_registry import COMMANDS, CommandRegistry
 from gateway.types import ConversationKind, Reply, Turn
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 INTRO = "I'm your assistant. I remember our conversations on every channel you use with me."
 BUILTIN_HELP: dict[str, str] = {
@@ -32,9 +32,9 @@ BUILTIN_HELP: dict[str, str] = {
 }
 
 
-def help_text(gateway: Gateway) -> str:
+def help_text(gateway: Services) -> str:
     """The shared part of ``/help``: the built-in commands, then every plugin's in registration order."""
-    registered = gateway.registrations.commands
+    registered = gateway.stash[COMMANDS]
     names = [n for n in BUILTIN_HELP if n in registered] + [n for n in registered if n not in BUILTIN_HELP]
     lines = [line for name in names for line in registered[name].lines]
     return INTRO + "\n\nCommands:\n" + "\n".join(lines)
@@ -45,7 +45,7 @@ def unknown(command: str) -> Reply:
     return _notice(f"Unknown command /{command}. /help lists the commands.")
 
 
-def persona_help(gateway: Gateway, turn: Turn) -> str:
+def persona_help(gateway: Services, turn: Turn) -> str:
     """The HELP.md of the persona this conversation talks to, after the shared help ("" if none)."""
     name = turn_persona(gateway, turn)  # the person's /persona choice, else the operator's mapping
     try:
@@ -66,7 +66,7 @@ def gateway_register_commands(register: CommandRegistry, config: Config) -> None
 
 
 @hookimpl(trylast=True)
-async def gateway_handle_command(gateway: Gateway, turn: Turn, command: str, args: str) -> Reply | None:
+async def gateway_handle_command(gateway: Services, turn: Turn, command: str, args: str) -> Reply | None:
     user = turn.user
     msg = turn.message
     if user is None:

@@ -3,7 +3,7 @@
 Cuts land at a paragraph, then a line, then a word boundary, and only unbroken runs are cut hard. A
 chunk that ends inside a fenced code block is closed with a fence and the next chunk reopens it, so
 every chunk renders on its own. The host splits a reply once for the owning adapter's limit
-(``gateway.turn``); adapters re-split only chunks that still exceed it.
+(``gateway.turn.protocol``); adapters re-split only chunks that still exceed it.
 """
 
 from __future__ import annotations

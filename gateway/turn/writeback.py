@@ -1,7 +1,7 @@
 """Answered turns the transcript could not take: kept in the turn spool, written back when it can.
 
-The turn path (``gateway/turn.py``) hands a turn here when storing it failed after the reply
-(``keep``). Written to the spool (``gateway/turnspool.py``), the turn survives a stop, a SIGKILL and a
+The turn path (``gateway/turn/protocol.py``) hands a turn here when storing it failed after the reply
+(``keep``). Written to the spool (``gateway/turn/spool.py``), the turn survives a stop, a SIGKILL and a
 restart on the still-full disk; if even that fails, ``keep`` says so and the person is told in the
 reply that this exchange is not kept. Nothing answered is lost without a word.
 
@@ -26,11 +26,11 @@ import time
 from typing import TYPE_CHECKING
 
 from gateway.state import StorageError, TranscriptEntry
-from gateway.turnspool import SpooledTurn, TurnSpool
+from gateway.turn.spool import SpooledTurn, TurnSpool
 from gateway.types import StashKey
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.spool")
 
@@ -41,7 +41,7 @@ NOT_KEPT_NOTE = ("(Note: this exchange could not be saved, because the server's 
 
 
 class WriteBack:
-    def __init__(self, gateway: Gateway, spool: TurnSpool) -> None:
+    def __init__(self, gateway: Services, spool: TurnSpool) -> None:
         self.gateway = gateway
         self.spool = spool
         self.stored: set[str] = set()  # turn ids of the spool already in the transcript (a partial write-back)
@@ -212,6 +212,6 @@ class WriteBack:
 WRITE_BACK: StashKey[WriteBack] = StashKey()
 
 
-def write_back_of(gateway: Gateway) -> WriteBack | None:
+def write_back_of(gateway: Services) -> WriteBack | None:
     """The gateway's write-back (``None``: a gateway that answers no turns, or before its start)."""
     return gateway.stash.get(WRITE_BACK)

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 
 from gateway.config import Config
-from gateway.personas.choice import resolve_for
+from gateway.personas.which import resolve_for
 from gateway.state import Compaction, State, StorageError, StoredSession, TranscriptEntry
 from gateway.types import ConversationKind, HistoryMessage, InboundMessage, Session, StashKey, Turn, UserRef
 

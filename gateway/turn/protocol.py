@@ -23,16 +23,17 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
-from gateway.commands import unknown as unknown_command
-from gateway.context import assemble
 from gateway.hookspecs import hookimpl
 from gateway.llm.base import LLMError
 from gateway.ops.metrics import OUTCOME
-from gateway.sessions import scope_key_for
-from gateway.text import split_text
 from gateway.tools import toolset
-from gateway.turngate import TURNS
-from gateway.turnspool import SpooledTurn
+from gateway.turn.budget import assemble
+from gateway.turn.commands import unknown as unknown_command
+from gateway.turn.gate import TURNS
+from gateway.turn.sessions import scope_key_for
+from gateway.turn.spool import SpooledTurn
+from gateway.turn.writeback import NOT_KEPT_NOTE, write_back_of
+from gateway.turn.writefailures import write_failures
 from gateway.types import (
     AccessDecision,
     ConversationKind,
@@ -45,11 +46,10 @@ from gateway.types import (
     Turn,
     UserRef,
 )
-from gateway.writeback import NOT_KEPT_NOTE, write_back_of
-from gateway.writefailures import write_failures
+from gateway.util.text import split_text
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.turn")
 
@@ -69,7 +69,7 @@ def parse_command(text: str) -> tuple[str, str] | None:
     return name, args.strip()
 
 
-async def build_request(gateway: Gateway, turn: Turn) -> LLMRequest:
+async def build_request(gateway: Services, turn: Turn) -> LLMRequest:
     sections = await gateway.hooks.context_sections(gateway, turn)
     assembled = assemble(sections, gateway.config.context.budget_tokens)
     turn.stash[ASSEMBLED] = assembled
@@ -106,7 +106,7 @@ class Stop:
 Admission = Proceed | Stop
 
 
-async def _admit(gateway: Gateway, turn: Turn) -> Admission:
+async def _admit(gateway: Services, turn: Turn) -> Admission:
     """Steps 1-3: filter, access, dedupe."""
     msg = turn.message
     hooks = gateway.hooks
@@ -129,7 +129,7 @@ async def _admit(gateway: Gateway, turn: Turn) -> Admission:
 
 
 @hookimpl(trylast=True)
-async def gateway_handle_turn(gateway: Gateway, turn: Turn) -> Reply | None:
+async def gateway_handle_turn(gateway: Services, turn: Turn) -> Reply | None:
     admission = await _admit(gateway, turn)
     if isinstance(admission, Stop):
         return admission.reply
@@ -151,7 +151,7 @@ async def gateway_handle_turn(gateway: Gateway, turn: Turn) -> Reply | None:
         return await _serve(gateway, turn, user)
 
 
-async def _serve(gateway: Gateway, turn: Turn, user: UserRef) -> Reply | None:
+async def _serve(gateway: Services, turn: Turn, user: UserRef) -> Reply | None:
     """Steps 5-10, for an admitted message whose sender is known."""
     msg = turn.message
     hooks = gateway.hooks
@@ -235,8 +235,8 @@ async def _serve(gateway: Gateway, turn: Turn, user: UserRef) -> Reply | None:
     return answer
 
 
-def _keep(gateway: Gateway, turn: Turn, user: UserRef, reply: Reply, reply_at: datetime) -> Reply:
-    """The transcript did not take an answered turn: spool it (gateway/writeback.py) to be written
+def _keep(gateway: Services, turn: Turn, user: UserRef, reply: Reply, reply_at: datetime) -> Reply:
+    """The transcript did not take an answered turn: spool it (gateway/turn/writeback.py) to be written
     back when it can; if that fails too, the reply says that this exchange is not kept."""
     msg, session = turn.message, turn.session
     assert session is not None
@@ -256,7 +256,7 @@ def _keep(gateway: Gateway, turn: Turn, user: UserRef, reply: Reply, reply_at: d
     return replace(reply, text=f"{reply.text}\n\n{NOT_KEPT_NOTE}", chunks=(*reply.chunks, NOT_KEPT_NOTE))
 
 
-def _persist(gateway: Gateway, turn: Turn, what: str, write: Callable[[], object]) -> bool:
+def _persist(gateway: Services, turn: Turn, what: str, write: Callable[[], object]) -> bool:
     try:
         write()
     except Exception as exc:
@@ -267,7 +267,7 @@ def _persist(gateway: Gateway, turn: Turn, what: str, write: Callable[[], object
     return True
 
 
-def default_render(gateway: Gateway, turn: Turn, text: str, *, notice: bool = False) -> Reply:
+def default_render(gateway: Services, turn: Turn, text: str, *, notice: bool = False) -> Reply:
     limit = gateway.message_limit(turn.message.channel)
     session = turn.session
     return Reply(
@@ -281,10 +281,10 @@ def default_render(gateway: Gateway, turn: Turn, text: str, *, notice: bool = Fa
     )
 
 
-async def _render_notice(gateway: Gateway, turn: Turn, answer: Reply) -> Reply:
+async def _render_notice(gateway: Services, turn: Turn, answer: Reply) -> Reply:
     return default_render(gateway, turn, answer.text, notice=True)
 
 
 @hookimpl(trylast=True)
-def gateway_render_reply(gateway: Gateway, turn: Turn, response: LLMResponse) -> Reply:
+def gateway_render_reply(gateway: Services, turn: Turn, response: LLMResponse) -> Reply:
     return default_render(gateway, turn, response.text)

@@ -5,7 +5,7 @@ Markdown session log, which waits in memory for space, is gone with the process:
 turn was nowhere (issue 27, item 3). Free space cannot be counted on at that moment, so the room is
 taken earlier: ``<data_dir>/turns.spool`` is allocated in full (``posix_fallocate``) when the gateway
 starts with room to spare. Writing into blocks a file already owns allocates nothing (on ext4, xfs and
-tmpfs), so a turn can be appended there when not one free block is left. ``gateway/writeback.py``
+tmpfs), so a turn can be appended there when not one free block is left. ``gateway/turn/writeback.py``
 writes the spooled turns back to the transcript once it takes writes again, at run time or at the
 next start; the session log and the index follow from the transcript as for any turn.
 
@@ -34,7 +34,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Any
 
-from gateway.diskspace import free_bytes
+from gateway.util.diskspace import free_bytes
 
 log = logging.getLogger("kith.spool")
 

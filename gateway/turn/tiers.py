@@ -29,7 +29,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
     from gateway.types import Turn
 
 MIN_TIER = 1
@@ -115,7 +115,7 @@ def _as_tier(value: Any) -> int | None:
     return None
 
 
-def tier_of(gateway: Gateway, turn: Turn) -> int:
+def tier_of(gateway: Services, turn: Turn) -> int:
     """The context tier of ``turn`` (see the module docstring for the order of precedence)."""
     if turn.tier is not None:
         return clamp(turn.tier)

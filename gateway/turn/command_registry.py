@@ -4,7 +4,7 @@ Plugins answer commands through ``gateway_handle_command``; they *declare* them 
 registration hook ``gateway_register_commands`` (``register("remember", "/remember TEXT: keep TEXT")``),
 exactly as they register adapters, jobs and tools (``gateway/registry.py``). The declaration is what
 ``/help`` shows, in registration order; a command no hook answers is answered by the host as unknown
-(``gateway.commands.unknown``), never sent to the model.
+(``gateway.turn.commands.unknown``), never sent to the model.
 """
 
 from __future__ import annotations
@@ -13,8 +13,9 @@ import re
 from dataclasses import dataclass
 
 from gateway.registry import Registry
+from gateway.types import StashKey
 
-# What ``gateway.turn.parse_command`` accepts as a command name (lower case).
+# What ``gateway.turn.protocol.parse_command`` accepts as a command name (lower case).
 COMMAND_NAME = re.compile(r"^[a-z0-9_]{1,32}$")
 MAX_HELP_CHARS = 500
 
@@ -49,3 +50,8 @@ class CommandRegistry(Registry[CommandHelp]):
             self.problem(f"command /{name}: every help line starts with its usage ('/{name} ...')")
             return
         self.add(name, CommandHelp(name=name, text="\n".join(lines)))
+
+
+#: What plugins registered, in the gateway's stash (set in ``Gateway.start``): modules typed against
+#: ``gateway.services.Services`` read it here.
+COMMANDS = StashKey[CommandRegistry]()

@@ -12,29 +12,29 @@ import uuid
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
-from gateway.context import estimate_tokens, render_section
 from gateway.llm.anthropic import api_messages, system_blocks
 from gateway.memory.search.filter_tier import DECISION as FILTER_DECISION
 from gateway.memory.search.readiness import RECALL_SKIPPED
-from gateway.tiers import tier_of
-from gateway.turn import ASSEMBLED, build_request
+from gateway.turn.budget import estimate_tokens, render_section
+from gateway.turn.protocol import ASSEMBLED, build_request
+from gateway.turn.tiers import tier_of
 from gateway.types import ConversationKind, InboundMessage, Turn, UserRef
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 
 class ExplainError(ValueError):
     """Bad input to ``explain`` (unknown user...), shown to the operator as is."""
 
 
-def _account(gateway: Gateway, user_id: str, channel: str) -> str:
+def _account(gateway: Services, user_id: str, channel: str) -> str:
     account = gateway.state.identities.account_on(user_id, channel)
     return account.account_id if account else user_id
 
 
 async def explain(
-    gateway: Gateway,
+    gateway: Services,
     *,
     user_id: str,
     channel: str,

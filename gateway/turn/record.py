@@ -1,7 +1,7 @@
 """What the model saw for each stored turn: section names, token counts, what was trimmed.
 
 The console's "what the assistant saw" page (``GET /api/users/{uid}/turns/{turn_id}/context``) reads
-this record; ``kith context`` / ``gateway.explain`` show the same for a message not yet sent. It is
+this record; ``kith context`` / ``gateway.turn.explain`` show the same for a message not yet sent. It is
 written from ``gateway_after_turn``, which never runs for an Off-The-Record turn, so nothing about an
 OTR turn is kept. The record holds sizes and names, not the prompt's text: the text lives on in the
 person's files and transcript, and one small row per turn keeps the turn's cost tiny (the budgeter
@@ -18,16 +18,16 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any
 
-from gateway.context import SECTION_SEPARATOR, Assembled, estimate_tokens, sent_tokens
 from gateway.hookspecs import hookimpl
 from gateway.memory.search.filter_tier import DECISION as FILTER_DECISION
 from gateway.memory.search.readiness import RECALL_SKIPPED
-from gateway.tiers import tier_of
-from gateway.turn import ASSEMBLED
+from gateway.turn.budget import SECTION_SEPARATOR, Assembled, estimate_tokens, sent_tokens
+from gateway.turn.protocol import ASSEMBLED
+from gateway.turn.tiers import tier_of
 from gateway.types import ContextSection, LLMResponse, Reply, StashKey, Turn
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.turncontext")
 
@@ -53,7 +53,7 @@ def _tokens(section: ContextSection) -> int:
     return (len(section.title) + 9 + len(section.text) + len(SECTION_SEPARATOR) + 3) // 4
 
 
-def summary(gateway: Gateway, turn: Turn, assembled: Assembled) -> dict[str, Any]:
+def summary(gateway: Services, turn: Turn, assembled: Assembled) -> dict[str, Any]:
     """The record of one turn, as JSON-ready values."""
     cached = assembled.stable_count
     sections = [
@@ -78,7 +78,7 @@ def summary(gateway: Gateway, turn: Turn, assembled: Assembled) -> dict[str, Any
     }
 
 
-def record(gateway: Gateway, turn: Turn) -> bool:
+def record(gateway: Services, turn: Turn) -> bool:
     """Store what the model saw for ``turn`` (False when there is nothing to store: no assembled
     prompt, no session, or an Off-The-Record turn)."""
     assembled = turn.stash.get(ASSEMBLED)
@@ -97,7 +97,7 @@ def record(gateway: Gateway, turn: Turn) -> bool:
 
 
 @hookimpl
-async def gateway_after_turn(gateway: Gateway, turn: Turn, reply: Reply, response: LLMResponse | None) -> None:
+async def gateway_after_turn(gateway: Services, turn: Turn, reply: Reply, response: LLMResponse | None) -> None:
     try:
         record(gateway, turn)
     except Exception:
