@@ -52,6 +52,7 @@ class FakeOpenAI(FakeServer):
     api_key: str = API_KEY  # "" accepts any key (a local server without auth)
     name: str = "fake-openai"  # tells two fakes apart in default answers
     in_flight: int = 0  # chat requests being answered now (a slow answer, a stream)
+    refuse_response_format: bool = False  # a server that answers 400 to ``response_format`` (older local ones)
 
     @property
     def url(self) -> str:
@@ -179,6 +180,8 @@ class FakeOpenAI(FakeServer):
         except ValueError:
             return self._error(400, "We could not parse the JSON body of your request.")
         problem = self._check(body)
+        if self.refuse_response_format and "response_format" in body:
+            problem = "Unrecognized request argument supplied: response_format"
         if problem:
             return self._error(400, problem)
         self.requests.append(body)

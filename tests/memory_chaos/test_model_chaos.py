@@ -35,6 +35,9 @@ async def test_a_misbehaving_model_never_costs_a_line(make_gateway: GatewayFacto
             # The control: a good answer lands (and nothing was lost, so nothing was undone).
             assert PERSON_NEW in p.store.read(f"people/{p.slug}.md")
             assert TOPIC_NEW in p.store.read("topics/sailing.md")
+            # Asked as structured output (gateway/memory/background/schemas.py); the answer was text.
+            sent = chaos_model.requests_of("memory_writer")[-1]["response_format"]
+            assert sent["json_schema"]["name"] == "memory_notes"
         if stage == "memory_writer" and misbehaviour == "drop_half":
             assert out.result == "ok"
             kept = lines(p.store.read(f"people/{p.slug}.md")) | lines(p.store.read("topics/sailing.md"))

@@ -28,6 +28,7 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
 from typing import Any, Literal
 
+from gateway.memory.background import schemas
 from gateway.memory.background.ask import ask
 from gateway.memory.background.daybook import DayBook, gather, read_turns
 from gateway.memory.background.model_output import Extraction, load_json, parse_extraction
@@ -128,7 +129,7 @@ async def _extract(
     profile = await asyncio.to_thread(_read, store, "USER.md") if scope.self_id else ""
     system = EXTRACT_SYSTEM.replace("{predicates}", ", ".join(SUGGESTED))
     response = await ask(provider, source=SOURCE, system=system, prompt=_prompt(book, scope, profile),
-                         role=cfg.backend, max_tokens=cfg.max_tokens)  # fmt: skip
+                         role=cfg.backend, max_tokens=cfg.max_tokens, schema=schemas.EXTRACTION)  # fmt: skip
     parsed = parse_extraction(response.text)
     if parsed.truncated or (parsed.empty and parsed.errors):
         raise ExtractionError(f"unusable extraction for {scope.key} {slot}: {'; '.join(parsed.errors)[:500]}")
@@ -240,7 +241,7 @@ async def curate_profile(
     try:
         system = CURATE_SYSTEM.replace("{pattern_sections}", ", ".join(PATTERN_SECTIONS))
         response = await ask(provider, source="curation", system=system, prompt=prompt,
-                             role=cfg.curation_backend, max_tokens=cfg.max_tokens)  # fmt: skip
+                             role=cfg.curation_backend, max_tokens=cfg.max_tokens, schema=schemas.CURATION)  # fmt: skip
     except Exception as exc:  # the night's memories stand; the next night curates again
         log.warning("sleep cycle %s: curation skipped, model call failed: %s", scope.key, exc)
         return f"skipped: {exc}"[:200]
