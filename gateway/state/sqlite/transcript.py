@@ -200,8 +200,17 @@ class SqliteTurns:
         return [(r[0], r[1]) for r in rows]
 
     def set_content(self, user_id: str, seq: int, content: str) -> bool:
-        """Rewrite one row of the person's transcript (the full-text index follows by trigger)."""
-        cur = self._db.run("UPDATE turns SET content=? WHERE seq=? AND user_id=?", (content, seq, user_id))
+        """Rewrite one row of the person's transcript (the full-text index follows by trigger). The
+        old text's pages are overwritten (``secure_delete``): a forget leaves no copy in free pages;
+        ``people.scrub(merge_search=True)`` then drops it from the full-text segments."""
+        conn = self._db.conn
+        with self._db.lock:
+            before = conn.execute("PRAGMA secure_delete").fetchone()[0]
+            conn.execute("PRAGMA secure_delete=ON")
+            try:
+                cur = self._db.run("UPDATE turns SET content=? WHERE seq=? AND user_id=?", (content, seq, user_id))
+            finally:
+                conn.execute(f"PRAGMA secure_delete={int(before)}")
         return cur.rowcount > 0
 
 
