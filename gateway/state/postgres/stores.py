@@ -51,6 +51,12 @@ class PgTurns(SqliteTurns):
         super().__init__(db)  # type: ignore[arg-type]
         self._pg = db
 
+    def set_content(self, user_id: str, seq: int, content: str) -> bool:
+        """Rewrite one row (no ``secure_delete`` here: the old row version goes at the next
+        ``people.scrub(merge_search=True)``, a VACUUM of ``turns``)."""
+        cur = self._db.run("UPDATE turns SET content=? WHERE seq=? AND user_id=?", (content, seq, user_id))
+        return cur.rowcount > 0
+
     def search_sessions(self, user_id: str, text: str, *, limit: int = 20) -> list[str]:
         """Ids of the person's direct sessions whose messages hold every word of ``text``, best first."""
         words = " ".join(query_words(text))
