@@ -27,6 +27,7 @@ from typing import Any
 from gateway.config import MemoryConfig, SessionsConfig
 from gateway.context import estimate_tokens, truncate_to_tokens
 from gateway.memory.background.ask import ask
+from gateway.memory.background.writer import TRUNCATED
 from gateway.memory.background.writer_ops import audited_write
 from gateway.memory.files import working
 from gateway.memory.files.poison import Provenance
@@ -105,6 +106,8 @@ async def compact(
     summary = response.text.strip()
     if not summary:
         raise ValueError("the model returned an empty compaction summary")  # retried by the bus
+    if response.stop_reason in TRUNCATED:  # the note would end mid-way and the prefix move past it
+        raise ValueError("the compaction summary was cut off at the token limit")
     now = datetime.now(UTC)
     # The model's answer is untrusted: instruction-shaped lines go to the quarantine, not into a
     # note every later session starts from.

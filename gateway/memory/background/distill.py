@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from gateway.memory.background.ask import ask
 from gateway.memory.background.settings import DistillConfig
+from gateway.memory.background.writer import TRUNCATED
 from gateway.memory.background.writer_ops import audited_write
 from gateway.memory.files.poison import Provenance
 from gateway.memory.files.quarantine import filter_text
@@ -165,6 +166,8 @@ async def run_tier(
     limit = tcfg.budget_tokens * CHARS_PER_TOKEN * 4
     if not body or len(body) > limit:
         raise DistillOutputError(f"{tier} digest of {len(body)} characters refused (empty or over {limit})")
+    if response.stop_reason in TRUNCATED:
+        raise DistillOutputError(f"{tier} digest cut off at the token limit; the old file stays")
     prov = Provenance(source_type=source, source_ref=f"{source}:{now:%Y-%m-%d}", trust="derived")
     body = await asyncio.to_thread(filter_text, store, body, prov)
     title = "Mid-term memory" if tier == "mid" else "Long-term memory"

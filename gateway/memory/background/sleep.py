@@ -5,7 +5,8 @@ Stages, each recorded in ``bg_sleep_runs`` so a retry resumes instead of repeati
 1. **extract**: the turns since the scope's watermark and before the night's instant, fitted into a
    character budget (``daybook``), go to the model in one structured call (MEMORIES / FACTS /
    TOPICS). The raw answer is stored with the batch boundary. Model unavailable or output unusable
-   (nothing parseable, over the size cap): the job raises, nothing is stored or written, and the bus
+   (nothing parseable, over the size cap, cut off at the token limit): the job raises, nothing is
+   stored or written, and the bus
    retries it; the watermark has not moved, so a later night still covers these turns.
 2. **apply**: accepted memory lines go to ``memories/<day>.md`` under a ``## Night of <slot>`` block
    (written once: a block already in the file is not written again; lines already in the file are
@@ -34,6 +35,7 @@ from gateway.memory.background.daybook import DayBook, gather, read_turns
 from gateway.memory.background.model_output import Extraction, load_json, parse_extraction
 from gateway.memory.background.retention_cutoff import local_today
 from gateway.memory.background.settings import RailsConfig, SleepConfig
+from gateway.memory.background.writer import TRUNCATED
 from gateway.memory.curation import Rails, curate
 from gateway.memory.curation import audit as curation_audit
 from gateway.memory.files.poison import MemoryLine, Provenance, Quarantined, screen_text
@@ -130,6 +132,11 @@ async def _extract(
     system = EXTRACT_SYSTEM.replace("{predicates}", ", ".join(SUGGESTED))
     response = await ask(provider, source=SOURCE, system=system, prompt=_prompt(book, scope, profile),
                          role=cfg.backend, max_tokens=cfg.max_tokens, schema=schemas.EXTRACTION)  # fmt: skip
+    if response.stop_reason in TRUNCATED:
+        # The answer stops at the token limit: what it did not get to would be lost for good once the
+        # watermark moved past these turns, so nothing is taken from it and the job is retried.
+        raise ExtractionError(f"extraction for {scope.key} {slot} was cut off at the token limit "
+                              f"(background.sleep.max_tokens {cfg.max_tokens})")  # fmt: skip
     parsed = parse_extraction(response.text)
     if parsed.truncated or (parsed.empty and parsed.errors):
         raise ExtractionError(f"unusable extraction for {scope.key} {slot}: {'; '.join(parsed.errors)[:500]}")
