@@ -3,7 +3,8 @@
 Each conversation is ingested through ``MemoryService.index_turns`` (the batch form of per-turn
 indexing; the daemon itself re-indexes the session-log Markdown through the ``memory.index`` job) into
 its own user scope, every turn stamped with its session's date-time. Every question except category 5
-(adversarial, no evidence) is then asked through ``MemoryService.recall``; no LLM is involved.
+(adversarial, no evidence) is then asked through ``MemoryService.recall``; no LLM is involved. With
+``--qa``, answer accuracy instead (``bench/locomo_qa.py``: the main role answers, a judge role grades).
 
 frac@k: share of a question's gold evidence turns among the first k retrieved turns (a hit that
 spans several turns uses up that many of the k); all@k / any@k: all / at least one gold turn in the
@@ -78,6 +79,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
                         help="embedding threads (default: memory.embedding_threads; query path uses these too)")
     parser.add_argument("--grid", choices=["full", "base", "none"], default="full",
                         help="leave-one-out search grid (none = skip leave-one-out)")
+    from bench import locomo_qa
+
+    locomo_qa.configure(parser)
 
 
 def normalise_evidence(items: list[Any]) -> list[str]:
@@ -364,6 +368,10 @@ def main(args: argparse.Namespace) -> int:
     if not Path(args.data).is_file():
         print(f"no such data file: {args.data}", file=sys.stderr)
         return 2
+    if args.qa:
+        from bench import locomo_qa
+
+        return locomo_qa.main_qa(args)
     result = asyncio.run(run(args))
     if not args.json:
         o = result["overall"]

@@ -167,10 +167,14 @@ LOCAL_REMOVED = (
 
 class Capabilities(Section):
     """What a model can take. ``vision: false`` sends images as a short note instead; ``tools: false``
-    never offers tools; ``context_tokens`` 0 = the provider's default (docs/models.md)."""
+    never offers tools; ``structured_output: false`` never asks for a JSON schema; ``context_tokens``
+    0 = the provider's default (docs/models.md)."""
 
     vision: bool = True
     tools: bool = True
+    # JSON-schema answers (OpenAI-compatible ``response_format``, Anthropic a forced tool call) for the
+    # memory stages that parse JSON; false, or a server that refuses it, and they parse the text.
+    structured_output: bool = True
     context_tokens: int = Field(0, ge=0)
 
 

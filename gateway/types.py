@@ -240,10 +240,23 @@ ToolRunner = Callable[[ToolCall], Awaitable[ToolResult]]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
+class ResponseFormat:
+    """An answer asked for as one JSON object matching ``schema`` (a JSON Schema object), named
+    ``name``. Providers that can enforce it do (OpenAI-compatible ``response_format: json_schema``,
+    Anthropic a forced tool call) and answer with the object's JSON as the text; the others answer as
+    the prompt says, so a caller always parses the text tolerantly (docs/models.md)."""
+
+    name: str  # [A-Za-z0-9_-], as both APIs want a schema's / tool's name
+    schema: Mapping[str, Any]
+    description: str = ""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
 class LLMRequest:
     """``tools`` are offered to the model; a provider that supports tools runs each call through
     ``run_tool`` and asks again, for at most ``max_tool_rounds`` rounds. Providers without tool support
-    ignore both."""
+    ignore both. ``response_format``: the answer as JSON of a schema, where the provider can enforce
+    it (never together with tools)."""
 
     system: tuple[ContextSection, ...]
     messages: tuple[HistoryMessage, ...]
@@ -255,6 +268,7 @@ class LLMRequest:
     tools: tuple[ToolSpec, ...] = ()
     run_tool: ToolRunner | None = None
     max_tool_rounds: int = 4
+    response_format: ResponseFormat | None = None
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -3,11 +3,14 @@
 ``retention`` runs per user at ``background.retention.cron`` in the user's timezone;
 ``retention_groups`` runs once per slot in the gateway's timezone over every group conversation.
 Both delete expired dated files and their derived chunks and prune facts that ended before the
-cutoff; the profile and the tiers are never pruned by age. With 0 days (the default) nothing runs.
+cutoff; the profile and the tiers are never pruned by age. With 0 days (the default) nothing is
+pruned. ``retention`` also deletes the person's forget undo records whose window has closed
+(``forget_undo.KEEP_DAYS``), whatever the retention days.
 """
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
@@ -15,8 +18,10 @@ from gateway.bus.context import JobContext
 from gateway.bus.registry import JobRegistry
 from gateway.config import Config
 from gateway.hookspecs import hookimpl
+from gateway.memory import forget_undo
 from gateway.memory.background import jobscope
 from gateway.memory.background.retention_job import PruneReport, run_retention
+from gateway.memory.files.scopes import root_for, user_scope
 
 if TYPE_CHECKING:
     from gateway.services import Services
@@ -45,7 +50,13 @@ async def prune(gateway: Services, scope: jobscope.JobScope, now: datetime) -> P
 async def retention(ctx: JobContext, payload: dict[str, Any]) -> None:
     gw = ctx.gateway
     user_id = payload.get("user_id")
-    if gw.config.background.retention.memory_retention_days > 0 and isinstance(user_id, str):
+    if not isinstance(user_id, str):
+        return
+    # The undo window of the person's forgets closes here too, not only at their next forget: what
+    # they forgot then leaves the data dir for good (issue 28). The root is not opened as a store,
+    # which would create the folder of a person erased meanwhile.
+    await asyncio.to_thread(forget_undo.expire, root_for(gw.data_dir, user_scope(user_id)))
+    if gw.config.background.retention.memory_retention_days > 0:
         await prune(gw, jobscope.for_user(gw, user_id), _now(payload))
 
 

@@ -27,7 +27,7 @@ from gateway.bus.registry import JobSpec
 from gateway.bus.scheduler import Scheduler, UsersProvider
 from gateway.bus.scripts import Scripts
 from gateway.bus.server import EmbeddedRedis
-from gateway.bus.status import DeadLetter, QueueStatus, dead_letters, queue_status, retry_dead
+from gateway.bus.status import DeadLetter, QueueStatus, dead_letters, discard_dead, queue_status, retry_dead
 from gateway.bus.worker import Worker
 from gateway.config import Config
 
@@ -212,6 +212,10 @@ class JobBus:
     async def retry(self, ident: str) -> str:
         """Re-enqueue a dead letter by job id or entry id: "queued", "already-queued", "not-found"."""
         return await retry_dead(self.redis, self.scripts, self.keys, self.specs, ident)
+
+    async def discard(self, ident: str) -> bool:
+        """Delete a dead letter by job id or entry id; False when there is none."""
+        return await discard_dead(self.redis, self.keys, self.specs, ident)
 
 
 #: The longest sleep of ``upkeep.promote_loop`` between two promotions of due delayed jobs.

@@ -138,3 +138,12 @@ async def retry_dead(redis: Redis, scripts: Scripts, keys: Keys, names: Iterable
             continue  # retried concurrently by someone else
         return "queued" if int(created) == 1 else "already-queued"
     return "not-found"
+
+
+async def discard_dead(redis: Redis, keys: Keys, names: Iterable[str], ident: str) -> bool:
+    """Delete the newest dead letter whose job id (or entry id) is ``ident``: the operator decided it
+    is not worth another try. False when there is none."""
+    for dl in await dead_letters(redis, keys, names, limit=_SCAN_LIMIT):
+        if ident in (dl.job_id, dl.entry_id):
+            return bool(await redis.xdel(keys.dead(dl.name), dl.entry_id))
+    return False

@@ -58,8 +58,10 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
                    help="undo a memory-writer run (people/, topics/, the session summary): every file it changed, "
                         "or none")  # fmt: skip
     p.add_argument("--force", action="store_true", help="restore even if a file changed after that run")
-    p.add_argument("--file", default="USER.md", choices=("USER.md", "PATTERNS.md"),
-                   help="the curated file (PATTERNS.md: the nightly patterns; default USER.md)")
+    p.add_argument("--file", default="USER.md",
+                   choices=("USER.md", "PATTERNS.md", "WORKING.md", "MEMORY_MID.md", "MEMORY_LONG.md"),
+                   help="the file whose run to undo: the curated USER.md (default) or PATTERNS.md, or a file a "
+                        "model rewrites whole (WORKING.md by compaction, MEMORY_MID/LONG.md by distillation)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_rollback)
     parser.set_defaults(func=lambda a: (parser.print_help(), 2)[1])

@@ -7,11 +7,15 @@ a turn's tool list is sorted and changes only with its tier).
 
 Tools: a ``tool_use`` answer is answered with ``tool_result`` blocks from ``request.run_tool`` and the
 model is asked again, streamed or not, for at most ``request.max_tool_rounds`` rounds (``tool_loop``).
+
+Structured output: a request with a ``response_format`` (and no tools of its own) is one call forcing a
+tool whose input schema is the format's; the answer's text is that call's input as JSON.
 """
 
 from __future__ import annotations
 
 import base64
+import json
 import logging
 from typing import Any
 
@@ -19,7 +23,15 @@ from gateway.config import LLMConfig
 from gateway.llm.base import NO_VISION_NOTE, DeltaCallback, sdk_errors
 from gateway.llm.tool_loop import Answer, emit, run_tool_loop
 from gateway.turn.budget import render_section
-from gateway.types import HistoryMessage, ImagePart, LLMRequest, LLMResponse, ToolCall, ToolResult
+from gateway.types import (
+    HistoryMessage,
+    ImagePart,
+    LLMRequest,
+    LLMResponse,
+    ResponseFormat,
+    ToolCall,
+    ToolResult,
+)
 
 log = logging.getLogger("kith.llm.anthropic")
 
@@ -149,12 +161,36 @@ class AnthropicProvider:
             base["system"] = system
         caps = self.config.capabilities
         tools = tool_params(request) if request.run_tool is not None and caps.tools else []
+        fmt = request.response_format
+        if fmt is not None and not tools and caps.tools and caps.structured_output:
+            with sdk_errors(anthropic, "anthropic", server="anthropic"):
+                return await self._structured(base, request, fmt)
 
         with sdk_errors(anthropic, "anthropic", server="anthropic"):
             return await run_tool_loop(request, on_delta, body=base,
                                        messages=api_messages(request.messages, vision=caps.vision),
                                        tools=tools, no_tools={"type": "none"}, ask=self._call,
                                        tool_messages=_tool_results, provider=self.name)  # fmt: skip
+
+    async def _structured(self, base: dict[str, Any], request: LLMRequest, fmt: ResponseFormat) -> LLMResponse:
+        """The answer as one forced call of a tool whose input schema is the format's: the Messages
+        API's way to a JSON answer of a schema. The text is the call's input as JSON; a model that
+        answers in text anyway (or is cut off before the call) gives its text, for the tolerant parser."""
+        caps = self.config.capabilities
+        tool = {"name": fmt.name, "description": fmt.description or f"Give the answer as {fmt.name}.",
+                "input_schema": dict(fmt.schema)}  # fmt: skip
+        message = await self.client.messages.create(
+            **base, messages=api_messages(request.messages, vision=caps.vision), tools=[tool],
+            tool_choice={"type": "tool", "name": fmt.name})  # fmt: skip
+        answer = _answer(message)
+        called = next((b for b in message.content if getattr(b, "type", "") == "tool_use" and b.name == fmt.name),
+                      None)  # fmt: skip
+        text = json.dumps(called.input, ensure_ascii=False) if called is not None else answer.text
+        stop = "end_turn" if message.stop_reason == "tool_use" else (message.stop_reason or "")
+        return LLMResponse(text=text, model=answer.model, input_tokens=answer.input_tokens,
+                           output_tokens=answer.output_tokens, cache_read_tokens=answer.cache_read_tokens,
+                           cache_write_tokens=answer.cache_write_tokens, stop_reason=stop,
+                           provider=self.name)  # fmt: skip
 
     async def _call(self, kwargs: dict[str, Any], on_delta: DeltaCallback | None) -> Answer:
         if on_delta is None:

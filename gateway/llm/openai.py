@@ -7,6 +7,10 @@ and connection errors are the SDK's (exponential backoff, ``Retry-After`` honour
 Tools: streamed tool-call deltas are assembled by their ``index``; each round's calls are answered with
 ``tool`` messages from ``request.run_tool`` and the model asked again, in the loop the Anthropic provider
 runs too (``tool_loop``).
+
+Structured output: a request with a ``response_format`` sends it as ``response_format: json_schema``
+(not strict). A server that refuses it (400) is not asked again for the provider's lifetime: the call is
+repeated without it and the stages parse the text (``gateway.memory.background.model_output``).
 """
 
 from __future__ import annotations
@@ -24,7 +28,15 @@ from gateway.config import LLMConfig
 from gateway.llm.base import NO_VISION_NOTE, DeltaCallback, LLMError, sdk_errors
 from gateway.llm.tool_loop import Answer, emit, run_tool_loop
 from gateway.turn.budget import render_section
-from gateway.types import HistoryMessage, ImagePart, LLMRequest, LLMResponse, ToolCall, ToolResult
+from gateway.types import (
+    HistoryMessage,
+    ImagePart,
+    LLMRequest,
+    LLMResponse,
+    ResponseFormat,
+    ToolCall,
+    ToolResult,
+)
 
 log = logging.getLogger("kith.llm.openai")
 
@@ -66,6 +78,15 @@ def api_messages(request: LLMRequest, *, vision: bool) -> list[dict[str, Any]]:
 def tool_params(request: LLMRequest) -> list[dict[str, Any]]:
     return [{"type": "function", "function": {"name": t.name, "description": t.description,
                                               "parameters": dict(t.input_schema)}} for t in request.tools]
+
+
+def response_format(fmt: ResponseFormat) -> dict[str, Any]:
+    """The ``response_format`` body field. Not ``strict``: strict mode wants every property required
+    and no free-form maps, and the stages validate what they get anyway."""
+    schema: dict[str, Any] = {"name": fmt.name, "schema": dict(fmt.schema), "strict": False}
+    if fmt.description:
+        schema["description"] = fmt.description
+    return {"type": "json_schema", "json_schema": schema}
 
 
 def _arguments(raw: str) -> dict[str, Any]:
@@ -119,6 +140,7 @@ class OpenAIProvider:
 
     def __init__(self, config: LLMConfig) -> None:
         self.config = config
+        self.no_structured_output = False  # set once the server refused a response_format
         # Local servers (Ollama, llama.cpp) need no key, but the SDK insists on one.
         key = config.api_key.get_secret_value() if config.api_key else "unused"
         self.client = openai.AsyncOpenAI(
@@ -137,7 +159,11 @@ class OpenAIProvider:
         base: dict[str, Any] = {"model": request.model or self.config.model,
                                 "max_tokens": request.max_tokens or self.config.max_tokens}
         tools = tool_params(request) if request.run_tool is not None and caps.tools and request.tools else []
-
+        structured = (request.response_format is not None and caps.structured_output and not tools
+                      and not self.no_structured_output)  # fmt: skip
+        if structured:
+            assert request.response_format is not None
+            base["response_format"] = response_format(request.response_format)
         try:
             with sdk_errors(openai, "openai", server="the model server", unreachable=(httpx.TransportError,)):
                 return await run_tool_loop(request, on_delta, body=base,
@@ -146,6 +172,15 @@ class OpenAIProvider:
                                            tool_messages=_tool_messages, provider=self.name)  # fmt: skip
         except (ValueError, KeyError, TypeError) as exc:  # not the OpenAI wire format
             raise LLMError(f"the model server sent an answer kith cannot read: {exc!r}") from exc
+        except LLMError as exc:
+            if not structured or not isinstance(exc.__cause__, openai.BadRequestError):
+                raise
+            # A server that does not know response_format (or this schema) says 400: the stages parse
+            # text as well, so this provider stops asking and the call is made again without it.
+            self.no_structured_output = True
+            log.warning("%s refused a JSON-schema answer (%s); asking for text from now on", self.config.base_url
+                        or "the model server", exc)  # fmt: skip
+            return await self.complete(request, on_delta)
 
     async def _ask(self, kwargs: dict[str, Any], on_delta: DeltaCallback | None) -> Answer:
         parsed = await (self._stream(kwargs, on_delta) if on_delta is not None else self._whole(kwargs))

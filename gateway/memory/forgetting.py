@@ -319,6 +319,7 @@ async def _apply(gateway: Services, user_id: str, lines: list[LineMatch], facts:
     paths = [f["path"] for f in files]
     points = await _reindex(gateway, user_id, paths, query)
     await gateway.hooks.memory_edited(gateway, user_id=user_id, paths=paths)
+    await _scrub(gateway, turns=bool(record["turns"]), points=points)
     await asyncio.to_thread(forget_undo.expire, store.root)
     n_lines = sum(len(f["removed"]) for f in files)
     log.info("forget %s for %s by %s: %d lines in %d files, %d facts, %d index points", forget_id, user_id, actor,
@@ -334,6 +335,20 @@ async def _apply(gateway: Services, user_id: str, lines: list[LineMatch], facts:
 
 def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
+
+
+async def _scrub(gateway: Services, *, turns: bool, points: int) -> None:
+    """No copy of what was forgotten outside the undo record, as ``kith users delete`` leaves none of a
+    person (issue 28): the transcript's full-text segments merged and the freed pages overwritten, the
+    index files rewritten without the deleted points. A failure here is logged: the forget itself is
+    done (the text is gone from every file, row and search), only bytes on disk may remain."""
+    try:
+        if turns:
+            await asyncio.to_thread(gateway.state.people.scrub, merge_search=True)
+        if points and gateway.memory is not None and not gateway.memory.detached:
+            await gateway.memory.compact()
+    except Exception:
+        log.exception("forget: the database or index files were not rewritten; the next forget retries")
 
 
 async def forget(gateway: Services, user_id: str, *, text: str | None = None, ref: str | None = None, actor: str,

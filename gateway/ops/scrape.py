@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 
+from gateway.ops.memory_jobs import health_of_memory_jobs
 from gateway.supervisor import AdapterState
 from gateway.turn.writefailures import write_failures
 from gateway.util.diskspace import free_bytes
@@ -122,8 +123,23 @@ async def _host(gw: Services) -> list[Metric]:
     ]
 
 
+async def _memory_jobs(gw: Services) -> list[Metric]:
+    """The memory pipeline's state (issue 28), as ``/healthz`` and ``kith doctor`` read it."""
+    body = await health_of_memory_jobs(gw)
+    if not body or "error" in body:
+        raise RuntimeError(str(body.get("error", "no job bus")))
+    dead = GaugeMetricFamily("kith_memory_jobs_dead", "Dead-lettered memory jobs by job name", labels=("job",))
+    failing = GaugeMetricFamily("kith_memory_jobs_failing", "Memory jobs failing again and again, still retried",
+                                labels=("job",))  # fmt: skip
+    for name, n in sorted(body["dead_by_job"].items()):
+        dead.add_metric((name,), n)
+    for name, n in sorted(body["failing_by_job"].items()):
+        failing.add_metric((name,), n)
+    return [dead, failing]
+
+
 async def render_levels(gw: Services) -> bytes:
-    parts = {"jobs": _jobs, "index": _index, "disk": _disk, "host": _host}
+    parts = {"jobs": _jobs, "index": _index, "disk": _disk, "host": _host, "memory_jobs": _memory_jobs}
     results = await asyncio.gather(*(asyncio.wait_for(f(gw), PART_TIMEOUT_S) for f in parts.values()),
                                    return_exceptions=True)
     families: list[Metric] = []

@@ -293,7 +293,7 @@ class PeopleStore(Protocol):
     def erase_user(self, user_id: str) -> dict[str, int]: ...  # rows deleted per table; nothing left in the file
     def restore(self, user_id: str, rows: dict[str, list[dict[str, Any]]], *,
                 session_ids: dict[str, str]) -> dict[str, int]: ...  # fmt: skip
-    def scrub(self) -> None: ...
+    def scrub(self, *, merge_search: bool = False) -> None: ...
     def summaries(self) -> dict[str, dict[str, Any]]: ...  # per user: last_seen, sessions, turns, facts, persona
 
 

@@ -7,7 +7,9 @@ for one kind of request (``kind``: a chat ``turn`` by default, or a background s
 With nothing queued for its kind it answers deterministically from the request, so tests can assert on
 what the model received (``requests`` keeps every request body). Requests are checked the way the real API checks
 them where a client bug would show: ``tool_use`` blocks need ``tools``, and every ``tool_use`` must be
-answered by a ``tool_result`` with its id at the start of the next user message.
+answered by a ``tool_result`` with its id at the start of the next user message. A request forcing a
+tool (``tool_choice: {"type": "tool"}``, structured output) gets a scripted JSON object as that tool's
+input.
 """
 
 from __future__ import annotations
@@ -190,6 +192,17 @@ class FakeAnthropic:
         else:
             queued = self.script(self.kind_of(body))
             scripted = queued.popleft() if queued else Scripted(text=self._default_text(body))
+        forced = body.get("tool_choice") or {}
+        if forced.get("type") == "tool" and not scripted.tool_uses and scripted.status == 200:
+            # A forced tool (structured output): a model must call it, so a scripted JSON object is
+            # its input; anything else stays text, as a model that cannot comply would answer.
+            try:
+                given = json.loads(scripted.text)
+            except ValueError:
+                given = None
+            if isinstance(given, dict):
+                scripted = Scripted(delay_s=scripted.delay_s, tool_uses=[
+                    {"id": f"toolu_fake_{len(self.requests)}", "name": forced["name"], "input": given}])
         delay = scripted.delay_s or self.default_delay_s
         if delay:
             await asyncio.sleep(delay)

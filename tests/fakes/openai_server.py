@@ -38,6 +38,7 @@ class Scripted:
     retry_after: str = ""
     tool_calls: list[dict[str, Any]] = field(default_factory=list)  # [{"id", "name", "arguments"}]
     delay_s: float = 0.0
+    finish_reason: str = ""  # "" = "tool_calls" or "stop"; "length" = cut off at the token limit
 
 
 @dataclass
@@ -50,6 +51,8 @@ class FakeOpenAI(FakeServer):
     models: list[str] = field(default_factory=lambda: ["fake-gpt", "fake-mini", "whisper-1"])
     api_key: str = API_KEY  # "" accepts any key (a local server without auth)
     name: str = "fake-openai"  # tells two fakes apart in default answers
+    in_flight: int = 0  # chat requests being answered now (a slow answer, a stream)
+    refuse_response_format: bool = False  # a server that answers 400 to ``response_format`` (older local ones)
 
     @property
     def url(self) -> str:
@@ -60,8 +63,8 @@ class FakeOpenAI(FakeServer):
         """The answers queued for ``kind`` (tests/fakes/kinds.py)."""
         return self.scripts.setdefault(check_kind(kind), deque())
 
-    def enqueue(self, text: str, *, delay_s: float = 0.0, kind: str = TURN) -> None:
-        self.script(kind).append(Scripted(text=text, delay_s=delay_s))
+    def enqueue(self, text: str, *, delay_s: float = 0.0, kind: str = TURN, finish_reason: str = "") -> None:
+        self.script(kind).append(Scripted(text=text, delay_s=delay_s, finish_reason=finish_reason))
 
     def enqueue_error(self, status: int, *, retry_after: str = "", kind: str = TURN) -> None:
         self.script(kind).append(Scripted(status=status, retry_after=retry_after))
@@ -163,6 +166,13 @@ class FakeOpenAI(FakeServer):
         return web.json_response({"text": self.transcript_text})
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
+        self.in_flight += 1
+        try:
+            return await self._chat(request)
+        finally:
+            self.in_flight -= 1
+
+    async def _chat(self, request: web.Request) -> web.StreamResponse:
         if not self._authorised(request):
             return self._error(401, "Incorrect API key provided", "invalid_api_key")
         try:
@@ -170,6 +180,8 @@ class FakeOpenAI(FakeServer):
         except ValueError:
             return self._error(400, "We could not parse the JSON body of your request.")
         problem = self._check(body)
+        if self.refuse_response_format and "response_format" in body:
+            problem = "Unrecognized request argument supplied: response_format"
         if problem:
             return self._error(400, problem)
         self.requests.append(body)
@@ -187,7 +199,7 @@ class FakeOpenAI(FakeServer):
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": completion_tokens,
                  "total_tokens": prompt_tokens + completion_tokens,
                  "prompt_tokens_details": {"cached_tokens": 0}}
-        finish = "tool_calls" if scripted.tool_calls else "stop"
+        finish = scripted.finish_reason or ("tool_calls" if scripted.tool_calls else "stop")
         ident, created, model = f"chatcmpl-fake{len(self.requests)}", int(time.time()), body["model"]
         if not body.get("stream"):
             message: dict[str, Any] = {"role": "assistant", "content": text or None}

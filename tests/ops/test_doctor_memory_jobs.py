@@ -83,6 +83,12 @@ async def test_doctor_and_healthz_show_a_dead_lettered_writer_job(
     assert body["status"] == "degraded"
     assert body["memory_jobs"]["dead"] == 1 and body["memory_jobs"]["dead_by_job"] == {"memory_writer": 1}
     assert any("memory job(s) dead-lettered" in p for p in body["degraded"])
+    # /metrics has the same state, per job.
+    from gateway.ops.scrape import render_levels
+
+    metrics = (await render_levels(gw)).decode()
+    assert 'kith_memory_jobs_dead{job="memory_writer"} 1.0' in metrics
+    assert 'kith_scrape_errors{part="memory_jobs"} 0.0' in metrics
 
     # Retried by the operator and answered well this time: the warning goes.
     fake_anthropic.responders.clear()

@@ -18,6 +18,7 @@ from pydantic import ConfigDict, Field
 from gateway.hookspecs import hookimpl
 from gateway.http import openapi
 from gateway.http.api import (
+    attention,
     curation,
     explain,
     facts,
@@ -104,7 +105,7 @@ def served() -> list[Route]:
     """Every /api route the host serves itself."""
     return [*me.ROUTES, *sessions.ROUTES, *files.ROUTES, *facts.ROUTES, *recall.ROUTES, *curation.ROUTES,
             *turns.ROUTES, *explain.ROUTES, *operator.ROUTES, *index.ROUTES, *uploads.ROUTES, *schedule.ROUTES,
-            *hygiene.ROUTES, OPENAPI]  # fmt: skip
+            *hygiene.ROUTES, *attention.ROUTES, OPENAPI]  # fmt: skip
 
 
 @hookimpl(tryfirst=True)

@@ -10,19 +10,27 @@ are summarised with a personal-assistant prompt. Driven by code (the ``memory.co
 2. records the compacted prefix (``compactions`` table): the live history then starts after it and
    the summary rides along as a context section. The transcript itself keeps every turn.
 
-A rerun after a crash is harmless: a compaction never moves backwards, and the file is replaced.
+A rerun after a crash is harmless: a compaction never moves backwards, and the file is replaced. The
+replacement keeps a pre-run copy with a run record in ``WORKING.md.audit.jsonl`` (so it can be undone,
+like every file a model's answer changes), and the answer's instruction-shaped lines are quarantined.
 """
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import uuid
 from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
 from gateway.config import MemoryConfig, SessionsConfig
 from gateway.memory.background.ask import ask
+from gateway.memory.background.writer import TRUNCATED
+from gateway.memory.background.writer_ops import audited_write
 from gateway.memory.files import working
+from gateway.memory.files.poison import Provenance
+from gateway.memory.files.quarantine import filter_text
 from gateway.memory.files.store import MemoryStore
 from gateway.state import State
 from gateway.turn.budget import estimate_tokens, truncate_to_tokens
@@ -98,9 +106,20 @@ async def compact(
     summary = response.text.strip()
     if not summary:
         raise ValueError("the model returned an empty compaction summary")  # retried by the bus
+    if response.stop_reason in TRUNCATED:  # the note would end mid-way and the prefix move past it
+        raise ValueError("the compaction summary was cut off at the token limit")
     now = datetime.now(UTC)
-    working.write(root, summary, now=now, ttl_days=memory.working_ttl_days, max_tokens=memory.working_max_tokens,
-                  source=SOURCE)
+    # The model's answer is untrusted: instruction-shaped lines go to the quarantine, not into a
+    # note every later session starts from.
+    prov = Provenance(source_type=SOURCE, source_ref=f"compaction:{session_id}:{older[-1].seq}", trust="derived")
+    summary = (await asyncio.to_thread(filter_text, root, summary, prov)).strip()
+    if not summary:
+        raise ValueError("every line of the compaction summary was quarantined")
+    text = working.render(summary, now=now, ttl_days=memory.working_ttl_days, max_tokens=memory.working_max_tokens)
+    # Replacing the note replaces what the previous one said: its pre-run copy and a run record make
+    # the replacement undoable (``kith memory rollback --file WORKING.md``), as for every model write.
+    await asyncio.to_thread(audited_write, root, working.FILE, text, run_id=f"compaction-{uuid.uuid4().hex[:12]}",
+                            source=SOURCE, message_id=prov.source_ref, trust=prov.trust)  # fmt: skip
     state.compactions.advance(session_id, upto_seq=older[-1].seq,
                               summary=truncate_to_tokens(summary, memory.working_max_tokens), at=now)  # fmt: skip
     log.info("compacted %d turns of session %s into working memory (%d tokens)", len(older), session_id[:8],

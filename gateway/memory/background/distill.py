@@ -10,7 +10,9 @@
 
 Model output is untrusted: lines the poisoning guard flags go to ``QUARANTINE.jsonl``, and an empty
 or oversize answer (over 4x the tier's budget) is refused, leaving the previous file in place.
-Files are rewritten only when their content changed. Tokens are estimated as characters / 4.
+Files are rewritten only when their content changed. A model tier's rewrite keeps the file it replaces
+(a pre-run copy and a run record in ``<file>.audit.jsonl``), so what the model dropped can be restored
+(``kith memory rollback --file MEMORY_LONG.md``). Tokens are estimated as characters / 4.
 """
 
 from __future__ import annotations
@@ -18,12 +20,15 @@ from __future__ import annotations
 import asyncio
 import logging
 import re
+import uuid
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any, Literal
 
 from gateway.memory.background.ask import ask
 from gateway.memory.background.settings import DistillConfig
+from gateway.memory.background.writer import TRUNCATED
+from gateway.memory.background.writer_ops import audited_write
 from gateway.memory.files.poison import Provenance
 from gateway.memory.files.quarantine import filter_text
 
@@ -108,9 +113,14 @@ def _is_heading(line: str) -> bool:
     return line.startswith("#") and " " in line and set(line[: line.index(" ")]) == {"#"}
 
 
-def _write_if_changed(store: Any, rel: str, text: str, source: str) -> bool:
+def _write_if_changed(store: Any, rel: str, text: str, source: str, *, run_id: str = "") -> bool:
+    """``run_id``: a model wrote ``text``, so the file it replaces is kept (a pre-run copy and a run
+    record in its audit) and the run can be undone; the no-model short tier is rebuilt from the
+    session files, which stay, and needs no copy."""
     if store.exists(rel) and _strip_generated(store.read(rel)) == _strip_generated(text):
         return False
+    if run_id:
+        return audited_write(store, rel, text, run_id=run_id, source=source, trust="derived")
     store.write(rel, text, source=source)
     return True
 
@@ -156,9 +166,12 @@ async def run_tier(
     limit = tcfg.budget_tokens * CHARS_PER_TOKEN * 4
     if not body or len(body) > limit:
         raise DistillOutputError(f"{tier} digest of {len(body)} characters refused (empty or over {limit})")
+    if response.stop_reason in TRUNCATED:
+        raise DistillOutputError(f"{tier} digest cut off at the token limit; the old file stays")
     prov = Provenance(source_type=source, source_ref=f"{source}:{now:%Y-%m-%d}", trust="derived")
     body = await asyncio.to_thread(filter_text, store, body, prov)
     title = "Mid-term memory" if tier == "mid" else "Long-term memory"
     text = f"# {title}\n\n<!-- kith:distill tier={tier} generated={now:%Y-%m-%d %H:%M} UTC -->\n\n{body}\n"
-    changed = await asyncio.to_thread(_write_if_changed, store, rel, text, source)
+    run_id = f"{source}-{now:%Y%m%d%H%M}-{uuid.uuid4().hex[:6]}"
+    changed = await asyncio.to_thread(_write_if_changed, store, rel, text, source, run_id=run_id)
     return DistillResult(tier=tier, status="written" if changed else "unchanged", file=rel, chars=len(text))

@@ -1,6 +1,7 @@
 """Parsing model output for background memory, without ever raising on what the model wrote.
 
-Two formats, both "labelled sections" because a cut-off reply then still yields its first parts:
+Two answers, each as labelled sections (a cut-off reply then still yields its first parts) or, where
+the provider enforces structured output, as one JSON object of ``schemas`` (``json_answer``):
 
 * nightly extraction: ``MEMORIES:`` (bullets), ``FACTS:`` (JSON list of triples), ``TOPICS:``
   (JSON map topic -> weight);
@@ -195,10 +196,16 @@ def _topics(body: str, errors: list[str]) -> dict[str, float]:
     data = load_json(body, "TOPICS", errors)
     if data == [] and "{" in body:  # a cut-off map has no inner objects to salvage: take its pairs
         data = {k: float(v) for k, v in _PAIR.findall(body)}
-    if isinstance(data, list):  # a bare list of names, or salvaged fragments of a map
+    return _topic_map(data, errors)
+
+
+def _topic_map(data: Any, errors: list[str]) -> dict[str, float]:
+    if isinstance(data, list):  # a bare list of names, salvaged fragments of a map, or {topic, weight}s
         merged: dict[str, Any] = {}
         for item in data:
-            if isinstance(item, dict):
+            if isinstance(item, dict) and set(item) >= {"topic", "weight"}:
+                merged[str(item["topic"])] = item["weight"]
+            elif isinstance(item, dict):
                 merged.update(item)
             elif _text(item, 80):
                 merged[str(item)] = 1.0
@@ -218,12 +225,35 @@ def _topics(body: str, errors: list[str]) -> dict[str, float]:
     return out
 
 
-def parse_extraction(text: Any) -> Extraction:
-    """Nightly extraction output -> typed result. Never raises."""
+def json_answer(text: Any, keys: tuple[str, ...]) -> dict[str, Any] | None:
+    """A structured-output answer (``schemas``): a whole JSON object holding one of ``keys``, in a
+    code fence or not. None for anything else, which the labelled-sections parser then reads."""
+    if not isinstance(text, str) or len(text) > MAX_INPUT_CHARS:
+        return None
+    body = _FENCE.sub("", text).strip()
+    if not body.startswith("{"):
+        return None
+    try:
+        data, end = json.JSONDecoder().raw_decode(body)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not any(k in data for k in keys) or body[end:].strip():
+        return None
+    return data
+
+
+def _extraction_json(data: dict[str, Any]) -> Extraction:
     errors: list[str] = []
-    sections, truncated = split_sections(text, ("MEMORIES", "FACTS", "TOPICS"), errors)
-    memories = _memories(sections.get("MEMORIES", ""), errors)
-    data = load_json(sections["FACTS"], "FACTS", errors) if "FACTS" in sections else None
+    raw = data.get("memories")
+    items = [x for x in raw if isinstance(x, str)] if isinstance(raw, list) else []
+    if isinstance(raw, list) and len(items) != len(raw):
+        errors.append("memories: entries that are not text dropped")
+    return _extraction(_memories("\n".join(items), errors), data.get("facts"), _topic_map(data.get("topics"), errors),
+                       errors, truncated=False)  # fmt: skip
+
+
+def _extraction(memories: list[str], data: Any, topics: dict[str, float], errors: list[str], *,
+                truncated: bool) -> Extraction:  # fmt: skip
     if isinstance(data, dict):
         data = data.get("facts", [data])
     if data is not None and not isinstance(data, list):
@@ -237,10 +267,22 @@ def parse_extraction(text: Any) -> Extraction:
         fact = _fact(raw, i, errors)
         if fact is not None and fact not in facts:
             facts.append(fact)
-    topics = _topics(sections["TOPICS"], errors) if "TOPICS" in sections else {}
     return Extraction(
         memories=tuple(memories), facts=tuple(facts), topics=topics, errors=tuple(errors), truncated=truncated
     )
+
+
+def parse_extraction(text: Any) -> Extraction:
+    """Nightly extraction output (structured JSON or labelled sections) -> typed result. Never raises."""
+    structured = json_answer(text, ("memories", "facts"))
+    if structured is not None:
+        return _extraction_json(structured)
+    errors: list[str] = []
+    sections, truncated = split_sections(text, ("MEMORIES", "FACTS", "TOPICS"), errors)
+    memories = _memories(sections.get("MEMORIES", ""), errors)
+    data = load_json(sections["FACTS"], "FACTS", errors) if "FACTS" in sections else None
+    topics = _topics(sections["TOPICS"], errors) if "TOPICS" in sections else {}
+    return _extraction(memories, data, topics, errors, truncated=truncated)
 
 
 def _slugify(text: str) -> str:
@@ -288,8 +330,19 @@ def _files(data: Any, name: str, errors: list[str], *, people: bool) -> list[Fil
 
 
 def parse_writer_output(text: Any) -> WriterOutput:
-    """Memory-writer output -> typed result. Never raises."""
-    errors: list[str] = []
+    """Memory-writer output (structured JSON or labelled sections) -> typed result. Never raises."""
+    structured = json_answer(text, ("summary",))
+    if structured is not None:
+        errors: list[str] = []
+        summary = structured.get("summary")
+        summary = summary.strip() if isinstance(summary, str) else ""
+        if len(summary) > MAX_FILE_CHARS:
+            errors.append(f"summary: cut to {MAX_FILE_CHARS} characters")
+            summary = summary[:MAX_FILE_CHARS]
+        people = _files(structured.get("people"), "PEOPLE", errors, people=True)
+        topics = _files(structured.get("topics"), "TOPICS", errors, people=False)
+        return WriterOutput(summary=summary, people=tuple(people), topics=tuple(topics), errors=tuple(errors))
+    errors = []
     sections, truncated = split_sections(text, ("SUMMARY", "PEOPLE", "TOPICS"), errors)
     summary = sections.get("SUMMARY", "")
     if len(summary) > MAX_FILE_CHARS:

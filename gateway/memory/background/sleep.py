@@ -5,7 +5,8 @@ Stages, each recorded in ``bg_sleep_runs`` so a retry resumes instead of repeati
 1. **extract**: the turns since the scope's watermark and before the night's instant, fitted into a
    character budget (``daybook``), go to the model in one structured call (MEMORIES / FACTS /
    TOPICS). The raw answer is stored with the batch boundary. Model unavailable or output unusable
-   (nothing parseable, over the size cap): the job raises, nothing is stored or written, and the bus
+   (nothing parseable, over the size cap, cut off at the token limit): the job raises, nothing is
+   stored or written, and the bus
    retries it; the watermark has not moved, so a later night still covers these turns.
 2. **apply**: accepted memory lines go to ``memories/<day>.md`` under a ``## Night of <slot>`` block
    (written once: a block already in the file is not written again; lines already in the file are
@@ -28,11 +29,13 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, tzinfo
 from typing import Any, Literal
 
+from gateway.memory.background import schemas
 from gateway.memory.background.ask import ask
 from gateway.memory.background.daybook import DayBook, gather, read_turns
 from gateway.memory.background.model_output import Extraction, load_json, parse_extraction
 from gateway.memory.background.retention_cutoff import local_today
 from gateway.memory.background.settings import RailsConfig, SleepConfig
+from gateway.memory.background.writer import TRUNCATED
 from gateway.memory.curation import Rails, curate
 from gateway.memory.curation import audit as curation_audit
 from gateway.memory.files.poison import MemoryLine, Provenance, Quarantined, screen_text
@@ -128,7 +131,12 @@ async def _extract(
     profile = await asyncio.to_thread(_read, store, "USER.md") if scope.self_id else ""
     system = EXTRACT_SYSTEM.replace("{predicates}", ", ".join(SUGGESTED))
     response = await ask(provider, source=SOURCE, system=system, prompt=_prompt(book, scope, profile),
-                         role=cfg.backend, max_tokens=cfg.max_tokens)  # fmt: skip
+                         role=cfg.backend, max_tokens=cfg.max_tokens, schema=schemas.EXTRACTION)  # fmt: skip
+    if response.stop_reason in TRUNCATED:
+        # The answer stops at the token limit: what it did not get to would be lost for good once the
+        # watermark moved past these turns, so nothing is taken from it and the job is retried.
+        raise ExtractionError(f"extraction for {scope.key} {slot} was cut off at the token limit "
+                              f"(background.sleep.max_tokens {cfg.max_tokens})")  # fmt: skip
     parsed = parse_extraction(response.text)
     if parsed.truncated or (parsed.empty and parsed.errors):
         raise ExtractionError(f"unusable extraction for {scope.key} {slot}: {'; '.join(parsed.errors)[:500]}")
@@ -240,7 +248,7 @@ async def curate_profile(
     try:
         system = CURATE_SYSTEM.replace("{pattern_sections}", ", ".join(PATTERN_SECTIONS))
         response = await ask(provider, source="curation", system=system, prompt=prompt,
-                             role=cfg.curation_backend, max_tokens=cfg.max_tokens)  # fmt: skip
+                             role=cfg.curation_backend, max_tokens=cfg.max_tokens, schema=schemas.CURATION)  # fmt: skip
     except Exception as exc:  # the night's memories stand; the next night curates again
         log.warning("sleep cycle %s: curation skipped, model call failed: %s", scope.key, exc)
         return f"skipped: {exc}"[:200]

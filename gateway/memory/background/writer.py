@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import Any, Literal
 
-from gateway.memory.background import writer_ops
+from gateway.memory.background import schemas, writer_ops
 from gateway.memory.background.ask import ask
 from gateway.memory.background.daybook import TurnRow
 from gateway.memory.background.model_output import FileUpdate, parse_writer_output
@@ -319,7 +319,7 @@ async def run_writer(
     prompt = build_prompt(rows, tz, _body(existing), {**people, **named}, list(plan.notes.values()),
                           [t for t in topics if t not in shown_topics])  # fmt: skip
     response = await ask(provider, source=SOURCE, system=SYSTEM, prompt=prompt, role=settings.backend,
-                         max_tokens=settings.max_tokens)  # fmt: skip
+                         max_tokens=settings.max_tokens, schema=schemas.WRITER)  # fmt: skip
     out = parse_writer_output(response.text)
     errors = list(out.errors)
     if response.stop_reason in TRUNCATED:

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any
 
+from gateway.memory.background import schemas
 from gateway.memory.background.model_output import load_json
 from gateway.memory.files import poison
 from gateway.memory.files.errors import MemoryStoreError
@@ -98,7 +99,7 @@ def prompt(files: list[Shown], today: date, stale_days: int) -> str:
 def request(backend: str, text: str, max_tokens: int = 2000) -> LLMRequest:
     system = ContextSection(source="memory.hygiene", title="Memory hygiene", text=INSTRUCTIONS, priority=100)
     return LLMRequest(system=(system,), messages=(HistoryMessage(role="user", content=text),), max_tokens=max_tokens,
-                      role=backend, stream=False, metadata={"job": "memory_hygiene"})
+                      role=backend, stream=False, metadata={"job": "memory_hygiene"}, response_format=schemas.HYGIENE)
 
 
 def _sha(text: str) -> str:

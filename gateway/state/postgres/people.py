@@ -33,9 +33,12 @@ class PostgresPeople(People):
     def _after_erase(self) -> None:
         """Nothing: the full-text index follows the deleted rows (a vacuum reclaims its entries)."""
 
-    def scrub(self) -> None:
-        """Nothing to do: there is no write-ahead log file of kith's to truncate, and ``erase_user``
-        has vacuumed the tables it deleted from."""
+    def scrub(self, *, merge_search: bool = False) -> None:
+        """No write-ahead log file of kith's to truncate, and ``erase_user`` has vacuumed the tables it
+        deleted from. ``merge_search`` (rewritten transcript rows, a forget): vacuum ``turns``, whose
+        old row versions hold the old text until then."""
+        if merge_search:
+            self._vacuum(["turns"])
 
     def _vacuum(self, tables: list[str]) -> None:
         # VACUUM cannot run inside a transaction: called within an outer tx(), autovacuum does it later.

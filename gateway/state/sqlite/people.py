@@ -50,10 +50,21 @@ class SqlitePeople(People):
         for fts in sorted(self.fts_tables()):
             self._db.run(f"INSERT INTO {quote(fts)}({quote(fts)}) VALUES ('optimize')")
 
-    def scrub(self) -> None:
+    def scrub(self, *, merge_search: bool = False) -> None:
         """Copy the write-ahead log into the file and truncate it: the old page images (with deleted
-        text) go. Another process reading at this moment keeps some frames; the next scrub gets them."""
+        text) go. Another process reading at this moment keeps some frames; the next scrub gets them.
+        ``merge_search``: first merge the full-text indexes' segments (rewritten rows leave their old
+        terms there until then), overwriting the pages they free (a forget, ``gateway.memory.forgetting``)."""
         with self._sqlite.lock:
+            if merge_search:
+                conn = self._sqlite.conn
+                before = conn.execute("PRAGMA secure_delete").fetchone()[0]
+                conn.execute("PRAGMA secure_delete=ON")
+                try:
+                    for fts in sorted(self.fts_tables()):
+                        self._db.run(f"INSERT INTO {quote(fts)}({quote(fts)}) VALUES ('optimize')")
+                finally:
+                    conn.execute(f"PRAGMA secure_delete={int(before)}")
             try:
                 self._sqlite.conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
             except sqlite3.Error as exc:

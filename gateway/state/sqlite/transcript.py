@@ -3,6 +3,7 @@ remove_diacritics 2``: case and diacritics folded, no stemming), kept from ``tur
 
 from __future__ import annotations
 
+from gateway.state.sqlite.database import SqliteDatabase
 from gateway.state.stores.transcript import Turns
 from gateway.state.words import query_words
 
@@ -37,3 +38,16 @@ class SqliteTurns(Turns):
             (query, user_id, f"user:{user_id}", limit),
         )
         return [(r[0], r[1]) for r in rows]
+
+    def set_content(self, user_id: str, seq: int, content: str) -> bool:
+        """The old text's pages are overwritten (``secure_delete``): a forget leaves no copy in free
+        pages; ``people.scrub(merge_search=True)`` then drops it from the full-text segments."""
+        db = self._db
+        assert isinstance(db, SqliteDatabase)
+        with db.lock:
+            before = db.conn.execute("PRAGMA secure_delete").fetchone()[0]
+            db.conn.execute("PRAGMA secure_delete=ON")
+            try:
+                return super().set_content(user_id, seq, content)
+            finally:
+                db.conn.execute(f"PRAGMA secure_delete={int(before)}")

@@ -104,8 +104,9 @@ class People(ABC):
         """Delete every row of the person (``erase_rows``) and make it final; rows deleted per table."""
 
     @abstractmethod
-    def scrub(self) -> None:
-        """Drop what the database keeps of deleted rows beside its tables (a write-ahead log)."""
+    def scrub(self, *, merge_search: bool = False) -> None:
+        """Drop what the database keeps of deleted rows beside its tables (a write-ahead log);
+        ``merge_search``: also what its full-text index keeps of rewritten rows (a forget)."""
 
     @abstractmethod
     def _after_erase(self) -> None:

@@ -185,7 +185,8 @@ class Turns(ABC):
         text: case and diacritics folded); the caller checks the exact phrase."""
 
     def set_content(self, user_id: str, seq: int, content: str) -> bool:
-        """Rewrite one row of the person's transcript (the full-text index follows it)."""
+        """Rewrite one row of the person's transcript (the full-text index follows it). The old row
+        version goes at the next ``people.scrub(merge_search=True)``."""
         cur = self._db.run("UPDATE turns SET content=? WHERE seq=? AND user_id=?", (content, seq, user_id))
         return cur.rowcount > 0
 

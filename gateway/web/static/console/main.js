@@ -13,6 +13,7 @@ import { sessionsView, sessionView } from "./sessions.js";
 import { turnView } from "./turn.js";
 import { pairingView } from "./pairing.js";
 import { scheduleView } from "./schedule.js";
+import { attentionView } from "./attention.js";
 
 const VIEWS = {
   files: { label: "Files", render: filesView },
@@ -27,6 +28,7 @@ const VIEWS = {
   turn: { render: turnView, parent: "sessions" },
   schedule: { label: "Schedule", render: scheduleView },
   pairing: { label: "Pairing", render: pairingView, operator: true },
+  attention: { label: "Needs attention", render: attentionView, operator: true },
 };
 
 const viewEl = document.getElementById("view");
