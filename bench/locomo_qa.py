@@ -153,7 +153,7 @@ class Progress:
 
 # ------------------------------------------------------------------------------------------ run
 async def run_qa(args: argparse.Namespace, config: Any) -> dict[str, Any]:
-    from gateway.config import parse_config
+    from gateway.configread import parse_config
     from gateway.llm.provider import make_provider
     from gateway.memory.search.recall_context import hits_section
     from gateway.memory.search.service import MemoryService

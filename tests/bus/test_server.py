@@ -79,7 +79,7 @@ async def test_orphan_of_a_crashed_daemon_is_replaced(tmp_path: Path) -> None:
         import asyncio, sys
         sys.path.insert(0, {str(ROOT)!r})
         from gateway.bus import JobBus
-        from gateway.config import parse_config
+        from gateway.configread import parse_config
         async def main():
             bus = JobBus(parse_config({{"data_dir": {str(config.data_dir)!r}}}, env={{}}))
             await bus.start()

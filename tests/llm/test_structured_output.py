@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from gateway.config import parse_config
+from gateway.configread import parse_config
 from gateway.llm.anthropic import AnthropicProvider
 from gateway.llm.openai import OpenAIProvider
 from gateway.memory.background import schemas

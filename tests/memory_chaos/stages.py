@@ -123,7 +123,7 @@ async def extraction_run(p: Person) -> Any:
 
 
 def night_mark(p: Person) -> int:
-    return p.gw.state.progress.sleep_last_seq(user_scope(p.uid))
+    return p.gw.state.sleep_runs.last_seq(user_scope(p.uid))
 
 
 # ---------------------------------------------------------------------------------- curation
@@ -275,7 +275,7 @@ class Stage:
 
 STAGES: dict[str, Stage] = {s.name: s for s in (
     Stage(name="memory_writer", kind="memory_writer", good=writer_good, bad=writer_bad, run=writer_run,
-          mark=lambda p: p.gw.state.progress.writer_watermark(p.sid), retryable=(LLMError, WriterOutputError)),
+          mark=lambda p: p.gw.state.writer_progress.get(p.sid), retryable=(LLMError, WriterOutputError)),
     Stage(name="extraction", kind="extraction", good=lambda p: EXTRACTION, bad=extraction_bad, run=extraction_run,
           mark=night_mark, retryable=(LLMError, ExtractionError)),
     Stage(name="curation", kind="curation", good=lambda p: CURATION, bad=curation_bad, run=curation_run,

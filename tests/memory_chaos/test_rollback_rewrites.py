@@ -13,7 +13,7 @@ import pytest
 import yaml
 
 from gateway.cli.main import main as kith
-from gateway.config import parse_config
+from gateway.configread import parse_config
 from gateway.llm.anthropic import AnthropicProvider
 from gateway.memory.background.distill import run_tier
 from gateway.memory.background.settings import DistillConfig

@@ -30,7 +30,7 @@ async def test_the_operator_retries_and_discards_dead_memory_jobs(
         if [d for d in await gw.bus.dead() if d.job_id == job]:
             break
         await asyncio.sleep(0.05)
-    assert len(calls) == 5 and gw.state.progress.writer_watermark(sid) == 0
+    assert len(calls) == 5 and gw.state.writer_progress.get(sid) == 0
     # A second dead memory job, of the index, that the operator will discard.
     await gw.bus.redis.xadd(gw.bus.keys.dead("memory.sync"), {
         "id": "sync-dead-1", "name": "memory.sync", "payload": '{"scope": "user:nobody"}', "v": "1", "enq": "0",
@@ -56,8 +56,8 @@ async def test_the_operator_retries_and_discards_dead_memory_jobs(
     await page.wait_for_selector("text=No memory job needs attention", timeout=10_000)
     for _ in range(200):
         await gw.settle()
-        if gw.state.progress.writer_watermark(sid) > 0:
+        if gw.state.writer_progress.get(sid) > 0:
             break
         await asyncio.sleep(0.05)
-    assert gw.state.progress.writer_watermark(sid) > 0
+    assert gw.state.writer_progress.get(sid) > 0
     assert page.kith_errors == []
