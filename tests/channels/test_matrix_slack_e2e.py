@@ -1,0 +1,248 @@
+"""Matrix and Slack end to end, through the real Gateway, loaded as a third party's channels are:
+``plugins.modules`` names the two plugin modules (in production kith's own entry points do), the
+host's access policy reads their sections, /link joins them to Telegram, and the outbox reaches them.
+
+Nothing of kith's is replaced: Telegram runs against its Bot API fake, Matrix against the homeserver
+fake through mautrix, Slack against the Slack fake through slack-sdk (Socket Mode).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytest.importorskip("mautrix")
+pytest.importorskip("slack_sdk")
+
+from gateway.app import Gateway
+from gateway.config import parse_config
+from gateway.schedule.engine import sync_user
+from gateway.state.delivery import DeliveryPrefs
+from tests.channels.rig import FAST, TG_TOKEN, channel_plugins, wait_for
+from tests.fakes.anthropic import API_KEY, FakeAnthropic
+from tests.fakes.matrix_hs import BOT, FakeHomeserver
+from tests.fakes.slack_api import BOT_USER, FakeSlack
+from tests.fakes.telegram_api import FakeTelegram
+from tests.storage import select_rows
+
+MX_TOKEN = "syt_e2e_token"
+SL_BOT, SL_APP = "xoxb-e2e", "xapp-e2e"
+ADA_TG = 1001
+ADA_MX, ADA_MX_DM = "@ada:fake.test", "!ada-dm:fake.test"
+ADA_SL, ADA_SL_DM = "UADA", "DADA"
+
+
+@dataclass
+class Trio:
+    gw: Gateway
+    tg: FakeTelegram
+    mx: FakeHomeserver
+    sl: FakeSlack
+
+    def rows(self, sql: str) -> list[Any]:
+        return select_rows(self.gw.state, sql)
+
+    async def tg_say(self, text: str, user_id: int = ADA_TG) -> None:
+        await self.tg.push(self.tg.make_update(user_id=user_id, text=text))
+
+    async def mx_say(self, text: str, *, room: str = ADA_MX_DM, sender: str = ADA_MX, **content: Any) -> str:
+        return await self.mx.say(room, sender, text, **content)
+
+    async def sl_say(self, text: str, *, user: str = ADA_SL, channel: str = ADA_SL_DM, **extra: Any) -> None:
+        kind = "im" if channel.startswith("D") else "channel"
+        await self.sl.push_event(self.sl.message(user=user, channel=channel, text=text, channel_type=kind, **extra))
+
+
+@pytest.fixture
+async def trio_factory(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[Trio]]]:
+    started: list[tuple[Gateway, list[Any]]] = []
+
+    async def start(*, llm: dict[str, Any] | None = None, access: dict[str, Any] | None = None,
+                    matrix: dict[str, Any] | None = None, slack: dict[str, Any] | None = None) -> Trio:  # fmt: skip
+        tg, mx, sl = FakeTelegram(token=TG_TOKEN), FakeHomeserver(token=MX_TOKEN), FakeSlack(SL_BOT, SL_APP)
+        for fake in (tg, mx, sl):
+            await fake.start()
+        await mx.direct({ADA_MX: [ADA_MX_DM]})
+        allow = access if access is not None else {"dm_policy": "allowlist"}
+        data = {
+            "data_dir": str(tmp_path / "data"), "llm": llm or {"provider": "echo"}, "server": {"port": 0},
+            "plugins": {"entry_points": False, "modules": ["adapters.matrix_config", "adapters.slack_config"]},
+            "channels": {
+                "telegram": {"enabled": True, "token": TG_TOKEN, "base_url": tg.base_url, "poll_timeout_s": 1,
+                             "allow_from": [str(ADA_TG)], **FAST, **allow},
+                "matrix": {"enabled": True, "homeserver": mx.base_url, "access_token": MX_TOKEN, "sync_timeout_s": 1,
+                           "allow_from": [ADA_MX], **FAST, **allow, **(matrix or {})},
+                "slack": {"enabled": True, "bot_token": SL_BOT, "app_token": SL_APP, "api_base": sl.api_base,
+                          "allow_from": [ADA_SL], **FAST, **allow, **(slack or {})},
+            },
+        }  # fmt: skip
+        gw = Gateway(parse_config(data, env={}), plugins=channel_plugins(), entry_points=False)
+        started.append((gw, [tg, mx, sl]))
+        await gw.__aenter__()
+        await wait_for(lambda: all(gw.supervisor.health()[n]["state"] == "running"
+                                   for n in ("telegram", "matrix", "slack")), what="adapters running")  # fmt: skip
+        await asyncio.wait_for(gw.adapters["telegram"].ready.wait(), 10)  # type: ignore[attr-defined]
+        return Trio(gw=gw, tg=tg, mx=mx, sl=sl)
+
+    yield start
+    for gw, fakes in started:
+        await gw.close()
+        for fake in fakes:
+            await fake.close()
+
+
+async def test_dms_round_trip_and_the_plugins_are_kiths_own(trio_factory) -> None:  # type: ignore[no-untyped-def]
+    t: Trio = await trio_factory()
+    await t.mx_say("hello from matrix")
+    await t.sl_say("hello from slack")
+    (mx,) = await t.mx.wait_sent(1)
+    (sl,) = await t.sl.wait_posted(1)
+    assert mx["room"] == ADA_MX_DM and mx["content"]["body"].startswith("echo: hello from matrix")
+    assert sl["channel"] == ADA_SL_DM and sl["text"].startswith("echo: hello from slack")
+    assert t.gw.registrations.channels.plugin_of("matrix") == "adapters.matrix_config"
+    assert t.gw.registrations.channels.plugin_of("slack") == "adapters.slack_config"
+    health = t.gw.supervisor.health()
+    assert health["matrix"]["state"] == health["slack"]["state"] == "running"
+
+
+async def test_strangers_get_a_pairing_code_and_groups_need_allowlist_and_mention(trio_factory) -> None:  # type: ignore[no-untyped-def]
+    t: Trio = await trio_factory(access={"dm_policy": "pairing"}, matrix={"group_allow": ["!team:fake.test"]},
+                                 slack={"group_allow": ["CTEAM"]})
+    await t.mx.invite("!eve-dm:fake.test", "@eve:fake.test", is_direct=True)
+    await wait_for(lambda: "!eve-dm:fake.test" in t.mx.joined, what="the invite joined")
+    await t.mx_say("hi, who are you?", room="!eve-dm:fake.test", sender="@eve:fake.test")
+    await t.sl_say("hi there", user="UEVE", channel="DEVE")
+    (mx_code,) = await t.mx.wait_sent(1)
+    (sl_code,) = await t.sl.wait_posted(1)
+    for said in (mx_code["content"]["body"], sl_code["text"]):
+        assert re.search(r"\b[A-Z2-9]{8}\b", said), said  # the pairing code, and nothing else happened
+    assert t.rows("SELECT COUNT(*) FROM turns")[0][0] == 0
+    # Groups: only allowed rooms, only when addressed (the gating is the host's, the flags the adapters').
+    await t.mx_say("chatter", room="!team:fake.test")
+    await t.mx_say("kith, a question", room="!team:fake.test", **{"m.mentions": {"user_ids": [BOT]}})
+    await t.mx_say("kith, elsewhere", room="!other:fake.test", **{"m.mentions": {"user_ids": [BOT]}})
+    await t.sl_say("chatter", channel="CTEAM")
+    await t.sl_say(f"<@{BOT_USER}> a question", channel="CTEAM")
+    await t.sl_say(f"<@{BOT_USER}> elsewhere", channel="COTHER")
+    sent = await t.mx.wait_sent(2)
+    posted = await t.sl.wait_posted(2)
+    await asyncio.sleep(0.5)  # the refused ones had time to be (wrongly) answered
+    assert len(t.mx.sent) == 2 and len(t.sl.posted) == 2
+    assert "a question" in sent[1]["content"]["body"] and "m.in_reply_to" in sent[1]["content"]["m.relates_to"]
+    assert "a question" in posted[1]["text"] and posted[1]["thread_ts"]
+    keys = {r[0] for r in t.rows("SELECT conversation_key FROM turns")}
+    assert keys == {"matrix:!team:fake.test", "slack:CTEAM"}
+
+
+def _confirm(text: str) -> str:
+    found = re.search(r"/link confirm ([A-Z0-9]{4})\b", text)
+    assert found, text
+    return f"/link confirm {found.group(1)}"
+
+
+async def test_one_person_on_telegram_matrix_and_slack_has_one_memory(trio_factory) -> None:  # type: ignore[no-untyped-def]
+    fake = await FakeAnthropic().start()
+    try:
+        t: Trio = await trio_factory(llm={"provider": "anthropic", "api_key": API_KEY, "base_url": fake.base_url,
+                                          "max_retries": 0})  # fmt: skip
+
+        async def mx_said(n: int) -> str:
+            return str((await t.mx.wait_sent(n))[n - 1]["content"]["body"])
+
+        async def sl_said(n: int) -> str:
+            return str((await t.sl.wait_posted(n))[n - 1]["text"])
+
+        async def sl_link(text: str) -> None:
+            # Slack keeps "/link" for itself: the person types "/kith link ..." (the app's slash command).
+            await t.sl.push_command(user=ADA_SL, text=text.removeprefix("/"))
+
+        for redeem, said in ((t.mx_say, mx_said), (sl_link, sl_said)):
+            n = len(t.tg.sent)
+            await t.tg_say("/link")
+            sent = await t.tg.wait_sent(n + 1)
+            found = re.search(r"link code is ([A-Z0-9-]+)", sent[-1].text)
+            assert found, sent[-1].text
+            await redeem(f"/link {found.group(1).rstrip('.')}")
+            asked = await said(1)
+            told = (await t.tg.wait_sent(n + 2))[-1].text
+            await t.tg_say(_confirm(told))
+            await t.tg.wait_sent(n + 3)
+            await redeem(_confirm(asked))
+            assert "Linked" in await said(2)
+            await t.tg.wait_sent(n + 4)
+        assert len({r[0] for r in t.rows("SELECT user_id FROM identities")}) == 1
+
+        await t.mx_say("Remember this: my cat is called Miso.")
+        await t.mx.wait_sent(3)
+        await t.sl_say("What is my cat called?")
+        await t.sl.wait_posted(3)
+        assert "Miso" in json.dumps(fake.last_turn())  # told on Matrix, asked on Slack
+        await t.tg_say("And what did I ask on Slack?")
+        await t.tg.wait_sent(9)
+        assert "What is my cat called?" in json.dumps(fake.last_turn())
+        assert len({r[0] for r in t.rows("SELECT DISTINCT user_id FROM turns")}) == 1
+    finally:
+        await fake.stop()
+
+
+async def _remind(gw: Gateway, uid: str, rid: str, text: str, seconds: float) -> None:
+    due = (datetime.now(UTC) + timedelta(seconds=seconds)).replace(microsecond=0)
+    store = gw.memory_store(uid)
+    old = store.read("REMINDERS.md") if store.exists("REMINDERS.md") else "# Reminders\n\n"
+    line = (f"- [ ] {due:%Y-%m-%d %H:%M} (UTC) {text} <!-- reminder id={rid} to=websocket:ada-tab "
+            f"due={due:%Y-%m-%dT%H:%M:%SZ} -->\n")
+    store.write("REMINDERS.md", old + line, source="test")
+    await sync_user(gw, uid, ("REMINDERS.md",))
+
+
+async def test_a_reminder_reaches_the_preferred_matrix_then_slack(trio_factory) -> None:  # type: ignore[no-untyped-def]
+    t: Trio = await trio_factory()
+    await t.tg_say("hello")
+    await t.tg.wait_sent(1)
+    ada = t.gw.identities.lookup("telegram", str(ADA_TG))
+    assert ada is not None
+    with t.gw.state.tx():  # her other accounts, linked (as /link would), and a web chat set the reminders
+        for channel, account in (("matrix", ADA_MX), ("slack", ADA_SL), ("websocket", "ada-tab")):
+            t.gw.state.identities.add(channel, account, ada, source="test")
+    await t.mx_say("hi from matrix")  # her one-to-one conversations there, most recent first
+    await t.sl_say("hi from slack")
+    await t.mx.wait_sent(1)
+    await t.sl.wait_posted(1)
+    outbox = t.gw.state.outbox
+    outbox.set_prefs(ada, DeliveryPrefs(preferred_channel="matrix"))
+    await _remind(t.gw, ada, "r0b01", "water the plants", 1)  # the tab is closed: the origin cannot take it
+    sent = await t.mx.wait_sent(2, timeout=20)
+    assert sent[-1]["room"] == ADA_MX_DM and "water the plants" in sent[-1]["content"]["body"]
+    outbox.set_prefs(ada, DeliveryPrefs(preferred_channel="slack"))
+    await _remind(t.gw, ada, "r0b02", "call Sam", 1)
+    posted = await t.sl.wait_posted(2, timeout=20)
+    assert posted[-1]["channel"] == ADA_SL_DM and "call Sam" in posted[-1]["text"]
+    await wait_for(lambda: {e.channel for e in outbox.list_for(ada)} == {"matrix", "slack"}, 20, "recorded")
+    assert len(t.tg.sent) == 1  # Telegram, neither preferred nor the origin, got neither
+
+
+async def test_kith_doctor_checks_the_matrix_and_slack_credentials(tmp_path: Path) -> None:
+    from gateway.ops.doctor import check_channels
+
+    async with FakeHomeserver(token=MX_TOKEN) as mx, FakeSlack(SL_BOT, SL_APP) as sl:
+        def config(mx_token: str, sl_token: str) -> Any:
+            return parse_config({"data_dir": str(tmp_path), "plugins": {
+                "entry_points": False, "modules": ["adapters.matrix_config", "adapters.slack_config"]}, "channels": {
+                "matrix": {"enabled": True, "homeserver": mx.base_url, "access_token": mx_token},
+                "slack": {"enabled": True, "bot_token": sl_token, "app_token": SL_APP, "api_base": sl.api_base}}},
+                env={})  # fmt: skip
+
+        good = {c.name: (c.status, c.detail) for c in await check_channels(config(MX_TOKEN, SL_BOT))}
+        assert good["channel matrix"] == ("ok", f"signed in to {mx.base_url} as {BOT}")
+        assert good["channel slack"] == ("ok", "bot kith in workspace kith-test (socket mode)")
+        bad = {c.name: (c.status, c.detail) for c in await check_channels(config("wrong", "xoxb-wrong"))}
+        assert bad["channel matrix"][0] == "fail" and "refused the access token" in bad["channel matrix"][1]
+        assert bad["channel slack"] == ("fail", "auth.test refused the bot token: invalid_auth")
