@@ -246,3 +246,26 @@ async def test_kith_doctor_checks_the_matrix_and_slack_credentials(tmp_path: Pat
         bad = {c.name: (c.status, c.detail) for c in await check_channels(config("wrong", "xoxb-wrong"))}
         assert bad["channel matrix"][0] == "fail" and "refused the access token" in bad["channel matrix"][1]
         assert bad["channel slack"] == ("fail", "auth.test refused the bot token: invalid_auth")
+
+
+async def test_files_in_reach_the_model_through_the_media_pipeline(trio_factory) -> None:  # type: ignore[no-untyped-def]
+    from tests.channels.test_media_e2e import jpeg, last_user_content, pdf_with
+
+    fake = await FakeAnthropic().start()
+    try:
+        t: Trio = await trio_factory(llm={"provider": "anthropic", "api_key": API_KEY, "base_url": fake.base_url,
+                                          "max_retries": 0})  # fmt: skip
+        photo = jpeg()
+        mxc = t.mx.add_media(photo, "image/jpeg")
+        await t.mx_say("photo.jpg", msgtype="m.image", url=mxc, info={"mimetype": "image/jpeg", "size": len(photo)})
+        await t.mx.wait_sent(1)
+        images = [b for b in last_user_content(fake) if b["type"] == "image"]
+        assert len(images) == 1 and t.mx.downloads == [mxc.rsplit("/", 1)[1]]
+
+        doc = pdf_with("The meeting moved to Thursday at the Periwinkle room.")
+        item = t.sl.add_file(doc, name="agenda.pdf", mimetype="application/pdf")
+        await t.sl_say("what changed?", subtype="file_share", files=[item])
+        await t.sl.wait_posted(1)
+        assert "Periwinkle" in json.dumps(last_user_content(fake)) and t.sl.downloads == [item["id"]]
+    finally:
+        await fake.stop()
