@@ -4,9 +4,10 @@ The sync loop is kith's, not mautrix's ``Syncer``: ``run`` long-polls ``/sync`` 
 answer counts as activity for the watchdog, an invalid token stops only this adapter
 (``AdapterAuthError``) and any other failure goes to the host's supervisor and its backoff.
 
-* ``next_batch`` is stored after every sync (``<data_dir>/channels/matrix/sync.json``), so a restart
-  resumes where it stopped; the very first start syncs once with ``timeout=0`` and answers none of the
-  history it returns. An event delivered twice is one turn (the host dedupes by event id).
+* ``next_batch`` is stored after every sync (``<data_dir>/channels/matrix/sync.json``, with the rooms
+  known to be DMs), so a restart resumes where it stopped; the very first start syncs once with
+  ``timeout=0`` and answers none of the history it returns. An event delivered twice is one turn
+  (the host dedupes by event id).
 * Rooms: one conversation each. A room is a DM when the invite said ``is_direct``, the account's
   ``m.direct`` lists it, or ``dm_rooms`` does; any other room is a group (allowlist + mention).
   Mentions: ``m.mentions.user_ids`` naming the bot, the bot's user id or display name in the body, or
@@ -179,22 +180,26 @@ class MatrixAdapter(Adapter):
         # A token belongs to one account's timeline: another account starts afresh.
         if not isinstance(saved, dict) or saved.get("user_id") != self.user_id:
             return None
+        # Which rooms are DMs was learnt from invites that an incremental sync never repeats.
+        direct = saved.get("direct")
+        if isinstance(direct, list):
+            self._direct |= {room for room in direct if isinstance(room, str)}
         batch = saved.get("next_batch")
         return batch if isinstance(batch, str) and batch else None
 
     def _save_batch(self, batch: str) -> None:
         self._store.parent.mkdir(parents=True, exist_ok=True)
         tmp = self._store.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"user_id": self.user_id, "next_batch": batch}))
+        direct = sorted(self._direct - set(self.cfg.dm_rooms))
+        tmp.write_text(json.dumps({"user_id": self.user_id, "next_batch": batch, "direct": direct}))
         os.replace(tmp, self._store)
 
     # ------------------------------------------------------------------------------------- inbound
     def _handle(self, data: dict[str, Any], *, answer: bool) -> None:
         for event in _events(data.get("account_data")):
             if event.get("type") == "m.direct" and isinstance(event.get("content"), dict):
-                self._direct = set(self.cfg.dm_rooms) | {
-                    room for rooms in event["content"].values() if isinstance(rooms, list)
-                    for room in rooms if isinstance(room, str)}  # fmt: skip
+                self._direct |= {room for rooms in event["content"].values() if isinstance(rooms, list)
+                                 for room in rooms if isinstance(room, str)}  # fmt: skip
         rooms = data.get("rooms") if isinstance(data.get("rooms"), dict) else {}
         for room_id, room in _rooms(rooms, "invite"):
             self._invited(room_id, room)

@@ -77,17 +77,21 @@ async def test_next_batch_is_stored_and_a_restart_resumes_from_it(tmp_path: Path
             adapter = MatrixAdapter(gw)  # type: ignore[arg-type]
             gw.start(adapter)
             await asyncio.wait_for(adapter.ready.wait(), 10)
+            await fake.invite("!bob-dm:fake.test", "@bob:fake.test", is_direct=True)
             await fake.say(DM, ADA, "one")
             await gw.wait_inbound(1)
             await fake.wait_sent(1)
         stored = json.loads((tmp_path / "channels" / "matrix" / "sync.json").read_text())
         assert stored["user_id"] == BOT and stored["next_batch"].startswith("s")
+        assert stored["direct"] == ["!bob-dm:fake.test"]  # learnt from the invite, which is not repeated
         await fake.say(DM, ADA, "two, while kith was down")
+        await fake.say("!bob-dm:fake.test", "@bob:fake.test", "hi after the restart")
         async with StubGateway.with_channels(tmp_path, matrix=_section(fake)) as gw2:
             adapter = MatrixAdapter(gw2)  # type: ignore[arg-type]
             gw2.start(adapter)
-            (msg,) = await gw2.wait_inbound(1)
-            assert msg.text == "two, while kith was down"  # "one" was before the stored position
+            first, bob = await gw2.wait_inbound(2)
+            assert first.text == "two, while kith was down"  # "one" was before the stored position
+            assert bob.kind is ConversationKind.DM
         assert fake.syncs.count(None) == 1  # one initial sync in all: the second start resumed
 
 
