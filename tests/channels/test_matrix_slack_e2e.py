@@ -85,6 +85,9 @@ async def trio_factory(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[
             },
         }  # fmt: skip
         gw = Gateway(parse_config(data, env={}), plugins=channel_plugins(), entry_points=False)
+        gw.supervisor.watchdog_interval = 0.2
+        gw.supervisor.base_delay = 0.1  # tests wait for restarts, not for production backoff
+        gw.supervisor.max_delay = 0.5
         started.append((gw, [tg, mx, sl]))
         await gw.__aenter__()
         await wait_for(lambda: all(gw.supervisor.health()[n]["state"] == "running"
@@ -269,3 +272,34 @@ async def test_files_in_reach_the_model_through_the_media_pipeline(trio_factory)
         assert "Periwinkle" in json.dumps(last_user_content(fake)) and t.sl.downloads == [item["id"]]
     finally:
         await fake.stop()
+
+
+async def test_supervision_restarts_matrix_after_errors_and_a_stall_and_a_revoked_token_stops_it_alone(
+    trio_factory,  # type: ignore[no-untyped-def]
+) -> None:
+    t: Trio = await trio_factory(matrix={"stall_after_s": 1.5})
+
+    def health(name: str) -> dict[str, Any]:
+        return t.gw.supervisor.health()[name]
+
+    t.mx.failing_syncs = 3  # the homeserver answers 502: the loop fails, the supervisor backs off and restarts
+    await wait_for(lambda: health("matrix")["restarts"] >= 1, 20, "a restart after the 502s")
+    await t.mx_say("back?")
+    await t.mx.wait_sent(1, timeout=20)
+    assert health("matrix")["state"] == "running"
+
+    before = health("matrix")["restarts"]
+    t.mx.stalled = True  # the long poll never comes back: the watchdog sees no /sync answer
+    await wait_for(lambda: health("matrix")["restarts"] > before, 20, "a watchdog restart")
+    assert "no activity" in health("matrix")["last_error"]
+    t.mx.stalled = False
+    await t.mx_say("and now?")
+    await t.mx.wait_sent(2, timeout=20)
+
+    t.mx.revoke()
+    await wait_for(lambda: health("matrix")["state"] == "failed", 20, "matrix stopped")
+    assert "access token" in health("matrix")["last_error"]
+    await t.sl_say("slack still here?")
+    await t.sl.wait_posted(1)
+    await asyncio.sleep(0.5)
+    assert health("matrix")["state"] == "failed" and health("slack")["state"] == "running"

@@ -6,7 +6,7 @@ after ``since``, as a real server does; the bot's own sends come back in the tim
 idempotent per transaction id. Media: ``POST /_matrix/media/v3/upload`` stores bytes under a new
 ``mxc://`` URI, ``GET /_matrix/client/v1/media/download/<server>/<id>`` (authenticated) serves them.
 Errors have the spec's shape (``errcode``, 401 ``M_UNKNOWN_TOKEN``, 429 ``M_LIMIT_EXCEEDED``).
-Switches: ``revoke()``, ``throttle_next``.
+Switches: ``revoke()``, ``throttle_next``, ``failing_syncs``, ``stalled``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ class FakeHomeserver(FakeServer):
     user_id: str = BOT
     revoked: bool = False
     throttle_next: int = 0
+    failing_syncs: int = 0  # the next /sync calls answer 502, as a homeserver behind a restarting proxy
+    stalled: bool = False  # /sync holds the connection and never answers
     sent: list[dict[str, Any]] = field(default_factory=list)  # {"room", "content", "event_id", "txn"}
     joined: list[str] = field(default_factory=list)
     typing: list[tuple[str, bool]] = field(default_factory=list)
@@ -41,10 +43,15 @@ class FakeHomeserver(FakeServer):
     _txns: dict[str, str] = field(default_factory=dict)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _changed: asyncio.Condition | None = None
+    _closing: asyncio.Event = field(default_factory=asyncio.Event)
 
     async def start(self) -> str:
         self._changed = asyncio.Condition()
         return await super().start()
+
+    async def close(self) -> None:
+        self._closing.set()
+        await super().close()
 
     def add_routes(self, router: web.UrlDispatcher) -> None:
         c = "/_matrix/client"
@@ -112,6 +119,12 @@ class FakeHomeserver(FakeServer):
             return refused
         since = request.query.get("since")
         self.syncs.append(since)
+        if self.failing_syncs > 0:
+            self.failing_syncs -= 1
+            return _error(502, "M_UNKNOWN", "Bad gateway")
+        if self.stalled:
+            # Never answered, even after un-stalling, like a dead TCP connection; close() releases it.
+            await self._closing.wait()
         start = int(since[1:]) if since and since.startswith("s") and since[1:].isdigit() else 0
         timeout_ms = int(request.query.get("timeout", "0") or 0)
         assert self._changed is not None
