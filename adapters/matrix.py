@@ -389,10 +389,13 @@ class MatrixAdapter(Adapter):
     async def send_file(self, address: ConversationAddress, *, name: str, mime_type: str, data: bytes) -> str:
         """Upload ``data`` to the content repository and post it to the room; the event id."""
         api = self._require()
-        mxc = await api.upload_media(data, mime_type=mime_type, filename=name)
-        content = {"msgtype": msgtype_for(mime_type), "body": name, "filename": name, "url": str(mxc),
-                   "info": {"mimetype": mime_type, "size": len(data)}}  # fmt: skip
-        return await self._send_event(address.conversation_id, content)
+        try:
+            mxc = await api.upload_media(data, mime_type=mime_type, filename=name)
+            content = {"msgtype": msgtype_for(mime_type), "body": name, "filename": name, "url": str(mxc),
+                       "info": {"mimetype": mime_type, "size": len(data)}}  # fmt: skip
+            return await self._send_event(address.conversation_id, content)
+        except MatrixRequestError as exc:
+            raise AttachmentUnavailable(f"the homeserver refused {name!r} ({exc.errcode or exc.http_status})") from None
 
     # ------------------------------------------------------------------------------------ outbound
     async def send(self, address: ConversationAddress, reply: Reply) -> None:

@@ -335,8 +335,11 @@ class SlackAdapter(Adapter):
     async def send_file(self, address: ConversationAddress, *, name: str, mime_type: str, data: bytes) -> str:
         """Upload ``data`` into the conversation (``files_upload_v2``); the file id."""
         web_client = self._require()
-        done = await web_client.files_upload_v2(channel=address.conversation_id, content=data, filename=name,
-                                                title=name)  # fmt: skip
+        try:
+            done = await web_client.files_upload_v2(channel=address.conversation_id, content=data, filename=name,
+                                                    title=name)  # fmt: skip
+        except SlackApiError as exc:
+            raise AttachmentUnavailable(f"Slack refused {name!r} ({exc.response.get('error')})") from None
         return str(done["file"]["id"])
 
     # ------------------------------------------------------------------------------------ outbound

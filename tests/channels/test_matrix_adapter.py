@@ -15,7 +15,7 @@ pytest.importorskip("mautrix")
 
 from adapters.matrix import MatrixAdapter
 from gateway.adapter import AdapterAuthError
-from gateway.media.errors import TooLarge
+from gateway.media.errors import AttachmentUnavailable, TooLarge
 from gateway.types import ConversationAddress, ConversationKind, Reply
 from tests.channels.stub import StubGateway
 from tests.fakes.matrix_hs import BOT, FakeHomeserver
@@ -193,3 +193,11 @@ async def test_malformed_events_are_refused_and_the_loop_goes_on(matrix) -> None
     (msg,) = await gw.wait_inbound(1)
     assert msg.text == "fine"
     assert adapter.stats["refused"] == 2 and adapter.stats["encrypted_ignored"] == 1
+
+
+async def test_a_refused_upload_is_attachment_unavailable(matrix) -> None:  # type: ignore[no-untyped-def]
+    fake, _gw, adapter = matrix
+    fake.revoke()
+    with pytest.raises(AttachmentUnavailable, match=r"refused 'x\.bin'"):
+        await adapter.send_file(ConversationAddress(channel="matrix", conversation_id=DM), name="x.bin",
+                                mime_type="application/octet-stream", data=b"x")
