@@ -31,6 +31,7 @@ def test_the_channels_are_entry_points_of_kith_itself() -> None:
         found = {ep.name: (ep.value, ep.dist.name if ep.dist else "") for ep in eps}
         assert found["matrix"] == ("adapters.matrix_config", "kith")
         assert found["slack"] == ("adapters.slack_config", "kith")
+        assert found["signal"] == ("adapters.signal_config", "kith")
 
 
 def test_kith_plugins_lists_them(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -38,7 +39,7 @@ def test_kith_plugins_lists_them(capsys: pytest.CaptureFixture[str], tmp_path: P
     path.write_text(json.dumps({"data_dir": str(tmp_path / "data"), "llm": {"provider": "echo"}}))
     assert main(["-c", str(path), "plugins"]) == 0
     out = capsys.readouterr().out.splitlines()
-    for name in ("matrix", "slack"):
+    for name in ("matrix", "slack", "signal"):
         (i,) = [i for i, line in enumerate(out) if line.split()[:1] == [name]]
         assert out[i].split()[1:] == ["entry-point", "kith"]
         hooks = [line.strip() for line in out[i + 1 : i + 3]]
