@@ -1,9 +1,10 @@
-"""Matrix and Slack end to end, through the real Gateway, loaded as a third party's channels are:
-``plugins.modules`` names the two plugin modules (in production kith's own entry points do), the
+"""Matrix, Slack and Signal end to end, through the real Gateway, loaded as a third party's channels are:
+``plugins.modules`` names the plugin modules (in production kith's own entry points do), the
 host's access policy reads their sections, /link joins them to Telegram, and the outbox reaches them.
 
 Nothing of kith's is replaced: Telegram runs against its Bot API fake, Matrix against the homeserver
-fake through mautrix, Slack against the Slack fake through slack-sdk (Socket Mode).
+fake through mautrix, Slack against the Slack fake through slack-sdk (Socket Mode), Signal against
+the signal-cli daemon fake.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from gateway.state.delivery import DeliveryPrefs
 from tests.channels.rig import FAST, TG_TOKEN, channel_plugins, wait_for
 from tests.fakes.anthropic import API_KEY, FakeAnthropic
 from tests.fakes.matrix_hs import BOT, FakeHomeserver
+from tests.fakes.signal_cli import BOT_NUMBER, FakeSignalCli
 from tests.fakes.slack_api import BOT_USER, FakeSlack
 from tests.fakes.telegram_api import FakeTelegram
 from tests.storage import select_rows
@@ -38,6 +40,8 @@ SL_BOT, SL_APP = "xoxb-e2e", "xapp-e2e"
 ADA_TG = 1001
 ADA_MX, ADA_MX_DM = "@ada:fake.test", "!ada-dm:fake.test"
 ADA_SL, ADA_SL_DM = "UADA", "DADA"
+ADA_SG = "2b3c4d5e-0000-4000-8000-00000000ada0"
+MODULES = ["adapters.matrix_config", "adapters.slack_config", "adapters.signal_config"]
 
 
 @dataclass
@@ -46,6 +50,7 @@ class Trio:
     tg: FakeTelegram
     mx: FakeHomeserver
     sl: FakeSlack
+    sg: FakeSignalCli
 
     def rows(self, sql: str) -> list[Any]:
         return select_rows(self.gw.state, sql)
@@ -60,6 +65,9 @@ class Trio:
         kind = "im" if channel.startswith("D") else "channel"
         await self.sl.push_event(self.sl.message(user=user, channel=channel, text=text, channel_type=kind, **extra))
 
+    async def sg_say(self, text: str, *, uuid: str = ADA_SG, **kw: Any) -> int:
+        return await self.sg.say(text, uuid=uuid, **kw)
+
 
 @pytest.fixture
 async def trio_factory(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[Trio]]]:
@@ -68,13 +76,14 @@ async def trio_factory(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[
     async def start(*, llm: dict[str, Any] | None = None, access: dict[str, Any] | None = None,
                     matrix: dict[str, Any] | None = None, slack: dict[str, Any] | None = None) -> Trio:  # fmt: skip
         tg, mx, sl = FakeTelegram(token=TG_TOKEN), FakeHomeserver(token=MX_TOKEN), FakeSlack(SL_BOT, SL_APP)
-        for fake in (tg, mx, sl):
+        sg = FakeSignalCli()
+        for fake in (tg, mx, sl, sg):
             await fake.start()
         await mx.direct({ADA_MX: [ADA_MX_DM]})
         allow = access if access is not None else {"dm_policy": "allowlist"}
         data = {
             "data_dir": str(tmp_path / "data"), "llm": llm or {"provider": "echo"}, "server": {"port": 0},
-            "plugins": {"entry_points": False, "modules": ["adapters.matrix_config", "adapters.slack_config"]},
+            "plugins": {"entry_points": False, "modules": MODULES},
             "channels": {
                 "telegram": {"enabled": True, "token": TG_TOKEN, "base_url": tg.base_url, "poll_timeout_s": 1,
                              "allow_from": [str(ADA_TG)], **FAST, **allow},
@@ -82,18 +91,21 @@ async def trio_factory(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[
                            "allow_from": [ADA_MX], **FAST, **allow, **(matrix or {})},
                 "slack": {"enabled": True, "bot_token": SL_BOT, "app_token": SL_APP, "api_base": sl.api_base,
                           "allow_from": [ADA_SL], **FAST, **allow, **(slack or {})},
+                "signal": {"enabled": True, "daemon_url": sg.base_url, "account": BOT_NUMBER, "allow_from": [ADA_SG],
+                           **FAST, **allow},
             },
         }  # fmt: skip
         gw = Gateway(parse_config(data, env={}), plugins=channel_plugins(), entry_points=False)
         gw.supervisor.watchdog_interval = 0.2
         gw.supervisor.base_delay = 0.1  # tests wait for restarts, not for production backoff
         gw.supervisor.max_delay = 0.5
-        started.append((gw, [tg, mx, sl]))
+        started.append((gw, [tg, mx, sl, sg]))
         await gw.__aenter__()
         await wait_for(lambda: all(gw.supervisor.health()[n]["state"] == "running"
-                                   for n in ("telegram", "matrix", "slack")), what="adapters running")  # fmt: skip
+                                   for n in ("telegram", "matrix", "slack", "signal")),
+                       what="adapters running")  # fmt: skip
         await asyncio.wait_for(gw.adapters["telegram"].ready.wait(), 10)  # type: ignore[attr-defined]
-        return Trio(gw=gw, tg=tg, mx=mx, sl=sl)
+        return Trio(gw=gw, tg=tg, mx=mx, sl=sl, sg=sg)
 
     yield start
     for gw, fakes in started:
@@ -106,14 +118,18 @@ async def test_dms_round_trip_and_the_plugins_are_kiths_own(trio_factory) -> Non
     t: Trio = await trio_factory()
     await t.mx_say("hello from matrix")
     await t.sl_say("hello from slack")
+    await t.sg_say("hello from signal")
     (mx,) = await t.mx.wait_sent(1)
     (sl,) = await t.sl.wait_posted(1)
+    (sg,) = await t.sg.wait_sent(1)
+    assert sg["recipient"] == [ADA_SG] and sg["message"].startswith("echo: hello from signal")
     assert mx["room"] == ADA_MX_DM and mx["content"]["body"].startswith("echo: hello from matrix")
     assert sl["channel"] == ADA_SL_DM and sl["text"].startswith("echo: hello from slack")
     assert t.gw.registrations.channels.plugin_of("matrix") == "adapters.matrix_config"
     assert t.gw.registrations.channels.plugin_of("slack") == "adapters.slack_config"
+    assert t.gw.registrations.channels.plugin_of("signal") == "adapters.signal_config"
     health = t.gw.supervisor.health()
-    assert health["matrix"]["state"] == health["slack"]["state"] == "running"
+    assert health["matrix"]["state"] == health["slack"]["state"] == health["signal"]["state"] == "running"
 
 
 async def test_strangers_get_a_pairing_code_and_groups_need_allowlist_and_mention(trio_factory) -> None:  # type: ignore[no-untyped-def]
@@ -123,9 +139,11 @@ async def test_strangers_get_a_pairing_code_and_groups_need_allowlist_and_mentio
     await wait_for(lambda: "!eve-dm:fake.test" in t.mx.joined, what="the invite joined")
     await t.mx_say("hi, who are you?", room="!eve-dm:fake.test", sender="@eve:fake.test")
     await t.sl_say("hi there", user="UEVE", channel="DEVE")
+    await t.sg_say("hello?", uuid="eve-uuid")
     (mx_code,) = await t.mx.wait_sent(1)
     (sl_code,) = await t.sl.wait_posted(1)
-    for said in (mx_code["content"]["body"], sl_code["text"]):
+    (sg_code,) = await t.sg.wait_sent(1)
+    for said in (mx_code["content"]["body"], sl_code["text"], sg_code["message"]):
         assert re.search(r"\b[A-Z2-9]{8}\b", said), said  # the pairing code, and nothing else happened
     assert t.rows("SELECT COUNT(*) FROM turns")[0][0] == 0
     # Groups: only allowed rooms, only when addressed (the gating is the host's, the flags the adapters').
@@ -151,7 +169,7 @@ def _confirm(text: str) -> str:
     return f"/link confirm {found.group(1)}"
 
 
-async def test_one_person_on_telegram_matrix_and_slack_has_one_memory(trio_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_one_person_on_telegram_matrix_slack_and_signal_has_one_memory(trio_factory) -> None:  # type: ignore[no-untyped-def]
     fake = await FakeAnthropic().start()
     try:
         t: Trio = await trio_factory(llm={"provider": "anthropic", "api_key": API_KEY, "base_url": fake.base_url,
@@ -163,11 +181,17 @@ async def test_one_person_on_telegram_matrix_and_slack_has_one_memory(trio_facto
         async def sl_said(n: int) -> str:
             return str((await t.sl.wait_posted(n))[n - 1]["text"])
 
+        async def sg_said(n: int) -> str:
+            return str((await t.sg.wait_sent(n))[n - 1]["message"])
+
+        async def sg_link(text: str) -> None:
+            await t.sg_say(text)
+
         async def sl_link(text: str) -> None:
             # Slack keeps "/link" for itself: the person types "/kith link ..." (the app's slash command).
             await t.sl.push_command(user=ADA_SL, text=text.removeprefix("/"))
 
-        for redeem, said in ((t.mx_say, mx_said), (sl_link, sl_said)):
+        for redeem, said in ((t.mx_say, mx_said), (sl_link, sl_said), (sg_link, sg_said)):
             n = len(t.tg.sent)
             await t.tg_say("/link")
             sent = await t.tg.wait_sent(n + 1)
@@ -188,8 +212,8 @@ async def test_one_person_on_telegram_matrix_and_slack_has_one_memory(trio_facto
         await t.sl_say("What is my cat called?")
         await t.sl.wait_posted(3)
         assert "Miso" in json.dumps(fake.last_turn())  # told on Matrix, asked on Slack
-        await t.tg_say("And what did I ask on Slack?")
-        await t.tg.wait_sent(9)
+        await t.sg_say("And what did I ask on Slack?")
+        await t.sg.wait_sent(3)
         assert "What is my cat called?" in json.dumps(fake.last_turn())
         assert len({r[0] for r in t.rows("SELECT DISTINCT user_id FROM turns")}) == 1
     finally:
@@ -206,19 +230,21 @@ async def _remind(gw: Gateway, uid: str, rid: str, text: str, seconds: float) ->
     await sync_user(gw, uid, ("REMINDERS.md",))
 
 
-async def test_a_reminder_reaches_the_preferred_matrix_then_slack(trio_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_a_reminder_reaches_the_preferred_matrix_then_slack_then_signal(trio_factory) -> None:  # type: ignore[no-untyped-def]
     t: Trio = await trio_factory()
     await t.tg_say("hello")
     await t.tg.wait_sent(1)
     ada = t.gw.identities.lookup("telegram", str(ADA_TG))
     assert ada is not None
     with t.gw.state.tx():  # her other accounts, linked (as /link would), and a web chat set the reminders
-        for channel, account in (("matrix", ADA_MX), ("slack", ADA_SL), ("websocket", "ada-tab")):
+        for channel, account in (("matrix", ADA_MX), ("slack", ADA_SL), ("signal", ADA_SG), ("websocket", "ada-tab")):
             t.gw.state.identities.add(channel, account, ada, source="test")
     await t.mx_say("hi from matrix")  # her one-to-one conversations there, most recent first
     await t.sl_say("hi from slack")
+    await t.sg_say("hi from signal")
     await t.mx.wait_sent(1)
     await t.sl.wait_posted(1)
+    await t.sg.wait_sent(1)
     outbox = t.gw.state.outbox
     outbox.set_prefs(ada, DeliveryPrefs(preferred_channel="matrix"))
     await _remind(t.gw, ada, "r0b01", "water the plants", 1)  # the tab is closed: the origin cannot take it
@@ -228,27 +254,36 @@ async def test_a_reminder_reaches_the_preferred_matrix_then_slack(trio_factory) 
     await _remind(t.gw, ada, "r0b02", "call Sam", 1)
     posted = await t.sl.wait_posted(2, timeout=20)
     assert posted[-1]["channel"] == ADA_SL_DM and "call Sam" in posted[-1]["text"]
-    await wait_for(lambda: {e.channel for e in outbox.list_for(ada)} == {"matrix", "slack"}, 20, "recorded")
+    outbox.set_prefs(ada, DeliveryPrefs(preferred_channel="signal"))
+    await _remind(t.gw, ada, "r0b03", "feed the cat", 1)
+    signalled = await t.sg.wait_sent(2, timeout=20)
+    assert signalled[-1]["recipient"] == [ADA_SG] and "feed the cat" in signalled[-1]["message"]
+    await wait_for(lambda: {e.channel for e in outbox.list_for(ada)} == {"matrix", "slack", "signal"}, 20,
+                   "recorded")
     assert len(t.tg.sent) == 1  # Telegram, neither preferred nor the origin, got neither
 
 
-async def test_kith_doctor_checks_the_matrix_and_slack_credentials(tmp_path: Path) -> None:
+async def test_kith_doctor_checks_each_channels_credentials(tmp_path: Path) -> None:
     from gateway.ops.doctor import check_channels
 
-    async with FakeHomeserver(token=MX_TOKEN) as mx, FakeSlack(SL_BOT, SL_APP) as sl:
-        def config(mx_token: str, sl_token: str) -> Any:
-            return parse_config({"data_dir": str(tmp_path), "plugins": {
-                "entry_points": False, "modules": ["adapters.matrix_config", "adapters.slack_config"]}, "channels": {
+    async with FakeHomeserver(token=MX_TOKEN) as mx, FakeSlack(SL_BOT, SL_APP) as sl, FakeSignalCli() as sg:
+        def config(mx_token: str, sl_token: str, daemon: str) -> Any:
+            return parse_config({"data_dir": str(tmp_path), "plugins": {"entry_points": False, "modules": MODULES},
+                "channels": {
                 "matrix": {"enabled": True, "homeserver": mx.base_url, "access_token": mx_token},
-                "slack": {"enabled": True, "bot_token": sl_token, "app_token": SL_APP, "api_base": sl.api_base}}},
+                "slack": {"enabled": True, "bot_token": sl_token, "app_token": SL_APP, "api_base": sl.api_base},
+                "signal": {"enabled": True, "daemon_url": daemon, "account": BOT_NUMBER}}},
                 env={})  # fmt: skip
 
-        good = {c.name: (c.status, c.detail) for c in await check_channels(config(MX_TOKEN, SL_BOT))}
+        good = {c.name: (c.status, c.detail) for c in await check_channels(config(MX_TOKEN, SL_BOT, sg.base_url))}
         assert good["channel matrix"] == ("ok", f"signed in to {mx.base_url} as {BOT}")
         assert good["channel slack"] == ("ok", "bot kith in workspace kith-test (socket mode)")
-        bad = {c.name: (c.status, c.detail) for c in await check_channels(config("wrong", "xoxb-wrong"))}
+        assert good["channel signal"] == ("ok", f"signal-cli daemon at {sg.base_url} answers (account {BOT_NUMBER})")
+        gone = mx.base_url + "/gone"  # this fake's server, a path it does not serve
+        bad = {c.name: (c.status, c.detail) for c in await check_channels(config("wrong", "xoxb-wrong", gone))}
         assert bad["channel matrix"][0] == "fail" and "refused the access token" in bad["channel matrix"][1]
         assert bad["channel slack"] == ("fail", "auth.test refused the bot token: invalid_auth")
+        assert bad["channel signal"] == ("fail", f"signal-cli daemon at {gone} answered HTTP 404 to /api/v1/check")
 
 
 async def test_files_in_reach_the_model_through_the_media_pipeline(trio_factory) -> None:  # type: ignore[no-untyped-def]

@@ -1,4 +1,4 @@
-"""Issue 30's acceptance for the config side: kith's Matrix and Slack channels come from its own
+"""Issue 30's acceptance for the config side: kith's Matrix, Slack and Signal channels come from its own
 ``kith`` and ``kith.config`` entry points (as a third party's would), ``kith plugins`` lists them,
 and ``kith check-config`` reports both sections' problems with the host's, all at once."""
 
@@ -104,3 +104,19 @@ def test_mxc_uris_map_to_authenticated_media_only() -> None:
             continue
         with pytest.raises(ValueError):
             mxc_download_path(bad)
+
+
+def test_signal_needs_its_number_and_a_daemon_on_this_machine(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code, out = _check_config(tmp_path, capsys, channels={"signal": {"enabled": True,
+                                                                     "daemon_url": "http://10.0.0.5:8080"}})
+    assert code == 2
+    assert {"channels.signal.account: required when the Signal channel is enabled (the bot's number)",
+            "channels.signal.daemon_url: signal-cli's HTTP interface has no authentication; keep it on this "
+            "machine (127.0.0.1) or behind an authenticating HTTPS proxy"} <= set(out), out
+    code, out = _check_config(tmp_path, capsys, channels={"signal": {"enabled": True, "account": "0151 234"}})
+    assert code == 2 and any(line.startswith("channels.signal.account: Value error, must be a phone number")
+                             for line in out), out
+    code, out = _check_config(tmp_path, capsys, channels={"signal": {"enabled": True, "account": "+4915112345678"}})
+    assert code == 0, out
