@@ -338,3 +338,24 @@ async def test_supervision_restarts_matrix_after_errors_and_a_stall_and_a_revoke
     await t.sl.wait_posted(1)
     await asyncio.sleep(0.5)
     assert health("matrix")["state"] == "failed" and health("slack")["state"] == "running"
+
+
+async def test_slack_events_api_through_the_hosts_http_server(trio_factory) -> None:  # type: ignore[no-untyped-def]
+    import aiohttp
+
+    secret = "e2e-signing-secret-0123456789"
+    t: Trio = await trio_factory(slack={"mode": "events", "signing_secret": secret})
+    url = f"http://127.0.0.1:{t.gw.port}/slack/events"
+    async with aiohttp.ClientSession() as http:
+        body = json.dumps(t.sl.message(user=ADA_SL, channel=ADA_SL_DM, text="over the events api")).encode()
+        assert (await t.sl.signed_post(http, url, body, secret="forged")).status == 401
+        assert (await t.sl.signed_post(http, url, body, secret=secret)).status == 200
+        # Slash commands come form-encoded: the path is the section's webhook, exempt from the JSON-only rule.
+        form = t.sl.command_form(user=ADA_SL, text="help")
+        resp = await t.sl.signed_post(http, url, form, secret=secret,
+                                      content_type="application/x-www-form-urlencoded")
+        assert resp.status == 200
+    posted = await t.sl.wait_posted(2)
+    assert any("over the events api" in p["text"] for p in posted)
+    assert any("/link" in p["text"] and p["channel"] == f"D{ADA_SL}" for p in posted)  # the help, in the DM
+    assert t.rows("SELECT COUNT(*) FROM turns WHERE channel='slack' AND role='user'")[0][0] == 1  # /help is no turn
