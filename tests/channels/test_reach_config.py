@@ -1,4 +1,4 @@
-"""Issue 30's acceptance for the config side: kith's Matrix, Slack and Signal channels come from its own
+"""Issue 30's acceptance for the config side: kith's Matrix, Slack, Signal and WhatsApp channels come from its own
 ``kith`` and ``kith.config`` entry points (as a third party's would), ``kith plugins`` lists them,
 and ``kith check-config`` reports both sections' problems with the host's, all at once."""
 
@@ -32,6 +32,7 @@ def test_the_channels_are_entry_points_of_kith_itself() -> None:
         assert found["matrix"] == ("adapters.matrix_config", "kith")
         assert found["slack"] == ("adapters.slack_config", "kith")
         assert found["signal"] == ("adapters.signal_config", "kith")
+        assert found["whatsapp"] == ("adapters.whatsapp_config", "kith")
 
 
 def test_kith_plugins_lists_them(capsys: pytest.CaptureFixture[str], tmp_path: Path) -> None:
@@ -39,7 +40,7 @@ def test_kith_plugins_lists_them(capsys: pytest.CaptureFixture[str], tmp_path: P
     path.write_text(json.dumps({"data_dir": str(tmp_path / "data"), "llm": {"provider": "echo"}}))
     assert main(["-c", str(path), "plugins"]) == 0
     out = capsys.readouterr().out.splitlines()
-    for name in ("matrix", "slack", "signal"):
+    for name in ("matrix", "slack", "signal", "whatsapp"):
         (i,) = [i for i, line in enumerate(out) if line.split()[:1] == [name]]
         assert out[i].split()[1:] == ["entry-point", "kith"]
         hooks = [line.strip() for line in out[i + 1 : i + 3]]
@@ -120,3 +121,12 @@ def test_signal_needs_its_number_and_a_daemon_on_this_machine(
                              for line in out), out
     code, out = _check_config(tmp_path, capsys, channels={"signal": {"enabled": True, "account": "+4915112345678"}})
     assert code == 0, out
+
+
+def test_whatsapp_needs_its_secrets_and_a_token_for_kith(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    code, out = _check_config(tmp_path, capsys, channels={"whatsapp": {"enabled": True}})
+    assert code == 2
+    assert {f"channels.whatsapp.{key}: required when the WhatsApp channel is enabled"
+            for key in ("access_token", "phone_number_id", "app_secret", "verify_token")} <= set(out), out
+    # Meta calls a public HTTPS URL: kith is on the internet then.
+    assert any(line.startswith("server.token: required when WhatsApp calls a public URL") for line in out), out
