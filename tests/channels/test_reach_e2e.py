@@ -1,10 +1,10 @@
-"""Matrix, Slack and Signal end to end, through the real Gateway, loaded as a third party's channels are:
+"""Matrix, Slack, Signal and WhatsApp end to end, through the real Gateway, loaded as a third party's channels are:
 ``plugins.modules`` names the plugin modules (in production kith's own entry points do), the
 host's access policy reads their sections, /link joins them to Telegram, and the outbox reaches them.
 
 Nothing of kith's is replaced: Telegram runs against its Bot API fake, Matrix against the homeserver
 fake through mautrix, Slack against the Slack fake through slack-sdk (Socket Mode), Signal against
-the signal-cli daemon fake.
+the signal-cli daemon fake, WhatsApp against the Graph API fake with webhooks signed as Meta signs them.
 """
 
 from __future__ import annotations
@@ -33,15 +33,18 @@ from tests.fakes.matrix_hs import BOT, FakeHomeserver
 from tests.fakes.signal_cli import BOT_NUMBER, FakeSignalCli
 from tests.fakes.slack_api import BOT_USER, FakeSlack
 from tests.fakes.telegram_api import FakeTelegram
+from tests.fakes.whatsapp_graph import FakeGraph
 from tests.storage import select_rows
 
 MX_TOKEN = "syt_e2e_token"
-SL_BOT, SL_APP = "xoxb-e2e", "xapp-e2e"
+SL_BOT, SL_APP = "xoxb-e2e", "xapp-e2e"  # WA_TOKEN is SL_BOT with EAAG for xoxb (the doctor test)
 ADA_TG = 1001
 ADA_MX, ADA_MX_DM = "@ada:fake.test", "!ada-dm:fake.test"
 ADA_SL, ADA_SL_DM = "UADA", "DADA"
 ADA_SG = "2b3c4d5e-0000-4000-8000-00000000ada0"
-MODULES = ["adapters.matrix_config", "adapters.slack_config", "adapters.signal_config"]
+ADA_WA = "4915112345678"
+WA_TOKEN, WA_SECRET = SL_BOT.replace("xoxb", "EAAG"), "e2e-app-secret-0123456789"
+MODULES = ["adapters.matrix_config", "adapters.slack_config", "adapters.signal_config", "adapters.whatsapp_config"]
 
 
 @dataclass
@@ -51,6 +54,7 @@ class Trio:
     mx: FakeHomeserver
     sl: FakeSlack
     sg: FakeSignalCli
+    wa: FakeGraph
 
     def rows(self, sql: str) -> list[Any]:
         return select_rows(self.gw.state, sql)
@@ -68,6 +72,15 @@ class Trio:
     async def sg_say(self, text: str, *, uuid: str = ADA_SG, **kw: Any) -> int:
         return await self.sg.say(text, uuid=uuid, **kw)
 
+    async def wa_say(self, text: str, *, sender: str = ADA_WA) -> None:
+        import aiohttp
+
+        body = json.dumps(self.wa.event(self.wa.text(sender, text))).encode()
+        async with aiohttp.ClientSession() as http:
+            status = await self.wa.post(http, f"http://127.0.0.1:{self.gw.port}/whatsapp/webhook", body,
+                                        secret=WA_SECRET)  # fmt: skip
+        assert status == 200
+
 
 @pytest.fixture
 async def trio_factory(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[Trio]]]:
@@ -76,8 +89,8 @@ async def trio_factory(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[
     async def start(*, llm: dict[str, Any] | None = None, access: dict[str, Any] | None = None,
                     matrix: dict[str, Any] | None = None, slack: dict[str, Any] | None = None) -> Trio:  # fmt: skip
         tg, mx, sl = FakeTelegram(token=TG_TOKEN), FakeHomeserver(token=MX_TOKEN), FakeSlack(SL_BOT, SL_APP)
-        sg = FakeSignalCli()
-        for fake in (tg, mx, sl, sg):
+        sg, wa = FakeSignalCli(), FakeGraph(token=WA_TOKEN)
+        for fake in (tg, mx, sl, sg, wa):
             await fake.start()
         await mx.direct({ADA_MX: [ADA_MX_DM]})
         allow = access if access is not None else {"dm_policy": "allowlist"}
@@ -93,19 +106,22 @@ async def trio_factory(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[
                           "allow_from": [ADA_SL], **FAST, **allow, **(slack or {})},
                 "signal": {"enabled": True, "daemon_url": sg.base_url, "account": BOT_NUMBER, "allow_from": [ADA_SG],
                            **FAST, **allow},
+                "whatsapp": {"enabled": True, "access_token": WA_TOKEN, "phone_number_id": wa.phone_number_id,
+                             "app_secret": WA_SECRET, "verify_token": "v", "graph_base": wa.graph_base,
+                             "allow_from": [ADA_WA], **FAST, **allow},
             },
         }  # fmt: skip
         gw = Gateway(parse_config(data, env={}), plugins=channel_plugins(), entry_points=False)
         gw.supervisor.watchdog_interval = 0.2
         gw.supervisor.base_delay = 0.1  # tests wait for restarts, not for production backoff
         gw.supervisor.max_delay = 0.5
-        started.append((gw, [tg, mx, sl, sg]))
+        started.append((gw, [tg, mx, sl, sg, wa]))
         await gw.__aenter__()
         await wait_for(lambda: all(gw.supervisor.health()[n]["state"] == "running"
-                                   for n in ("telegram", "matrix", "slack", "signal")),
+                                   for n in ("telegram", "matrix", "slack", "signal", "whatsapp")),
                        what="adapters running")  # fmt: skip
         await asyncio.wait_for(gw.adapters["telegram"].ready.wait(), 10)  # type: ignore[attr-defined]
-        return Trio(gw=gw, tg=tg, mx=mx, sl=sl, sg=sg)
+        return Trio(gw=gw, tg=tg, mx=mx, sl=sl, sg=sg, wa=wa)
 
     yield start
     for gw, fakes in started:
@@ -169,7 +185,7 @@ def _confirm(text: str) -> str:
     return f"/link confirm {found.group(1)}"
 
 
-async def test_one_person_on_telegram_matrix_slack_and_signal_has_one_memory(trio_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_one_person_on_telegram_matrix_slack_signal_and_whatsapp_has_one_memory(trio_factory) -> None:  # type: ignore[no-untyped-def]
     fake = await FakeAnthropic().start()
     try:
         t: Trio = await trio_factory(llm={"provider": "anthropic", "api_key": API_KEY, "base_url": fake.base_url,
@@ -187,11 +203,14 @@ async def test_one_person_on_telegram_matrix_slack_and_signal_has_one_memory(tri
         async def sg_link(text: str) -> None:
             await t.sg_say(text)
 
+        async def wa_said(n: int) -> str:
+            return str((await t.wa.wait_sent(n))[n - 1]["text"]["body"])
+
         async def sl_link(text: str) -> None:
             # Slack keeps "/link" for itself: the person types "/kith link ..." (the app's slash command).
             await t.sl.push_command(user=ADA_SL, text=text.removeprefix("/"))
 
-        for redeem, said in ((t.mx_say, mx_said), (sl_link, sl_said), (sg_link, sg_said)):
+        for redeem, said in ((t.mx_say, mx_said), (sl_link, sl_said), (sg_link, sg_said), (t.wa_say, wa_said)):
             n = len(t.tg.sent)
             await t.tg_say("/link")
             sent = await t.tg.wait_sent(n + 1)
@@ -215,6 +234,9 @@ async def test_one_person_on_telegram_matrix_slack_and_signal_has_one_memory(tri
         await t.sg_say("And what did I ask on Slack?")
         await t.sg.wait_sent(3)
         assert "What is my cat called?" in json.dumps(fake.last_turn())
+        await t.wa_say("What is my cat's name, once more?")
+        await t.wa.wait_sent(3)
+        assert "Miso" in json.dumps(fake.last_turn())  # the same memory on WhatsApp
         assert len({r[0] for r in t.rows("SELECT DISTINCT user_id FROM turns")}) == 1
     finally:
         await fake.stop()
@@ -230,18 +252,21 @@ async def _remind(gw: Gateway, uid: str, rid: str, text: str, seconds: float) ->
     await sync_user(gw, uid, ("REMINDERS.md",))
 
 
-async def test_a_reminder_reaches_the_preferred_matrix_then_slack_then_signal(trio_factory) -> None:  # type: ignore[no-untyped-def]
+async def test_a_reminder_reaches_each_preferred_new_channel(trio_factory) -> None:  # type: ignore[no-untyped-def]
     t: Trio = await trio_factory()
     await t.tg_say("hello")
     await t.tg.wait_sent(1)
     ada = t.gw.identities.lookup("telegram", str(ADA_TG))
     assert ada is not None
     with t.gw.state.tx():  # her other accounts, linked (as /link would), and a web chat set the reminders
-        for channel, account in (("matrix", ADA_MX), ("slack", ADA_SL), ("signal", ADA_SG), ("websocket", "ada-tab")):
+        for channel, account in (("matrix", ADA_MX), ("slack", ADA_SL), ("signal", ADA_SG), ("whatsapp", ADA_WA),
+                                 ("websocket", "ada-tab")):
             t.gw.state.identities.add(channel, account, ada, source="test")
     await t.mx_say("hi from matrix")  # her one-to-one conversations there, most recent first
     await t.sl_say("hi from slack")
     await t.sg_say("hi from signal")
+    await t.wa_say("hi from whatsapp")  # within the 24-hour window from now on
+    await t.wa.wait_sent(1)
     await t.mx.wait_sent(1)
     await t.sl.wait_posted(1)
     await t.sg.wait_sent(1)
@@ -258,32 +283,42 @@ async def test_a_reminder_reaches_the_preferred_matrix_then_slack_then_signal(tr
     await _remind(t.gw, ada, "r0b03", "feed the cat", 1)
     signalled = await t.sg.wait_sent(2, timeout=20)
     assert signalled[-1]["recipient"] == [ADA_SG] and "feed the cat" in signalled[-1]["message"]
-    await wait_for(lambda: {e.channel for e in outbox.list_for(ada)} == {"matrix", "slack", "signal"}, 20,
-                   "recorded")
+    outbox.set_prefs(ada, DeliveryPrefs(preferred_channel="whatsapp"))
+    await _remind(t.gw, ada, "r0b04", "take the bins out", 1)
+    whatsapped = await t.wa.wait_sent(2, timeout=20)
+    assert whatsapped[-1]["to"] == ADA_WA and "take the bins out" in whatsapped[-1]["text"]["body"]
+    await wait_for(lambda: {e.channel for e in outbox.list_for(ada)} == {"matrix", "slack", "signal", "whatsapp"},
+                   20, "recorded")
     assert len(t.tg.sent) == 1  # Telegram, neither preferred nor the origin, got neither
 
 
 async def test_kith_doctor_checks_each_channels_credentials(tmp_path: Path) -> None:
     from gateway.ops.doctor import check_channels
 
-    async with FakeHomeserver(token=MX_TOKEN) as mx, FakeSlack(SL_BOT, SL_APP) as sl, FakeSignalCli() as sg:
+    async with FakeHomeserver(token=MX_TOKEN) as mx, FakeSlack(SL_BOT, SL_APP) as sl, FakeSignalCli() as sg, \
+            FakeGraph(token=WA_TOKEN) as wa:  # fmt: skip
         def config(mx_token: str, sl_token: str, daemon: str) -> Any:
             return parse_config({"data_dir": str(tmp_path), "plugins": {"entry_points": False, "modules": MODULES},
                 "channels": {
                 "matrix": {"enabled": True, "homeserver": mx.base_url, "access_token": mx_token},
                 "slack": {"enabled": True, "bot_token": sl_token, "app_token": SL_APP, "api_base": sl.api_base},
-                "signal": {"enabled": True, "daemon_url": daemon, "account": BOT_NUMBER}}},
+                "signal": {"enabled": True, "daemon_url": daemon, "account": BOT_NUMBER},
+                "whatsapp": {"enabled": True, "access_token": sl_token.replace("xoxb", "EAAG"),
+                             "phone_number_id": wa.phone_number_id, "app_secret": "s", "verify_token": "v",
+                             "graph_base": wa.graph_base}}},
                 env={})  # fmt: skip
 
         good = {c.name: (c.status, c.detail) for c in await check_channels(config(MX_TOKEN, SL_BOT, sg.base_url))}
         assert good["channel matrix"] == ("ok", f"signed in to {mx.base_url} as {BOT}")
         assert good["channel slack"] == ("ok", "bot kith in workspace kith-test (socket mode)")
         assert good["channel signal"] == ("ok", f"signal-cli daemon at {sg.base_url} answers (account {BOT_NUMBER})")
+        assert good["channel whatsapp"] == ("ok", "number +1 555-000-1111 (kith test)")
         gone = mx.base_url + "/gone"  # this fake's server, a path it does not serve
         bad = {c.name: (c.status, c.detail) for c in await check_channels(config("wrong", "xoxb-wrong", gone))}
         assert bad["channel matrix"][0] == "fail" and "refused the access token" in bad["channel matrix"][1]
         assert bad["channel slack"] == ("fail", "auth.test refused the bot token: invalid_auth")
         assert bad["channel signal"] == ("fail", f"signal-cli daemon at {gone} answered HTTP 404 to /api/v1/check")
+        assert bad["channel whatsapp"][0] == "fail" and "Invalid OAuth access token" in bad["channel whatsapp"][1]
 
 
 async def test_files_in_reach_the_model_through_the_media_pipeline(trio_factory) -> None:  # type: ignore[no-untyped-def]
