@@ -10,8 +10,8 @@ answer counts as activity for the watchdog, an invalid token stops only this ada
   (the host dedupes by event id).
 * Rooms: one conversation each. A room is a DM when the invite said ``is_direct``, the account's
   ``m.direct`` lists it, or ``dm_rooms`` does; any other room is a group (allowlist + mention).
-  Mentions: ``m.mentions.user_ids`` naming the bot, the bot's user id or display name in the body, or
-  a reply to one of the bot's messages.
+  Mentions: a reply to one of the bot's messages, or ``m.mentions.user_ids`` naming the bot, or, from
+  clients that send no ``m.mentions``, the bot's user id or display name in the body.
 * ``m.replace`` edits: the new content is a turn of its own (``edits: ignore`` drops them).
 * Media: ``m.image``/``m.file``/``m.audio``/``m.video`` become attachments whose ``platform_id`` is the
   ``mxc://`` URI; ``fetch_attachment`` downloads through authenticated media (``/_matrix/client/v1/
@@ -308,12 +308,14 @@ class MatrixAdapter(Adapter):
         )  # fmt: skip
 
     def _addressed(self, room_id: str, content: dict[str, Any], text: str, reply_to: str) -> bool:
-        mentions = content.get("m.mentions") if isinstance(content.get("m.mentions"), dict) else {}
-        users = mentions.get("user_ids")
-        if isinstance(users, list) and self.user_id in users:
-            return True
         if reply_to and reply_to in self._ours:
             return True
+        mentions = content.get("m.mentions")
+        if isinstance(mentions, dict):
+            # Intentional mentions (Matrix 1.7): a client that sends them has said whom it mentions,
+            # so the bot's name merely appearing in the text (a quote, "kith is great") is no mention.
+            users = mentions.get("user_ids")
+            return isinstance(users, list) and self.user_id in users
         lowered = text.lower()
         names = [self.user_id, self._names.get(room_id, ""), _display(self.user_id)]
         return any(name and name.lower() in lowered for name in names)

@@ -107,10 +107,12 @@ async def test_rooms_need_a_mention_and_replies_thread(matrix) -> None:  # type:
     assert sent[1]["content"]["m.relates_to"] == {"m.in_reply_to": {"event_id": mentioned.message_id}}
     await fake.say(ROOM, ADA, "> <@kith:fake.test> echo\n\nand a follow-up",
                    **{"m.relates_to": {"m.in_reply_to": {"event_id": sent[1]["event_id"]}}})
-    await fake.say(ROOM, ADA, "@kith:fake.test by name")
-    reply, by_name = (await gw.wait_inbound(4))[2:]
+    await fake.say(ROOM, ADA, "@kith:fake.test by name")  # an older client: no m.mentions
+    await fake.say(ROOM, ADA, "kith is great, says Bob", **{"m.mentions": {"user_ids": ["@bob:fake.test"]}})
+    reply, by_name, about = (await gw.wait_inbound(5))[2:]
     assert reply.mentioned and reply.text == "and a follow-up" and reply.reply_to == sent[1]["event_id"]
     assert by_name.mentioned
+    assert not about.mentioned  # its client said whom it mentions, and that is not the bot
 
 
 async def test_edits_are_turns_with_the_new_text_and_notices_are_ignored(matrix) -> None:  # type: ignore[no-untyped-def]
