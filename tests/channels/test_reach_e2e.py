@@ -344,7 +344,7 @@ async def test_files_in_reach_the_model_through_the_media_pipeline(trio_factory)
         await fake.stop()
 
 
-async def test_supervision_restarts_matrix_after_errors_and_a_stall_and_a_revoked_token_stops_it_alone(
+async def test_supervision_restarts_matrix_and_signal_and_a_revoked_token_stops_matrix_alone(
     trio_factory,  # type: ignore[no-untyped-def]
 ) -> None:
     t: Trio = await trio_factory(matrix={"stall_after_s": 1.5})
@@ -365,6 +365,13 @@ async def test_supervision_restarts_matrix_after_errors_and_a_stall_and_a_revoke
     t.mx.stalled = False
     await t.mx_say("and now?")
     await t.mx.wait_sent(2, timeout=20)
+
+    streams = t.sg.streams
+    t.sg.drop()  # signal-cli restarted: the event stream ends, the supervisor opens a new one
+    await wait_for(lambda: t.sg.streams > streams and health("signal")["state"] == "running", 20, "signal back")
+    assert health("signal")["restarts"] >= 1
+    await t.sg_say("signal back?")
+    await t.sg.wait_sent(1)
 
     t.mx.revoke()
     await wait_for(lambda: health("matrix")["state"] == "failed", 20, "matrix stopped")
