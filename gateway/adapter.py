@@ -94,6 +94,12 @@ class Adapter(abc.ABC):
         """
         raise AttachmentUnavailable(f"the {self.name} channel cannot download attachments")
 
+    async def send_file(self, address: ConversationAddress, *, name: str, mime_type: str, data: bytes) -> str:
+        """Post a file to a conversation (the platform's upload, then its file message); the platform's
+        id for what was posted. Raise ``AttachmentUnavailable`` when the platform refuses it. The
+        default is for channels without file upload."""
+        raise AttachmentUnavailable(f"the {self.name} channel cannot send files")
+
     def routes(self) -> list[web.RouteDef]:
         """HTTP routes (webhooks) mounted on the host's aiohttp application before it starts."""
         return []

@@ -51,6 +51,12 @@ class ChannelConfig(Section):
         """URLs at which the platform calls kith: their hosts are names the server answers to."""
         return []
 
+    async def doctor(self, config: Config) -> list[tuple[str, str]]:
+        """``kith doctor``'s checks of this channel: ``(status, detail)`` pairs, status ``ok``, ``warn``,
+        ``fail`` or ``skip``. Read-only (ask the platform who the credentials belong to, change nothing)
+        and quick: the doctor gives the channels about two seconds together."""
+        return []
+
 
 class ChannelAccess(ChannelConfig):
     """Who may talk to the bot on one channel (see gateway/turn/admission.py and docs/channels.md)."""

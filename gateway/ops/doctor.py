@@ -279,9 +279,24 @@ async def _reach(base: str) -> tuple[Status, str]:
         return "fail", f"unreachable ({type(exc).__name__})"
 
 
+async def check_channels(config: Config) -> list[Check]:
+    """Each enabled channel's own checks (``ChannelConfig.doctor``: credentials, platform reachable)."""
+    sections = [(name, s) for name, s in config.channels.sections().items() if s.enabled]
+    answers = await asyncio.gather(*(s.doctor(config) for _, s in sections), return_exceptions=True)
+    out: list[Check] = []
+    for (name, _), answer in zip(sections, answers, strict=True):
+        if isinstance(answer, BaseException):
+            out.append(Check(f"channel {name}", "fail", f"{type(answer).__name__}: {answer}"))
+            continue
+        out.extend(Check(f"channel {name}", status, detail) for status, detail in answer  # type: ignore[misc]
+                   if status in ("ok", "warn", "fail", "skip"))
+    return out
+
+
 CHECKS: tuple[tuple[str, CheckFn], ...] = (
     ("data dir", check_data_dir), ("disk", check_disk), ("port", check_port), ("state", check_state),
     ("redis", check_redis), ("memory jobs", check_memory_jobs), ("index", check_index), ("model", check_models),
+    ("channels", check_channels),
 )
 
 

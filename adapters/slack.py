@@ -1,0 +1,395 @@
+"""Slack adapter on slack-sdk: the Web API (``AsyncWebClient``), Socket Mode (its aiohttp
+``SocketModeClient``) or the Events API on the host's HTTP server, verified with ``SignatureVerifier``.
+
+* Start: ``auth.test`` names the bot (its user id is how mentions are recognised); an ``invalid_auth``
+  style answer stops only this adapter (``AdapterAuthError``). In Socket Mode the first
+  ``apps.connections.open`` is ours for the same reason (the SDK would retry a revoked app token
+  forever), then the SDK keeps the socket: it pings, answers ``disconnect`` by reconnecting, and
+  ``run`` counts a healthy ping-pong as activity for the watchdog.
+* Every envelope is acknowledged before its turn runs (Slack redelivers what is not acked in 3 s); a
+  redelivered event is one turn (the host dedupes by ``<channel>:<ts>``, shared by ``message`` and
+  ``app_mention`` of the same post).
+* Events API: the timestamp header is checked before the body is read, the HMAC (``v0:ts:body``) on
+  the raw bytes before anything is parsed, and a signature seen before within the window is a replay
+  (409). ``url_verification`` is answered only once signed.
+* DMs (``im``) reach the pipeline; in channels ``mentioned`` is set by ``<@bot>`` or ``app_mention``.
+  In channels the answer goes to the message's thread (``reply_in_thread``). The slash command
+  (``/kith link CODE``) is the way to ``/link``: Slack keeps words after ``/`` for its own commands, so
+  ``/kith <command>`` runs kith's ``/<command>`` in the person's DM with the bot.
+* Files: ``files`` of a message become attachments (``url_private_download``, fetched with the bot
+  token, only from Slack's file host); ``send_file`` uploads with ``files_upload_v2``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import re
+import time
+from typing import TYPE_CHECKING, Any, ClassVar
+from urllib.parse import parse_qsl, urlsplit
+
+import aiohttp
+from aiohttp import web
+from slack_sdk.errors import SlackApiError
+from slack_sdk.signature import SignatureVerifier
+from slack_sdk.socket_mode.aiohttp import SocketModeClient
+from slack_sdk.socket_mode.request import SocketModeRequest
+from slack_sdk.socket_mode.response import SocketModeResponse
+from slack_sdk.web.async_client import AsyncWebClient
+
+from adapters.body import BodyTooLarge, read_body
+from adapters.download import check_declared, download
+from adapters.ratelimit import RateLimiter, with_retry
+from adapters.slack_config import SlackConfig
+from gateway.adapter import Adapter, AdapterAuthError
+from gateway.logs import install_redaction
+from gateway.media.errors import AttachmentUnavailable
+from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
+
+if TYPE_CHECKING:
+    from gateway.app import Gateway
+
+log = logging.getLogger("kith.adapters.slack")
+
+AUTH_ERRORS = frozenset({"invalid_auth", "not_authed", "account_inactive", "token_revoked", "token_expired",
+                         "not_allowed_token_type"})  # fmt: skip
+FILE_HOSTS = ("files.slack.com",)
+_MAX_BODY = 256 * 1024
+_TEXT_SUBTYPES = (None, "file_share", "thread_broadcast")
+_CONNECT_TIMEOUT_S = 30.0
+
+
+def retry_after_seconds(exc: BaseException) -> float | None:
+    if isinstance(exc, SlackApiError) and getattr(exc.response, "status_code", 0) == 429:
+        try:
+            return float(exc.response.headers.get("Retry-After", "1"))
+        except (TypeError, ValueError):
+            return 1.0
+    return None
+
+
+def to_mrkdwn(text: str) -> str:
+    """The model's Markdown in Slack's mrkdwn: ``**bold**`` -> ``*bold*``, ``[t](u)`` -> ``<u|t>``;
+    ``&``, ``<`` and ``>`` escaped as Slack asks, so text never forms a mention or link by itself."""
+    text = text.replace("&", "&amp;").replace("<", "&lt;").replace(">", "&gt;")
+    text = re.sub(r"\*\*(.+?)\*\*", r"*\1*", text)
+    return re.sub(r"\[([^\]\n]+)\]\((https?://[^)\s]+)\)", r"<\2|\1>", text)
+
+
+class SlackAdapter(Adapter):
+    name: ClassVar[str] = "slack"
+    max_message_chars: ClassVar[int] = 3900  # chat.postMessage truncates text past 40,000; 4,000 reads well
+
+    def __init__(self, gateway: Gateway, config: SlackConfig | None = None) -> None:
+        cfg = config if config is not None else gateway.config.channels.section("slack", SlackConfig)
+        super().__init__(gateway, cfg)
+        self.cfg: SlackConfig = cfg
+        if cfg.bot_token is None:
+            raise ValueError("channels.slack.bot_token is required")
+        self.stall_after_s = cfg.stall_after_s if cfg.mode == "socket" else 0.0  # type: ignore[misc]
+        self.ready = asyncio.Event()
+        self.bot_user_id = ""
+        self._stop = asyncio.Event()
+        self._web: AsyncWebClient | None = None
+        self._http: aiohttp.ClientSession | None = None
+        self._verifier = SignatureVerifier(cfg.signing_secret.get_secret_value()) if cfg.signing_secret else None
+        self._seen: dict[str, float] = {}  # signature -> when it stops being acceptable anyway
+        self._dm_of: dict[str, str] = {}  # user -> their DM channel with the bot
+        self._tasks: set[asyncio.Task[None]] = set()
+        self._limiter = RateLimiter(per_key_rate=cfg.send_rate_per_s, per_key_burst=cfg.send_burst,
+                                    global_rate=20, global_burst=20)  # fmt: skip
+        self.stats = {"events": 0, "sent": 0, "webhook_rejected": 0, "webhook_replayed": 0, "webhook_bad_payload": 0,
+                      "envelopes": 0}  # fmt: skip
+
+    # ----------------------------------------------------------------------------------- lifecycle
+    async def run(self) -> None:
+        self._stop.clear()
+        secrets = [s.get_secret_value() for s in (self.cfg.bot_token, self.cfg.app_token, self.cfg.signing_secret) if s]
+        install_redaction(secrets)
+        bot_token = self.cfg.bot_token.get_secret_value() if self.cfg.bot_token else ""
+        web_client = AsyncWebClient(token=bot_token, base_url=self.cfg.api_base)
+        self._http = aiohttp.ClientSession()
+        try:
+            auth = await _checked(web_client.auth_test(), "auth.test with the bot token")
+            self.bot_user_id = str(auth.get("user_id") or "")
+            self._web = web_client
+            if self.cfg.mode == "socket":
+                await self._socket_mode()
+            else:
+                self.mark_connected()
+                self.ready.set()
+                await self._stop.wait()
+        finally:
+            self.ready.clear()
+            self._web = None
+            for task in list(self._tasks):
+                task.cancel()
+            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self._http.close()
+            self._http = None
+
+    async def _socket_mode(self) -> None:
+        app_token = self.cfg.app_token.get_secret_value() if self.cfg.app_token else ""
+        client = SocketModeClient(app_token=app_token, web_client=AsyncWebClient(base_url=self.cfg.api_base),
+                                  auto_reconnect_enabled=True, logger=logging.getLogger("kith.adapters.slack.sdk"))
+        try:
+            opened = await _checked(client.web_client.apps_connections_open(app_token=app_token),
+                                    "apps.connections.open with the app token")  # fmt: skip
+            client.wss_uri = str(opened["url"])
+            client.socket_mode_request_listeners.append(self._on_envelope)  # type: ignore[arg-type]
+            await asyncio.wait_for(client.connect(), _CONNECT_TIMEOUT_S)
+            self.mark_connected()
+            self.ready.set()
+            while not self._stop.is_set():
+                if await client.is_connected():
+                    self.touch()  # the SDK's ping-pong is healthy
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stop.wait(), 1.0)
+        finally:
+            await client.close()
+
+    async def stop(self) -> None:
+        self._stop.set()
+
+    def health(self) -> dict[str, Any]:
+        return {"mode": self.cfg.mode, "bot": self.bot_user_id, **self.stats}
+
+    # ---------------------------------------------------------------------------------- Socket Mode
+    async def _on_envelope(self, client: SocketModeClient, request: SocketModeRequest) -> None:
+        self.touch()
+        self.stats["envelopes"] += 1
+        await client.send_socket_mode_response(SocketModeResponse(envelope_id=request.envelope_id))
+        if request.type == "events_api" and isinstance(request.payload, dict):
+            self._event_callback(request.payload)
+        elif request.type == "slash_commands" and isinstance(request.payload, dict):
+            self._spawn(self._slash(request.payload))
+
+    # ------------------------------------------------------------------------------------ Events API
+    def routes(self) -> list[web.RouteDef]:
+        return [web.post(self.cfg.webhook_path, self._webhook)] if self.cfg.mode == "events" else []
+
+    async def _webhook(self, request: web.Request) -> web.Response:
+        verifier = self._verifier
+        stamp = request.headers.get("X-Slack-Request-Timestamp", "")
+        signature = request.headers.get("X-Slack-Signature", "")
+        now = time.time()
+        # Cheap checks first, before a byte of the body is read.
+        if verifier is None or not stamp.isdigit() or abs(now - int(stamp)) > self.cfg.timestamp_window_s \
+                or not signature.startswith("v0="):  # fmt: skip
+            return self._reject(request, "unsigned or outside the timestamp window")
+        try:
+            body = await read_body(request, _MAX_BODY)
+        except (BodyTooLarge, TimeoutError) as exc:
+            return self._bad(f"body refused ({exc.__class__.__name__})")
+        try:
+            valid = verifier.is_valid(body, stamp, signature)
+        except (ValueError, UnicodeDecodeError):
+            valid = False
+        if not valid:
+            return self._reject(request, "bad signature")
+        self._forget_old(now)
+        if signature in self._seen:
+            self.stats["webhook_replayed"] += 1
+            log.warning("slack: replayed request refused from %s", request.remote)
+            return web.Response(status=409)
+        self._seen[signature] = int(stamp) + self.cfg.timestamp_window_s
+        self.touch()
+        if request.content_type == "application/x-www-form-urlencoded":
+            form = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+            if "command" not in form:
+                return self._bad("form without a command")
+            self._spawn(self._slash(form))
+            return web.Response(status=200)
+        try:
+            data = json.loads(body)
+        except ValueError:
+            return self._bad("not JSON")
+        if not isinstance(data, dict):
+            return self._bad("not an object")
+        if data.get("type") == "url_verification":
+            return web.json_response({"challenge": str(data.get("challenge", ""))})
+        if data.get("type") == "event_callback":
+            self._event_callback(data)
+        return web.Response(status=200)
+
+    def _forget_old(self, now: float) -> None:
+        if len(self._seen) > 1000:
+            self._seen = {sig: until for sig, until in self._seen.items() if until >= now}
+
+    def _reject(self, request: web.Request, why: str) -> web.Response:
+        self.stats["webhook_rejected"] += 1
+        log.warning("slack: webhook request refused (%s) from %s", why, request.remote)
+        return web.Response(status=401)
+
+    def _bad(self, why: str) -> web.Response:
+        self.stats["webhook_bad_payload"] += 1
+        log.warning("slack: webhook payload refused: %s", why)
+        return web.Response(status=400)
+
+    # ------------------------------------------------------------------------------------- inbound
+    def _event_callback(self, payload: dict[str, Any]) -> None:
+        event = payload.get("event")
+        if not isinstance(event, dict):
+            return
+        try:
+            message = self.normalize(event, event_id=str(payload.get("event_id") or ""))
+        except (ValueError, TypeError, KeyError) as exc:
+            log.warning("slack: event refused: %s", exc)
+            return
+        if message is not None:
+            self.stats["events"] += 1
+            self._spawn(self._turn(message))
+
+    def normalize(self, event: dict[str, Any], *, event_id: str = "") -> InboundMessage | None:
+        kind = event.get("type")
+        if kind not in ("message", "app_mention") or event.get("subtype") not in _TEXT_SUBTYPES:
+            return None  # edits, deletions, joins: not turns
+        user, channel, ts = event.get("user"), event.get("channel"), event.get("ts")
+        if event.get("bot_id") or not isinstance(user, str) or user == self.bot_user_id:
+            return None
+        if not isinstance(channel, str) or not isinstance(ts, str) or not channel or not ts:
+            raise ValueError("event without channel or ts")
+        text = event.get("text") or ""
+        if not isinstance(text, str):
+            raise ValueError("text is not a string")
+        attachments = tuple(_attachment(f) for f in event.get("files") or () if isinstance(f, dict))
+        if not text and not attachments:
+            return None
+        direct = event.get("channel_type") == "im" or (kind == "app_mention" and channel.startswith("D"))
+        mention = f"<@{self.bot_user_id}>" if self.bot_user_id else ""
+        thread = event.get("thread_ts") if isinstance(event.get("thread_ts"), str) else ""
+        return InboundMessage(
+            channel=self.name, account_id=user, conversation_id=channel,
+            kind=ConversationKind.DM if direct else ConversationKind.GROUP,
+            text=_plain(text, self.bot_user_id), message_id=f"{channel}:{ts}",
+            attachments=attachments, reply_to=thread if thread != ts else "",
+            mentioned=direct or kind == "app_mention" or bool(mention and mention in text),
+            raw={"ts": ts, "thread_ts": thread, "team": str(event.get("team") or ""), "event_id": event_id},
+        )  # fmt: skip
+
+    async def _slash(self, form: dict[str, Any]) -> None:
+        """``/kith <command> [args]``: kith's ``/<command>`` in the person's DM with the bot."""
+        user, words = str(form.get("user_id") or ""), str(form.get("text") or "").strip()
+        if not user or str(form.get("command")) != self.cfg.slash_command:
+            return
+        dm = await self._dm_channel(user)
+        message = InboundMessage(
+            channel=self.name, account_id=user, conversation_id=dm, kind=ConversationKind.DM,
+            text="/" + (words or "help"), display_name=str(form.get("user_name") or ""),
+            message_id=f"cmd:{form.get('trigger_id') or time.time_ns()}", mentioned=True,
+            raw={"command": self.cfg.slash_command, "from_channel": str(form.get("channel_id") or "")},
+        )  # fmt: skip
+        await self._turn(message)
+
+    async def _dm_channel(self, user: str) -> str:
+        if user not in self._dm_of:
+            opened = await self._require().conversations_open(users=user)
+            self._dm_of[user] = str(opened["channel"]["id"])
+        return self._dm_of[user]
+
+    async def _turn(self, message: InboundMessage) -> None:
+        reply = await self.gateway.handle_inbound(message)
+        if reply is None:
+            return
+        thread = ""
+        if message.kind is ConversationKind.GROUP:
+            thread = str(message.raw.get("thread_ts") or (message.raw.get("ts") if self.cfg.reply_in_thread else ""))
+        elif message.raw.get("thread_ts"):
+            thread = str(message.raw["thread_ts"])  # a DM thread stays a thread
+        await self._deliver(message.conversation_id, self.reply_chunks(reply), thread=thread)
+
+    def _spawn(self, work: Any) -> None:
+        task = asyncio.ensure_future(self._isolated(work))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    @staticmethod
+    async def _isolated(work: Any) -> None:
+        try:
+            await work
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("slack: handling an event failed")
+
+    # --------------------------------------------------------------------------------------- media
+    async def fetch_attachment(self, attachment: Attachment, *, max_bytes: int) -> bytes:
+        what = f"the {attachment.kind} {attachment.name!r}" if attachment.name else f"the {attachment.kind}"
+        check_declared(attachment.size, max_bytes, what)
+        url = attachment.url
+        parts = urlsplit(url)
+        api = urlsplit(self.cfg.api_base)
+        # The bot token goes only to Slack's file host (or the configured API's own origin, in tests).
+        if not (parts.scheme == "https" and parts.hostname in FILE_HOSTS) and \
+                (parts.scheme, parts.netloc) != (api.scheme, api.netloc):  # fmt: skip
+            raise AttachmentUnavailable(f"{what} is not on Slack's file host")
+        http = self._http
+        if http is None:
+            raise AttachmentUnavailable(f"Slack is not connected right now, so {what} cannot be fetched")
+        token = self.cfg.bot_token.get_secret_value() if self.cfg.bot_token else ""
+        return await download(http, url, max_bytes=max_bytes, what=what, headers={"Authorization": f"Bearer {token}"})
+
+    async def send_file(self, address: ConversationAddress, *, name: str, mime_type: str, data: bytes) -> str:
+        """Upload ``data`` into the conversation (``files_upload_v2``); the file id."""
+        web_client = self._require()
+        try:
+            done = await web_client.files_upload_v2(channel=address.conversation_id, content=data, filename=name,
+                                                    title=name)  # fmt: skip
+        except SlackApiError as exc:
+            raise AttachmentUnavailable(f"Slack refused {name!r} ({exc.response.get('error')})") from None
+        return str(done["file"]["id"])
+
+    # ------------------------------------------------------------------------------------ outbound
+    async def send(self, address: ConversationAddress, reply: Reply) -> None:
+        await self._deliver(address.conversation_id, self.reply_chunks(reply))
+
+    async def _deliver(self, channel: str, chunks: list[str], *, thread: str = "") -> None:
+        web_client = self._require()
+        for chunk in chunks:
+            await self._limiter.acquire(channel)
+            args: dict[str, Any] = {"channel": channel, "text": to_mrkdwn(chunk)}
+            if thread:
+                args["thread_ts"] = thread
+            await with_retry(lambda args=args: web_client.chat_postMessage(**args),  # type: ignore[misc]
+                             retry_after=retry_after_seconds, what="slack chat.postMessage")
+            self.stats["sent"] += 1
+
+    def _require(self) -> AsyncWebClient:
+        if self._web is None:
+            raise RuntimeError("slack adapter is not connected")
+        return self._web
+
+
+async def _checked(call: Any, what: str) -> Any:
+    """``call``'s answer; a token Slack refuses stops the adapter instead of being retried."""
+    try:
+        return await call
+    except SlackApiError as exc:
+        error = exc.response.get("error") if exc.response is not None else None
+        if error in AUTH_ERRORS:
+            raise AdapterAuthError(f"slack: {what} was refused ({error})") from None
+        raise
+
+
+def _attachment(item: dict[str, Any]) -> Attachment:
+    mime = str(item.get("mimetype") or "")
+    top = mime.split("/", 1)[0]
+    kind = {"image": "photo", "audio": "audio", "video": "video"}.get(top, "document")
+    if item.get("subtype") == "slack_audio":
+        kind = "voice"
+    size = item.get("size")
+    return Attachment(kind=kind, name=str(item.get("name") or "")[:255], mime_type=mime,
+                      size=size if isinstance(size, int) and size >= 0 else 0, platform_id=str(item.get("id") or ""),
+                      url=str(item.get("url_private_download") or item.get("url_private") or ""))  # fmt: skip
+
+
+def _plain(text: str, bot_user_id: str) -> str:
+    """Slack's markup in a message as a person reads it: ``<@bot>`` dropped, entities unescaped."""
+    if bot_user_id:
+        text = text.replace(f"<@{bot_user_id}>", "").strip()
+    text = re.sub(r"<(https?://[^|>]+)\|([^>]+)>", r"\2 (\1)", text)
+    text = re.sub(r"<(https?://[^>]+)>", r"\1", text)
+    return text.replace("&lt;", "<").replace("&gt;", ">").replace("&amp;", "&")
