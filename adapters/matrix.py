@@ -48,7 +48,7 @@ from gateway.media.errors import AttachmentUnavailable
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.adapters.matrix")
 T = TypeVar("T")
@@ -73,7 +73,7 @@ def msgtype_for(mime_type: str) -> str:
 class MatrixAdapter(Adapter):
     name: ClassVar[str] = "matrix"
 
-    def __init__(self, gateway: Gateway, config: MatrixConfig | None = None) -> None:
+    def __init__(self, gateway: Services, config: MatrixConfig | None = None) -> None:
         cfg = config if config is not None else gateway.config.channels.section("matrix", MatrixConfig)
         super().__init__(gateway, cfg)
         self.cfg: MatrixConfig = cfg

@@ -41,7 +41,7 @@ from gateway.media.errors import AttachmentUnavailable, TooLarge
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.adapters.signal")
 GROUP = "group:"
@@ -57,7 +57,7 @@ class SignalRpcError(Exception):
 class SignalAdapter(Adapter):
     name: ClassVar[str] = "signal"
 
-    def __init__(self, gateway: Gateway, config: SignalConfig | None = None) -> None:
+    def __init__(self, gateway: Services, config: SignalConfig | None = None) -> None:
         cfg = config if config is not None else gateway.config.channels.section("signal", SignalConfig)
         super().__init__(gateway, cfg)
         self.cfg: SignalConfig = cfg

@@ -50,7 +50,7 @@ from gateway.media.errors import AttachmentUnavailable
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.adapters.slack")
 
@@ -83,7 +83,7 @@ class SlackAdapter(Adapter):
     name: ClassVar[str] = "slack"
     max_message_chars: ClassVar[int] = 3900  # chat.postMessage truncates text past 40,000; 4,000 reads well
 
-    def __init__(self, gateway: Gateway, config: SlackConfig | None = None) -> None:
+    def __init__(self, gateway: Services, config: SlackConfig | None = None) -> None:
         cfg = config if config is not None else gateway.config.channels.section("slack", SlackConfig)
         super().__init__(gateway, cfg)
         self.cfg: SlackConfig = cfg

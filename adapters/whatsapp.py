@@ -41,7 +41,7 @@ from gateway.media.errors import AttachmentUnavailable
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
+    from gateway.services import Services
 
 log = logging.getLogger("kith.adapters.whatsapp")
 WINDOW_S = 24 * 3600
@@ -76,7 +76,7 @@ def signature_ok(secret: str, body: bytes, header: str) -> bool:
 class WhatsAppAdapter(Adapter):
     name: ClassVar[str] = "whatsapp"
 
-    def __init__(self, gateway: Gateway, config: WhatsAppConfig | None = None) -> None:
+    def __init__(self, gateway: Services, config: WhatsAppConfig | None = None) -> None:
         cfg = config if config is not None else gateway.config.channels.section("whatsapp", WhatsAppConfig)
         super().__init__(gateway, cfg)
         self.cfg: WhatsAppConfig = cfg

@@ -24,7 +24,7 @@ pytest.importorskip("mautrix")
 pytest.importorskip("slack_sdk")
 
 from gateway.app import Gateway
-from gateway.config import parse_config
+from gateway.configread import parse_config
 from gateway.schedule.engine import sync_user
 from gateway.state.delivery import DeliveryPrefs
 from tests.channels.rig import FAST, TG_TOKEN, channel_plugins, wait_for

@@ -15,14 +15,14 @@ from gateway.types import ConversationAddress, InboundMessage, Reply
 from tests.channels.kith_pigeon.config import PigeonConfig
 
 if TYPE_CHECKING:
-    from gateway.app import Gateway
     from gateway.config import Config
+    from gateway.services import Services
 
 
 class PigeonAdapter(Adapter):
     name: ClassVar[str] = "pigeon"
 
-    def __init__(self, gateway: Gateway, config: PigeonConfig | None = None) -> None:
+    def __init__(self, gateway: Services, config: PigeonConfig | None = None) -> None:
         cfg = config if config is not None else gateway.config.channels.section("pigeon", PigeonConfig)
         super().__init__(gateway, cfg)
         self.cfg = cfg
