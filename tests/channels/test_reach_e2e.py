@@ -56,9 +56,6 @@ class Trio:
     sg: FakeSignalCli
     wa: FakeGraph
 
-    def rows(self, sql: str) -> list[Any]:
-        return select_rows(self.gw.state, sql)
-
     async def tg_say(self, text: str, user_id: int = ADA_TG) -> None:
         await self.tg.push(self.tg.make_update(user_id=user_id, text=text))
 
@@ -161,7 +158,7 @@ async def test_strangers_get_a_pairing_code_and_groups_need_allowlist_and_mentio
     (sg_code,) = await t.sg.wait_sent(1)
     for said in (mx_code["content"]["body"], sl_code["text"], sg_code["message"]):
         assert re.search(r"\b[A-Z2-9]{8}\b", said), said  # the pairing code, and nothing else happened
-    assert t.rows("SELECT COUNT(*) FROM turns")[0][0] == 0
+    assert select_rows(t.gw.state, "SELECT COUNT(*) FROM turns")[0][0] == 0
     # Groups: only allowed rooms, only when addressed (the gating is the host's, the flags the adapters').
     await t.mx_say("chatter", room="!team:fake.test")
     await t.mx_say("kith, a question", room="!team:fake.test", **{"m.mentions": {"user_ids": [BOT]}})
@@ -175,7 +172,7 @@ async def test_strangers_get_a_pairing_code_and_groups_need_allowlist_and_mentio
     assert len(t.mx.sent) == 2 and len(t.sl.posted) == 2
     assert "a question" in sent[1]["content"]["body"] and "m.in_reply_to" in sent[1]["content"]["m.relates_to"]
     assert "a question" in posted[1]["text"] and posted[1]["thread_ts"]
-    keys = {r[0] for r in t.rows("SELECT conversation_key FROM turns")}
+    keys = {r[0] for r in select_rows(t.gw.state, "SELECT conversation_key FROM turns")}
     assert keys == {"matrix:!team:fake.test", "slack:CTEAM"}
 
 
@@ -224,7 +221,7 @@ async def test_one_person_on_telegram_matrix_slack_signal_and_whatsapp_has_one_m
             await redeem(_confirm(asked))
             assert "Linked" in await said(2)
             await t.tg.wait_sent(n + 4)
-        assert len({r[0] for r in t.rows("SELECT user_id FROM identities")}) == 1
+        assert len({r[0] for r in select_rows(t.gw.state, "SELECT user_id FROM identities")}) == 1
 
         await t.mx_say("Remember this: my cat is called Miso.")
         await t.mx.wait_sent(3)
@@ -237,7 +234,7 @@ async def test_one_person_on_telegram_matrix_slack_signal_and_whatsapp_has_one_m
         await t.wa_say("What is my cat's name, once more?")
         await t.wa.wait_sent(3)
         assert "Miso" in json.dumps(fake.last_turn())  # the same memory on WhatsApp
-        assert len({r[0] for r in t.rows("SELECT DISTINCT user_id FROM turns")}) == 1
+        assert len({r[0] for r in select_rows(t.gw.state, "SELECT DISTINCT user_id FROM turns")}) == 1
     finally:
         await fake.stop()
 
@@ -400,4 +397,4 @@ async def test_slack_events_api_through_the_hosts_http_server(trio_factory) -> N
     posted = await t.sl.wait_posted(2)
     assert any("over the events api" in p["text"] for p in posted)
     assert any("/link" in p["text"] and p["channel"] == f"D{ADA_SL}" for p in posted)  # the help, in the DM
-    assert t.rows("SELECT COUNT(*) FROM turns WHERE channel='slack' AND role='user'")[0][0] == 1  # /help is no turn
+    assert select_rows(t.gw.state, "SELECT COUNT(*) FROM turns WHERE channel='slack' AND role='user'")[0][0] == 1  # /help is no turn
