@@ -397,4 +397,5 @@ async def test_slack_events_api_through_the_hosts_http_server(trio_factory) -> N
     posted = await t.sl.wait_posted(2)
     assert any("over the events api" in p["text"] for p in posted)
     assert any("/link" in p["text"] and p["channel"] == f"D{ADA_SL}" for p in posted)  # the help, in the DM
-    assert select_rows(t.gw.state, "SELECT COUNT(*) FROM turns WHERE channel='slack' AND role='user'")[0][0] == 1  # /help is no turn
+    slack_turns = select_rows(t.gw.state, "SELECT COUNT(*) FROM turns WHERE channel='slack' AND role='user'")
+    assert slack_turns[0][0] == 1  # /help is no turn
