@@ -14,7 +14,7 @@ import pytest
 from adapters.matrix_config import MatrixConfig, mxc_download_path
 from adapters.slack_config import SlackConfig
 from gateway.cli.main import main
-from gateway.config import parse_config
+from gateway.configread import parse_config
 
 
 def _check_config(tmp_path: Path, capsys: pytest.CaptureFixture[str], **sections: Any) -> tuple[int, list[str]]:
