@@ -150,7 +150,7 @@ class SessionLog:
     def _store(self, scope: str) -> MemoryStore:
         memory = self.gateway.memory
         assert memory is not None
-        return memory.store_for(scope)
+        return memory.stores.store_for(scope)
 
     def _append(self, scope: str, rel: str, blocks: OrderedDict[str, str], retry: bool) -> None:
         """Append to the day's log; past the store's file cap, continue in ``<day>.2.md``, ``.3.md``...

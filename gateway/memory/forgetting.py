@@ -167,14 +167,14 @@ async def plan(gateway: Gateway, user_id: str, text: str) -> tuple[list[LineMatc
     """What forgetting ``text`` would remove (reads only)."""
     memory = gateway.memory
     assert memory is not None and gateway.kg is not None
-    store = memory.store_for_user(user_id)
+    store = memory.stores.for_user(user_id)
     needle = fold(text)
     lines = await asyncio.to_thread(literal_lines, store, needle)
-    if not memory.detached and not memory.paused:
+    if not memory.detached and not memory.indexing.paused:
         hits = await memory.recall(scope=user_scope(user_id), query=text, k=SEMANTIC_HITS)
         taken = {(m.path, m.line_no) for m in lines}
         candidates = await asyncio.to_thread(semantic_candidates, store, hits, taken)
-        lines += await asyncio.to_thread(close_lines, memory.embedder, text, candidates)
+        lines += await asyncio.to_thread(close_lines, memory.loader.embedder, text, candidates)
     facts = matching_facts(gateway.kg.all(user_id), needle, self_ids=_self_ids(gateway, user_id))
     lines.sort(key=lambda m: (m.path, m.line_no))
     return lines, facts
@@ -192,7 +192,7 @@ async def _by_ref(gateway: Gateway, user_id: str, ref: str) -> tuple[list[LineMa
     if ref.startswith("fact:"):
         fact = kg.get(int(ref[5:])) if ref[5:].isdigit() else None
         return [], [FactMatch(fact, "literal")] if fact is not None and fact.user_id == user_id else []
-    store = memory.store_for_user(user_id)
+    store = memory.stores.for_user(user_id)
     return await asyncio.to_thread(lines_of_ref, store, ref), []
 
 
@@ -268,9 +268,9 @@ async def _reindex(gateway: Gateway, user_id: str, paths: list[str], text: str) 
     scope = user_scope(user_id)
     points = 0
     for path in paths:
-        report = await memory.index_file(scope, path)
+        report = await memory.indexing.index_file(scope, path)
         points += report.deleted + report.embedded
-    if not text or memory.paused:
+    if not text or memory.indexing.paused:
         return points
     needle = fold(text)
     try:
@@ -280,7 +280,7 @@ async def _reindex(gateway: Gateway, user_id: str, paths: list[str], text: str) 
             # Points whose text holds the forgotten words but no file does (a turn indexed live before
             # its log block was written, or a log block forgotten by hand): nothing would re-create them.
             log.info("forget: %d index points outside any changed file removed for %s", len(stale), scope)
-            await asyncio.to_thread(memory.index.delete_ids, stale)
+            await asyncio.to_thread(memory.loader.index.delete_ids, stale)
     except Exception:
         # The files are forgotten already; an orphan point is purged by the root's next sync.
         log.exception("forget: sweeping the index of %s failed", scope)
@@ -293,7 +293,7 @@ async def _apply(gateway: Gateway, user_id: str, lines: list[LineMatch], facts: 
     memory, kg = gateway.memory, gateway.kg
     assert memory is not None and kg is not None
     forget_id = forget_id or _new_id()
-    store = memory.store_for_user(user_id)
+    store = memory.stores.for_user(user_id)
     files = await asyncio.to_thread(_rewrite, store, lines, fold(query))
     record = {
         "id": forget_id, "ts": datetime.now(UTC).isoformat(), "actor": actor, "user_id": user_id, "query": query,
@@ -392,7 +392,7 @@ async def undo_forget(gateway: Gateway, user_id: str, forget_id: str | None = No
     memory, kg = gateway.memory, gateway.kg
     if memory is None or kg is None:
         raise RuntimeError("the gateway's memory is not running")
-    store = memory.store_for_user(user_id)
+    store = memory.stores.for_user(user_id)
     record = await asyncio.to_thread(forget_undo.load, store.root, forget_id)
     if record is None or record.get("user_id") != user_id:
         return ForgetReport("nothing_to_undo", message="There is no forget to undo (undo is kept for 7 days).")

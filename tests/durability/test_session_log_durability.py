@@ -61,7 +61,7 @@ async def start(cfg: Config, plugins: tuple[Any, ...] = ()) -> Gateway:
 def user_root(gw: Gateway, account: str = "alice") -> Path:
     user_id = gw.identities.lookup("websocket", account)
     assert user_id is not None
-    return gw.memory.root_for(user_scope(user_id))  # type: ignore[union-attr]
+    return gw.memory.stores.root_for(user_scope(user_id))  # type: ignore[union-attr]
 
 
 def today_log(gw: Gateway, account: str = "alice") -> Path:
@@ -242,7 +242,7 @@ async def test_start_appends_turns_the_logs_miss_indexes_them_and_a_second_start
                                         kind=ConversationKind.GROUP, mentioned=True))  # fmt: skip
         await gw.settle()
         log_file = today_log(gw)
-        group_log = gw.memory.root_for(channel_scope("websocket:team")) / log_file.relative_to(user_root(gw))
+        group_log = gw.memory.stores.root_for(channel_scope("websocket:team")) / log_file.relative_to(user_root(gw))
     finally:
         await gw.close()
     # What a kill inside the first batch window leaves: turns in the transcript, no Markdown log.

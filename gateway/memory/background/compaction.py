@@ -99,10 +99,9 @@ async def compact(
     if not summary:
         raise ValueError("the model returned an empty compaction summary")  # retried by the bus
     now = datetime.now(UTC)
-    working.write(root, summary, now=now, ttl_days=memory.working_ttl_days, max_tokens=memory.working_max_tokens,
-                  source=SOURCE)
-    state.compactions.advance(session_id, upto_seq=older[-1].seq,
-                              summary=truncate_to_tokens(summary, memory.working_max_tokens), at=now)  # fmt: skip
+    kept = truncate_to_tokens(summary, memory.working_max_tokens)
+    working.write(root, kept, now=now, ttl_days=memory.working_ttl_days, source=SOURCE)
+    state.compactions.advance(session_id, upto_seq=older[-1].seq, summary=kept, at=now)
     log.info("compacted %d turns of session %s into working memory (%d tokens)", len(older), session_id[:8],
              estimate_tokens(summary))
     return len(older)

@@ -26,6 +26,7 @@ from gateway.memory.background.ask import ask
 from gateway.memory.background.settings import DistillConfig
 from gateway.memory.files.poison import Provenance
 from gateway.memory.files.quarantine import filter_text
+from gateway.memory.files.store import MemoryStore
 
 log = logging.getLogger("kith.memory.distill")
 Tier = Literal["short", "mid", "long"]
@@ -60,7 +61,7 @@ class DistillOutputError(Exception):
     """The model's digest is empty or oversize; the tier file was left as it was."""
 
 
-def _days(store: Any) -> dict[str, list[str]]:
+def _days(store: MemoryStore) -> dict[str, list[str]]:
     """date -> its session files, summaries first (in slot order), else the raw log."""
     found: dict[str, dict[str, list[str]]] = {}
     for e in store.files("sessions"):
@@ -77,7 +78,7 @@ def _days(store: Any) -> dict[str, list[str]]:
     return out
 
 
-def short_digest(store: Any, *, budget_tokens: int, now: datetime) -> str:
+def short_digest(store: MemoryStore, *, budget_tokens: int, now: datetime) -> str:
     budget = budget_tokens * CHARS_PER_TOKEN
     header = f"# Recent sessions\n\n<!-- kith:distill tier=short generated={now:%Y-%m-%d %H:%M} UTC -->\n"
     picked: list[str] = []
@@ -108,7 +109,7 @@ def _is_heading(line: str) -> bool:
     return line.startswith("#") and " " in line and set(line[: line.index(" ")]) == {"#"}
 
 
-def _write_if_changed(store: Any, rel: str, text: str, source: str) -> bool:
+def _write_if_changed(store: MemoryStore, rel: str, text: str, source: str) -> bool:
     if store.exists(rel) and _strip_generated(store.read(rel)) == _strip_generated(text):
         return False
     store.write(rel, text, source=source)
@@ -122,7 +123,7 @@ def _strip_generated(text: str) -> str:
 async def run_tier(
     tier: Tier,
     *,
-    store: Any,
+    store: MemoryStore,
     cfg: DistillConfig,
     providers: dict[str, Any],
     now: datetime,

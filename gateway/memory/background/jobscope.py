@@ -52,7 +52,7 @@ def for_session_scope(gateway: Any, scope_key: str) -> JobScope:
 
 def store(gateway: Any, scope: JobScope) -> Any:
     """The guarded (and, in the gateway, indexed) store of the scope's root."""
-    return gateway.memory.store_for(scope.memory_scope)
+    return gateway.memory.stores.store_for(scope.memory_scope)
 
 
 def display_names(gateway: Any, user_id: str) -> tuple[str, ...]:
