@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from gateway.memory.edit.match import fold
 from gateway.memory.files.poison import screen_text
 from gateway.memory.files.scopes import user_scope
-from gateway.memory.forget_match import fold
 
 if TYPE_CHECKING:
     from gateway.app import Gateway

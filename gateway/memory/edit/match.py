@@ -11,7 +11,7 @@ Two kinds of match, because people rarely quote their memories word for word:
 Only lines that hold what someone said or wrote are candidates: headings of session logs, their
 turn markers and speaker lines are structure (the turn index is rebuilt from them), never content.
 ``lines_of_ref`` resolves what a recall hit (its chunk id) or ``<path>:<line>`` stands for.
-Everything here reads; ``gateway.memory.forgetting`` applies a plan.
+Everything here reads; ``gateway.memory.edit.forget`` applies a plan.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """Forgetting on a person's request: lines of their files, facts of the graph, points of the index.
 
-``forget(gateway, user_id, text=..., actor=...)`` finds what the text means (``forget_match``: the
+``forget(gateway, user_id, text=..., actor=...)`` finds what the text means (``match``: the
 literal lines and facts, plus lines and facts that only match by meaning) and either removes it or,
 when the match is broad (more than ``CONFIRM_LINES`` lines or facts, or any match by meaning), returns
 ``status="confirm"`` with exactly what would go and a pending id; ``forget(..., ref="pending:<id>")``
@@ -9,7 +9,7 @@ when the match is broad (more than ``CONFIRM_LINES`` lines or facts, or any matc
 
 Rails: only the person's own root (``user:<id>``); every file change goes through the guarded store
 (containment, lock, atomic replace, an audit line with ``source="forget:<actor>"`` and the forget id);
-the removed lines and facts are kept in an undo record (``forget_undo``) for ``undo_forget``. In a
+the removed lines and facts are kept in an undo record (``undo``) for ``undo_forget``. In a
 session log a removed message line becomes ``> [forgotten]``: the turn structure stays parseable.
 
 The index follows before ``forget`` returns: each changed file is re-indexed on the indexing thread
@@ -33,10 +33,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from gateway.memory import forget_undo
-from gateway.memory.files.errors import MemoryFileNotFoundError
-from gateway.memory.files.scopes import user_scope
-from gateway.memory.forget_match import (
+from gateway.memory.edit import undo
+from gateway.memory.edit.match import (
     SEMANTIC_HITS,
     SESSION_PLACEHOLDER,
     FactMatch,
@@ -51,6 +49,8 @@ from gateway.memory.forget_match import (
     scrub_record,
     semantic_candidates,
 )
+from gateway.memory.files.errors import MemoryFileNotFoundError
+from gateway.memory.files.scopes import user_scope
 from gateway.memory.search.index import point_id
 from gateway.types import StashKey
 
@@ -305,7 +305,7 @@ async def _apply(gateway: Gateway, user_id: str, lines: list[LineMatch], facts: 
     }  # fmt: skip
     if files or facts or record["turns"]:
         # The undo record first: a crash after it leaves a forget that can still be undone.
-        await asyncio.to_thread(forget_undo.save, store.root, record)
+        await asyncio.to_thread(undo.save, store.root, record)
     for row in record["turns"]:
         gateway.state.turns.set_content(user_id, row["seq"], redacted(row["content"], fold(query)) or row["content"])
     for f in files:
@@ -319,7 +319,7 @@ async def _apply(gateway: Gateway, user_id: str, lines: list[LineMatch], facts: 
     paths = [f["path"] for f in files]
     points = await _reindex(gateway, user_id, paths, query)
     await gateway.hooks.memory_edited(gateway, user_id=user_id, paths=paths)
-    await asyncio.to_thread(forget_undo.expire, store.root)
+    await asyncio.to_thread(undo.expire, store.root)
     n_lines = sum(len(f["removed"]) for f in files)
     log.info("forget %s for %s by %s: %d lines in %d files, %d facts, %d index points", forget_id, user_id, actor,
              n_lines, len(files), len(facts), points)  # fmt: skip
@@ -393,7 +393,7 @@ async def undo_forget(gateway: Gateway, user_id: str, forget_id: str | None = No
     if memory is None or kg is None:
         raise RuntimeError("the gateway's memory is not running")
     store = memory.stores.for_user(user_id)
-    record = await asyncio.to_thread(forget_undo.load, store.root, forget_id)
+    record = await asyncio.to_thread(undo.load, store.root, forget_id)
     if record is None or record.get("user_id") != user_id:
         return ForgetReport("nothing_to_undo", message="There is no forget to undo (undo is kept for 7 days).")
     fid = str(record["id"])
@@ -405,7 +405,7 @@ async def undo_forget(gateway: Gateway, user_id: str, forget_id: str | None = No
             current: str | None = await asyncio.to_thread(store.read, path)
         except MemoryFileNotFoundError:
             current = None
-        text = forget_undo.restore_text(current, entry)
+        text = undo.restore_text(current, entry)
         await asyncio.to_thread(store.write, path, text, source=f"forget-undo:{actor}", message_id=fid, trust="user")
         paths.append(path)
         restored += len(entry.get("removed", []))
@@ -421,7 +421,7 @@ async def undo_forget(gateway: Gateway, user_id: str, forget_id: str | None = No
     turns = 0
     for row in record.get("turns", []):
         turns += gateway.state.turns.set_content(user_id, int(row["seq"]), str(row["content"]))
-    await asyncio.to_thread(forget_undo.drop, store.root, fid)
+    await asyncio.to_thread(undo.drop, store.root, fid)
     await _reindex(gateway, user_id, paths, "")
     await gateway.hooks.memory_edited(gateway, user_id=user_id, paths=paths)
     log.info("forget %s undone for %s by %s: %d lines, %d facts", fid, user_id, actor, restored, facts)
