@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+import gateway.memory.session_writer as session_writer
 import plugins.session_log as session_log
 from gateway.app import Gateway
 from gateway.config import Config
@@ -96,8 +97,8 @@ def holding_write_lock(root: Path, rel: str) -> Iterator[None]:
 
 @pytest.fixture
 def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(session_log, "RETRY_FIRST_S", 0.05, raising=False)
-    monkeypatch.setattr(session_log, "RETRY_MAX_S", 0.2, raising=False)
+    monkeypatch.setattr(session_writer, "RETRY_FIRST_S", 0.05, raising=False)
+    monkeypatch.setattr(session_writer, "RETRY_MAX_S", 0.2, raising=False)
 
 
 # ------------------------------------------------------------------------ (a) shutdown mid-batch
@@ -372,14 +373,14 @@ async def test_a_log_that_cannot_be_read_is_compared_again_at_the_next_start(tmp
     gw = await start(cfg)
     try:
         await gw.settle()
-        assert the_log(gw).reconciled == 0 and gw.state.progress.watermark(session_log.WATERMARK) == 0
+        assert the_log(gw).reconciled == 0 and gw.state.progress.watermark(session_writer.WATERMARK) == 0
     finally:
         await gw.close()
     log_file.unlink()
     gw = await start(cfg)
     try:
         await gw.settle()
-        assert the_log(gw).reconciled == 1 and gw.state.progress.watermark(session_log.WATERMARK) > 0
+        assert the_log(gw).reconciled == 1 and gw.state.progress.watermark(session_writer.WATERMARK) > 0
     finally:
         await gw.close()
     assert missing_from_logs(data) == [] and outside.read_text() == "not a kith log\n"
