@@ -57,10 +57,6 @@ class Stores:
         """``on_write(scope, rel)`` after every guarded write of every scope's store."""
         self._subscribers.append(on_write)
 
-    def unsubscribe(self, on_write: OnWrite) -> None:
-        if on_write in self._subscribers:
-            self._subscribers.remove(on_write)
-
     def _written(self, scope: str, rel: str) -> None:
         for subscriber in list(self._subscribers):
             try:
