@@ -1,8 +1,8 @@
 """The session-log writer: each answered turn appended to ``sessions/YYYY-MM-DD.md`` of its memory root.
 
 The raw session log is human-readable memory the distillation tiers read later, and the source the
-turn index is rebuilt from; its format lives in ``gateway.memory.files.session_log`` (the UTC instant and the
-full ids in every block, message bodies quoted so no text can pass for structure). Appends go through
+turn index is rebuilt from; its format lives in ``gateway.memory.files.session_log`` (the UTC instant and
+the full ids in every block, message bodies quoted so no text can pass for structure). Appends go through
 the guarded memory store, batched by a background flusher so a burst of turns costs one atomic
 rewrite per file instead of one per turn. The SQLite transcript is the durable record meanwhile, and
 nothing it holds is lost on the way to the Markdown log:
@@ -17,7 +17,7 @@ nothing it holds is lost on the way to the Markdown log:
   stored time is not a timestamp (damaged by hand, or imported before imports were checked) cannot be
   placed in a day's log: it is skipped and reported (seq and turn id, once), and the others are written;
 * a turn the transcript could not take either (a full disk) is in the turn spool: written back to the
-  transcript before this plugin starts, it is found by that catch-up; still waiting for the
+  transcript before the writer starts, it is found by that catch-up; still waiting for the
   transcript, it is queued here from the spool (``gateway/writeback.py``).
 
 Off-The-Record turns never get here (nor into the transcript). The plugin ``plugins/session_log.py``
