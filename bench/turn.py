@@ -208,7 +208,8 @@ async def _run(clients: int, turns: int, core: bool, llm: dict[str, Any], state_
             t1 = time.perf_counter()
             await gw.settle(timeout=600)
             settle = time.perf_counter() - t1
-            counters = {"recalls": gw.memory.recalls, **gw.memory.indexing.counters} if gw.memory is not None else {}
+            # stats(), not the counters themselves: the same bench code runs against older trees (--against).
+            counters = gw.memory.stats() if gw.memory is not None else {}
     n = len(rtts)
     return {
         "bench": "turn", "stages": "core" if core else "all", "clients": clients, "turns": n, "wall_s": round(wall, 3),
@@ -283,9 +284,10 @@ async def run_memory_scale(memories: int, turns: int) -> dict[str, Any]:
             await gw.handle_inbound(InboundMessage(channel="websocket", account_id="sam", text="hi", trusted=True))
             _seed_files(gw)
             t0 = time.perf_counter()
-            loader = gw.memory.loader
+            # An older tree (--against) has the index and the embedder on the service itself.
+            loader = getattr(gw.memory, "loader", gw.memory)
             await asyncio.to_thread(fill, loader.index, loader.embedder, loader.sparse, "user:measured", memories)
-            await asyncio.to_thread(gw.memory.loader.index.optimize)
+            await asyncio.to_thread(loader.index.optimize)
             load_s = time.perf_counter() - t0
             await gw.settle(timeout=600)
             rng = random.Random(11)
