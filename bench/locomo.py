@@ -177,14 +177,14 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="kith-locomo-") as tmp:
         svc = MemoryService(parse_config({"data_dir": tmp, "memory": mem}, env={}))
         await svc.start()
-        embedder = svc._require_embedder().signature  # which way of running the model produced the figures
+        embedder = svc.loader.require_embedder().signature  # which way of running the model produced the figures
         try:
             for conv in data:
                 scope = f"user:locomo-{conv.get('sample_id', len(rows))}"
                 turns = turns_of(conv)
                 t0 = time.perf_counter()
                 for n in sorted({t["session"] for t in turns}):
-                    await svc.index_turns(scope, [t["record"] for t in turns if t["session"] == n])
+                    await svc.indexing.index_turns(scope, [t["record"] for t in turns if t["session"] == n])
                 ingest_s += time.perf_counter() - t0
                 n_turns += len(turns)
                 # Questions are asked after the conversation: "now" is a day after its last turn.
@@ -201,16 +201,16 @@ async def run(args: argparse.Namespace) -> dict[str, Any]:
                     row_convs.append(scope)
                     if args.grid != "none":
                         found = await asyncio.to_thread(
-                            retrieve, svc.index, svc.embedder, svc.sparse, scopes=[scope],
+                            retrieve, svc.loader.index, svc.loader.embedder, svc.loader.sparse, scopes=[scope],
                             query=str(qa["question"]), limit=RETRIEVE, now=now,
                         )
                         ids = list({c.id for c in (*found.dense, *found.bm25)})
-                        full = svc.index._payloads(scopes=[scope], ids=ids)
+                        full = svc.loader.index._payloads(scopes=[scope], ids=ids)
                         turn_map = {pid: tuple(p.get("turn_ids") or ()) for pid, p in full.items()}
                         questions.append(Question(scope, int(qa["category"]), gold, found, turn_map))
         finally:
             await svc.close()
-    threads = svc.mem.embedding_threads
+    threads = svc.config.memory.embedding_threads
     out = summarise(rows, latencies, n_turns, ingest_s, args) | {"embedder": embedder, "threads": threads}
     # The settings in force (the defaults), scored per conversation: the figures no fold may fall below.
     out["per_conversation"] = {

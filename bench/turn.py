@@ -208,7 +208,8 @@ async def _run(clients: int, turns: int, core: bool, llm: dict[str, Any], state_
             t1 = time.perf_counter()
             await gw.settle(timeout=600)
             settle = time.perf_counter() - t1
-            counters = dict(gw.memory.counters) if gw.memory is not None else {}
+            # stats(), not the counters themselves: the same bench code runs against older trees (--against).
+            counters = gw.memory.stats() if gw.memory is not None else {}
     n = len(rtts)
     return {
         "bench": "turn", "stages": "core" if core else "all", "clients": clients, "turns": n, "wall_s": round(wall, 3),
@@ -239,7 +240,7 @@ def _seed_files(gw: Gateway) -> None:
     store.write("PATTERNS.md", "# Patterns\n- Writes late in the evening.\n- Plans trips months ahead.\n",
                 source="bench")
     working.write(store, "## Working on\n- Booking the Lisbon trip; comparing flights.\n", now=datetime.now(UTC),
-                  ttl_days=14, max_tokens=1000, source="bench")
+                  ttl_days=14, source="bench")
     store.write("MEMORY_SHORT.md", "# Recent days\n" + "Sam planned the trip and fixed the kitchen tap. " * 40,
                 source="bench")
     for name in ("Priya", "Tom", "Alice"):
@@ -283,9 +284,10 @@ async def run_memory_scale(memories: int, turns: int) -> dict[str, Any]:
             await gw.handle_inbound(InboundMessage(channel="websocket", account_id="sam", text="hi", trusted=True))
             _seed_files(gw)
             t0 = time.perf_counter()
-            await asyncio.to_thread(fill, gw.memory.index, gw.memory.embedder, gw.memory.sparse, "user:measured",
-                                    memories)
-            await asyncio.to_thread(gw.memory.index.optimize)
+            # An older tree (--against) has the index and the embedder on the service itself.
+            loader = getattr(gw.memory, "loader", gw.memory)
+            await asyncio.to_thread(fill, loader.index, loader.embedder, loader.sparse, "user:measured", memories)
+            await asyncio.to_thread(loader.index.optimize)
             load_s = time.perf_counter() - t0
             await gw.settle(timeout=600)
             rng = random.Random(11)

@@ -41,7 +41,7 @@ from gateway.memory.search.service import MemoryService
 from gateway.ops.http import routes as metrics_routes
 from gateway.ops.metrics import OUTCOME as TURN_OUTCOME
 from gateway.ops.metrics import observe_turn
-from gateway.plugins import PluginHost, build_plugin_host
+from gateway.plugins import PluginHost, build_plugin_host, indexes_live, uses_index_every_turn
 from gateway.registrations import Registrations, collect_registrations
 from gateway.state import State, open_configured_async
 from gateway.supervisor import Supervisor
@@ -162,7 +162,10 @@ class Gateway:
             keeper.serve()
         self._providers.update(make_providers(self.config.llm))
         self.kg = KnowledgeGraph(self.state)  # on the state's one connection
-        self.memory = MemoryService(self.config, detach_if_busy=self.mode == "worker")
+        self.memory = MemoryService(
+            self.config, detach_if_busy=self.mode == "worker", live_indexing=indexes_live(self.config.plugins),
+            every_turn=uses_index_every_turn(self.config.plugins),
+        )
         await self.memory.start(background=self.background_load)
         self._create_adapters()
         self.bus = JobBus(
@@ -190,7 +193,7 @@ class Gateway:
             self._load_timer.cancel()
             self._load_timer = None
         if self.memory is not None:
-            self.memory.abandon_load()  # index jobs waiting for a load that never began: the bus drains them
+            self.memory.loader.abandon_load()  # index jobs waiting for a load that never began: the bus drains them
         await self.supervisor.stop()
         if self._runner is not None:
             await self._runner.cleanup()
@@ -234,7 +237,7 @@ class Gateway:
             self._load_timer.cancel()
             self._load_timer = None
             if self.memory is not None:
-                self.memory.begin_loading()
+                self.memory.loader.begin_loading()
 
     def _create_adapters(self) -> None:
         """One adapter per registered class whose channel is enabled; its webhook routes are mounted."""
@@ -357,7 +360,7 @@ class Gateway:
 
     def memory_store(self, user_id: str) -> MemoryStore:
         """The user's guarded store; every write through it is re-indexed (through the bus)."""
-        return self._memory().store_for_user(user_id)
+        return self._memory().stores.for_user(user_id)
 
     def _memory(self) -> MemoryService:
         if self.memory is None:
@@ -386,7 +389,7 @@ class Gateway:
             if self._background:
                 await asyncio.gather(*list(self._background), return_exceptions=True)
             if self.memory is not None and not self.memory.detached:
-                await self.memory.drain()
+                await self.memory.indexing.drain()
             busy = self.bus is not None and await queue_busy(self.bus.redis, self.bus.keys, self.bus.specs)
             quiet = 0 if busy or self._background else quiet + 1
             if time.monotonic() > deadline:

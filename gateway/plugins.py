@@ -126,6 +126,23 @@ class PluginHost:
 _allowed = plugin_allowed
 
 
+# The memory service names no plugin: the loader, which lists the built-ins, says which of them a
+# config lets load and what that asks of the memory index.
+_INDEXING_STAGE = "plugins.memory_index"  # indexes every write as it happens
+_EVERY_TURN_STAGES = ("plugins.recall", _INDEXING_STAGE)  # use the index on every turn
+
+
+def indexes_live(cfg: PluginsConfig) -> bool:
+    """Writes are indexed as they happen (the indexing stage may load; ``MemoryService(live_indexing=)``)."""
+    return plugin_allowed(_INDEXING_STAGE, cfg)
+
+
+def uses_index_every_turn(cfg: PluginsConfig) -> bool:
+    """A stage recalls or indexes on every turn: a background start loads the index (otherwise it loads
+    on first use; ``MemoryService(every_turn=)``)."""
+    return any(plugin_allowed(p, cfg) for p in _EVERY_TURN_STAGES)
+
+
 def _import(module: str, source: str, problems: list[str]) -> Any | None:
     try:
         return importlib.import_module(module)

@@ -42,19 +42,19 @@ def _memory(ctx: JobContext) -> Any:
 
 
 async def index_file(ctx: JobContext, payload: dict[str, Any]) -> None:
-    await _memory(ctx).index_file(str(payload["scope"]), str(payload["rel"]))
+    await _memory(ctx).indexing.index_file(str(payload["scope"]), str(payload["rel"]))
 
 
 async def sync_scope(ctx: JobContext, payload: dict[str, Any]) -> None:
-    await _memory(ctx).sync(str(payload["scope"]))
+    await _memory(ctx).indexing.sync(str(payload["scope"]))
 
 
 async def rebuild_scope(ctx: JobContext, payload: dict[str, Any]) -> None:
-    await _memory(ctx).rebuild(str(payload["scope"]))
+    await _memory(ctx).indexing.rebuild(str(payload["scope"]))
 
 
 async def purge_scope(ctx: JobContext, payload: dict[str, Any]) -> None:
-    await _memory(ctx).purge(str(payload["scope"]))
+    await _memory(ctx).indexing.purge(str(payload["scope"]))
 
 
 @hookimpl
@@ -87,7 +87,7 @@ async def _enqueue_index(gateway: Services, scope: str, rel: str) -> None:
     except BusError as exc:
         if gateway.memory is not None and not gateway.memory.detached:
             log.warning("re-indexing %s %s in-process: %s", scope, rel, exc)
-            gateway.memory.enqueue_local(scope, rel)
+            gateway.memory.indexing.enqueue_local(scope, rel)
         else:
             # No index here and no bus: the daemon's startup sync picks the file up (content hashes).
             log.error("could not queue re-indexing of %s %s: %s", scope, rel, exc)
@@ -114,23 +114,23 @@ async def gateway_startup(gateway: Services) -> None:
         elif not loop.is_closed():
             loop.call_soon_threadsafe(start)
 
-    memory.index_sink = sink
+    memory.indexing.index_sink = sink
     if not gateway.run_jobs or memory.detached:
         return
-    if gateway.cluster.enabled and memory.embedded:
+    if gateway.cluster.enabled and memory.loader.embedded:
         # Several nodes, each with an index of its own (no Qdrant server): a bus job would sync
         # whichever node took it, so each node catches its own index up from the Markdown here.
-        for scope in memory.known_scopes():
-            memory.enqueue_sync(scope)
+        for scope in memory.stores.known_scopes():
+            memory.indexing.enqueue_sync(scope)
         return
 
     async def sync_all() -> None:
-        for scope in memory.known_scopes():
+        for scope in memory.stores.known_scopes():
             try:
                 await bus.enqueue("memory.sync", {"scope": scope}, job_id=_job_id("sync", scope))
             except BusError as exc:  # e.g. redis refusing writes on a full disk: catch up in-process
                 log.warning("startup sync of %s in-process: %s", scope, exc)
-                memory.enqueue_sync(scope)
+                memory.indexing.enqueue_sync(scope)
 
     if not gateway.cluster.enabled:
         await sync_all()

@@ -31,13 +31,13 @@ async def gateway_startup(gateway: Services) -> None:
     memory = gateway.memory
     if memory is None or memory.detached or not gateway.run_jobs or not gateway.config.memory.watch_files:
         return
-    inner = memory.index_sink
+    inner = memory.indexing.index_sink
 
     def enqueue(scope: str, rel: str) -> None:
         if inner is not None:
             inner(scope, rel)  # a memory.index job on the bus
         else:
-            memory.enqueue_local(scope, rel)
+            memory.indexing.enqueue_local(scope, rel)
 
     w = shared(gateway)
     w.index_with(enqueue)
@@ -46,7 +46,7 @@ async def gateway_startup(gateway: Services) -> None:
         w.note_write(scope, rel)
         enqueue(scope, rel)
 
-    memory.index_sink = reported
+    memory.indexing.index_sink = reported
     await w.start()
 
 

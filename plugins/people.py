@@ -136,11 +136,11 @@ def people_text(gateway: Services, turn: Turn) -> str:
     msg = turn.message
     cfg = gateway.config.memory
     if msg.kind == ConversationKind.GROUP:
-        stores = [memory.store_for_channel(msg.conversation_key)]
+        stores = [memory.stores.for_channel(msg.conversation_key)]
         if cfg.group_private_profile:
-            stores.append(memory.store_for_user(turn.user.user_id))
+            stores.append(memory.stores.for_user(turn.user.user_id))
     else:
-        stores = [memory.store_for_user(turn.user.user_id)]
+        stores = [memory.stores.for_user(turn.user.user_id)]
     parts: list[str] = []
     seen: set[str] = set()
     for store in stores:

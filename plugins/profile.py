@@ -70,9 +70,9 @@ def take_snapshot(gateway: Services, turn: Turn) -> Snapshot:
     msg = turn.message
     out: list[tuple[str, ContextSection]] = []
     group = msg.kind == ConversationKind.GROUP
-    user_store = memory.store_for_user(turn.user.user_id)
+    user_store = memory.stores.for_user(turn.user.user_id)
     if group:
-        room = memory.store_for_channel(msg.conversation_key)
+        room = memory.stores.for_channel(msg.conversation_key)
         if text := _file(room, "CHANNEL.md"):
             out.append(("CHANNEL.md", _section("memory.channel", "About this conversation (channel memory)", text,
                                                85, protected=True)))

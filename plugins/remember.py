@@ -1,6 +1,6 @@
 """Built-in plugin: ``/remember TEXT`` and ``/forget TEXT`` on every channel.
 
-The work is the host's (``gateway.memory.remembering``, ``gateway.memory.forgetting``); this plugin is
+The work is the host's (``gateway.memory.edit.remember``, ``gateway.memory.edit.forget``); this plugin is
 the chat surface and its rails: only in a direct conversation (a group reads the answer, and the
 lines shown would be the speaker's private memory), never Off-The-Record (nothing is written there),
 and a broad forget is shown line by line and applied only on ``/forget confirm``.
@@ -18,8 +18,8 @@ from typing import TYPE_CHECKING
 
 from gateway.config import Config
 from gateway.hookspecs import hookimpl
-from gateway.memory.forgetting import cancel_pending, forget, undo_forget
-from gateway.memory.remembering import remember
+from gateway.memory.edit.forget import cancel_pending, forget, undo_forget
+from gateway.memory.edit.remember import remember
 from gateway.turn.command_registry import CommandRegistry
 from gateway.types import ConversationKind, Reply, Turn
 

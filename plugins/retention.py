@@ -34,7 +34,7 @@ def _now(payload: dict[str, Any]) -> datetime:
 
 async def prune(gateway: Services, scope: jobscope.JobScope, now: datetime) -> PruneReport:
     memory = gateway.memory
-    sink = memory.index_sink or memory.enqueue_local
+    sink = memory.indexing.index_sink or memory.indexing.enqueue_local
 
     def reindex(rel: str) -> None:
         sink(scope.memory_scope, rel)

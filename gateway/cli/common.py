@@ -10,6 +10,7 @@ from gateway.config import Config, ConfigError
 from gateway.configread import load_config
 from gateway.memory.files.scopes import ScopeError, root_for, user_scope
 from gateway.memory.files.store import MemoryStore
+from gateway.memory.files.stores import Stores
 
 DEFAULT_CONFIG = "config.yaml"
 
@@ -32,7 +33,7 @@ def user_store(config: Config, user: str) -> MemoryStore | None:
     if not root.is_dir():
         print(f"error: no memory for user {user!r}", file=sys.stderr)
         return None
-    return MemoryStore(root, max_file_bytes=config.memory.max_file_bytes)
+    return Stores.of(config).unwatched(root)
 
 
 def load_or_exit(args: argparse.Namespace) -> Config:

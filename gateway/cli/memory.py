@@ -24,6 +24,7 @@ from gateway.memory.search.index import IndexBusyError
 from gateway.util.safetext import printable
 
 if TYPE_CHECKING:  # imported where used: `kith memory --help` must not load numpy, Qdrant, the embedder
+    from gateway.memory.files.store import MemoryStore
     from gateway.memory.search.recall import Hit
     from gateway.memory.search.service import MemoryService
 
@@ -72,8 +73,9 @@ def _run(args: argparse.Namespace, action: Callable[[MemoryService, argparse.Nam
 
     async def go() -> int:
         from gateway.memory.search.service import MemoryService
+        from gateway.plugins import indexes_live
 
-        svc = MemoryService(config)
+        svc = MemoryService(config, live_indexing=indexes_live(config.plugins))
         try:
             await svc.start()
         except IndexBusyError as exc:
@@ -150,7 +152,7 @@ def _print_stats(out: dict[str, Any], args: argparse.Namespace) -> int:
 
 
 async def _reindex(svc: MemoryService, args: argparse.Namespace) -> int:
-    reports = await svc.reindex(args.user)
+    reports = await svc.indexing.reindex(args.user)
     if args.json:
         print(json.dumps({scope: asdict(r) for scope, r in reports.items()}, indent=2))
         return 0
@@ -189,7 +191,7 @@ def _rollback(args: argparse.Namespace) -> int:
     return 0 if result.status in ("restored", "already_restored") else 1
 
 
-def _rollback_writer(store: Any, args: argparse.Namespace) -> int:
+def _rollback_writer(store: MemoryStore, args: argparse.Namespace) -> int:
     """Undo a memory-writer run as a whole: every file it changed goes back to its pre-run bytes (a
     file the run created is removed), or, when one changed since, none (without ``--force``)."""
     from gateway.memory.background import writer_ops
@@ -214,7 +216,7 @@ def _rollback_writer(store: Any, args: argparse.Namespace) -> int:
     return 0 if result.status in ("restored", "already_restored") else 1
 
 
-def _writer_rollbacks(store: Any) -> list[dict[str, Any]]:
+def _writer_rollbacks(store: MemoryStore) -> list[dict[str, Any]]:
     from gateway.memory.background import writer_ops
     from gateway.memory.curation import audit
 

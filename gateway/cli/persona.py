@@ -15,7 +15,7 @@ from pathlib import Path
 
 from gateway.cli.common import load_or_exit
 from gateway.memory.files.errors import MemoryStoreError
-from gateway.memory.files.store import MemoryStore
+from gateway.memory.files.stores import Stores
 from gateway.personas import PERSONA_FILES, PersonaError, bootstrap, persona_root, source_for, templates
 from gateway.personas.card_export import export_card, export_lorebook
 from gateway.personas.card_import import import_card, import_lorebook
@@ -28,7 +28,7 @@ def _new(args: argparse.Namespace) -> int:
     data_dir = Path(cfg.data_dir)
     try:
         source = source_for(data_dir, args.template, max_file_bytes=cfg.memory.max_file_bytes)
-        store = MemoryStore(persona_root(data_dir, args.name), max_file_bytes=cfg.memory.max_file_bytes)
+        store = Stores.of(cfg).unwatched(persona_root(data_dir, args.name))
         created = bootstrap(store, args.name, template=args.template, source_store=source, title=args.title,
                             overwrite=args.force)
     except (PersonaError, MemoryStoreError) as exc:

@@ -17,8 +17,8 @@ from typing import Any
 
 from gateway.cli.common import load_or_exit
 from gateway.config import Config
-from gateway.memory.files.scopes import root_for, user_scope
 from gateway.memory.files.store import MemoryStore
+from gateway.memory.files.stores import Stores
 from gateway.schedule.items import FILES
 from gateway.schedule.listing import ItemView, cancel, schedule_of_user
 from gateway.schedule.zones import zone
@@ -61,7 +61,7 @@ def _person(config: Config, user: str) -> tuple[str, str]:
 
 
 def _store(config: Config, uid: str) -> MemoryStore:
-    return MemoryStore(root_for(Path(config.data_dir), user_scope(uid)), max_file_bytes=config.memory.max_file_bytes)
+    return Stores.of(config).for_user(uid)
 
 
 def _run(args: argparse.Namespace, body: Any) -> int:

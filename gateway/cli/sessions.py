@@ -93,7 +93,7 @@ def excerpt(text: str, pattern: re.Pattern[str] | None) -> str:
 
 async def grep(svc: MemoryService, user: str, query: str, k: int) -> list[Excerpt]:
     """``--exact``: the files themselves, no index needed (works while the daemon holds it)."""
-    store = svc.store_for(user_scope(user))
+    store = svc.stores.store_for(user_scope(user))
     hits = await asyncio.to_thread(store.grep, query, "sessions")
     return [Excerpt(h.path[9:19], "", h.path, h.line, 1.0) for h in hits[:k]]
 
@@ -117,8 +117,9 @@ def _main(args: argparse.Namespace) -> int:
 
     async def go() -> list[Excerpt] | int:
         from gateway.memory.search.service import MemoryService
+        from gateway.plugins import indexes_live
 
-        svc = MemoryService(config)
+        svc = MemoryService(config, live_indexing=indexes_live(config.plugins))
         if args.exact:
             try:
                 return await grep(svc, args.user, query, args.k)

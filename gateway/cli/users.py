@@ -416,7 +416,7 @@ async def _reindex(config: Config, uid: str) -> str:
     try:
         async with _offline(config) as gw:
             assert gw.memory is not None
-            report = await gw.memory.rebuild(user_scope(uid))
+            report = await gw.memory.indexing.rebuild(user_scope(uid))
     except IndexBusyError:
         return f"the index is busy; run `kith memory reindex --user {uid}` when the daemon answers"
     return f"rebuilt ({report.embedded} chunks)"

@@ -38,7 +38,7 @@ from gateway.bus.purge import purge_jobs
 from gateway.memory.files.errors import StaleWriteError
 from gateway.memory.files.scopes import ScopeError, channel_scope, root_for, user_scope
 from gateway.memory.files.session_log import without_turns
-from gateway.memory.files.store import MemoryStore
+from gateway.memory.files.stores import Stores
 
 if TYPE_CHECKING:
     from gateway.services import Services
@@ -105,10 +105,10 @@ async def erase_person(gateway: Services, user_id: str, *, missing_ok: bool = Fa
     if memory is not None and not memory.detached:
         try:
             report.points = memory.scope_count(user_scope(user_id))
-            await memory.purge(user_scope(user_id))
+            await memory.indexing.purge(user_scope(user_id))
             for scope in groups:
-                await memory.sync(scope)  # the rewritten group logs replace their old chunks
-            await memory.compact()
+                await memory.indexing.sync(scope)  # the rewritten group logs replace their old chunks
+            await memory.indexing.compact()
         except Exception as exc:  # e.g. too little disk space to rewrite the shard: say so, go on
             log.exception("erasing user %s from the memory index", user_id)
             report.warnings.append(f"memory index: {exc}; run `kith users delete {user_id}` again when fixed")
@@ -155,7 +155,7 @@ def _out_of_groups(gateway: Services, turns: list[dict[str, object]], turn_ids: 
             continue
         if not root.is_dir() or root.is_symlink():
             continue  # a direct conversation: it has no group root
-        store = MemoryStore(root, max_file_bytes=gateway.config.memory.max_file_bytes)
+        store = Stores.of(gateway.config).unwatched(root)  # the scopes are synced whole afterwards
         touched = False
         for rel in _files_of(root):
             if not rel.endswith(".md") or rel.startswith("."):

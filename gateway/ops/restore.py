@@ -125,11 +125,12 @@ async def rebuild_index(config: Any) -> dict[str, int]:
     """The memory index of the restored tree, built from its Markdown (the same code ``kith memory
     reindex`` runs)."""
     from gateway.memory.search.service import MemoryService
+    from gateway.plugins import indexes_live
 
-    svc = MemoryService(config)
+    svc = MemoryService(config, live_indexing=indexes_live(config.plugins))
     await svc.start()
     try:
-        reports = await svc.reindex()
+        reports = await svc.indexing.reindex()
     finally:
         await svc.close()
     return {scope: r.embedded for scope, r in reports.items()}

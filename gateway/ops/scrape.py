@@ -82,7 +82,7 @@ async def _index(gw: Services) -> list[Metric]:
         GaugeMetricFamily("kith_index_paused", "1 while indexing is paused for lack of disk space",
                           value=1 if stats["paused"] else 0),
     ]
-    if mem.embedded:
+    if mem.loader.embedded:
         size = await asyncio.to_thread(_tree_bytes, gw.data_dir / "qdrant")
         out.append(GaugeMetricFamily("kith_index_bytes", "Disk used by the embedded index", value=size))
     return out

@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from gateway.config import PERSONA_NAME
 from gateway.memory.files.errors import MemoryStoreError
 from gateway.memory.files.store import MemoryEntry, MemoryStore
+from gateway.memory.files.stores import Stores
 from gateway.types import StashKey
 
 if TYPE_CHECKING:
@@ -130,9 +131,9 @@ def source_for(data_dir: Path, template: str, *, max_file_bytes: int = 256 * 102
 def persona_store(gateway: Services, name: str) -> MemoryStore:
     """The guarded store of a persona's root (the memory service's, so edits are indexed)."""
     if gateway.memory is not None:
-        return gateway.memory.store_for_persona(check_name(name))
+        return gateway.memory.stores.for_persona(check_name(name))
     # Not started (a CLI building a gateway only to read config): an unindexed store on the same root.
-    return MemoryStore(persona_root(gateway.data_dir, name), max_file_bytes=gateway.config.memory.max_file_bytes)
+    return Stores.of(gateway.config).unwatched(persona_root(gateway.data_dir, name))
 
 
 class FileCache:

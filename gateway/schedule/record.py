@@ -31,7 +31,6 @@ from datetime import datetime
 from typing import TYPE_CHECKING
 
 from gateway.memory.files.errors import MemoryFileNotFoundError, StaleWriteError
-from gateway.memory.files.store import MemoryStore
 from gateway.memory.files.watch import WATCHER
 from gateway.schedule.items import REMINDERS, TASKS, mark_cron_run, mark_task_alerted, set_reminder
 
@@ -189,8 +188,10 @@ class Recorder:
         """Blocking: read, apply, write if unchanged since the read (redone when it changed)."""
         uid, rel = key
         base = self.gateway.memory_store(uid)
-        store = MemoryStore(base.root, max_file_bytes=base.max_file_bytes, audit_path=base.audit_path,
-                            on_write=lambda rel, uid=uid: self._written(uid, rel))  # fmt: skip
+        assert self.gateway.memory is not None  # memory_store raised otherwise
+        # The person's root, but heard by the schedule alone: bookkeeping is re-indexed later, in one go.
+        store = self.gateway.memory.stores.unwatched(base.root, audit_path=base.audit_path,
+                                                     on_write=lambda rel, uid=uid: self._written(uid, rel))
         for _ in range(_RETRIES):
             try:
                 raw = store.read_bytes(rel)
@@ -230,7 +231,7 @@ class Recorder:
             self._unindexed.pop(key, None)
             if memory is None or memory.detached:
                 continue
-            sink: Callable[[str, str], None] = memory.index_sink or memory.enqueue_local
+            sink: Callable[[str, str], None] = memory.indexing.index_sink or memory.indexing.enqueue_local
             try:
                 sink(f"user:{key[0]}", key[1])
             except Exception:

@@ -8,8 +8,8 @@
 | ``reminders`` | 2 | yes | add / list / cancel reminders in ``REMINDERS.md``; a delayed bus job delivers each |
 | ``scratchpad`` | 4 | yes | read / write / append / clear ``SCRATCH.md`` |
 | ``tasks`` | 4 | yes | add / list / complete / reopen tasks in ``TASKS.json`` |
-| ``memory_remember`` | 2 | yes | keep one line in ``REMEMBERED.md`` (``gateway.memory.remembering``) |
-| ``memory_forget`` | 2 | yes | forget matching lines, facts and index points (``gateway.memory.forgetting``) |
+| ``memory_remember`` | 2 | yes | keep one line in ``REMEMBERED.md`` (``gateway.memory.edit.remember``) |
+| ``memory_forget`` | 2 | yes | forget matching lines, facts and index points (``gateway.memory.edit.forget``) |
 
 Every tool works on the speaker's own root through the guarded store (containment, size cap, lock,
 atomic replace, audit line with ``source="tool:<name>"``, the turn id and ``trust="model"``), so

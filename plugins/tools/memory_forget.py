@@ -1,6 +1,6 @@
 """The ``memory_forget`` tool (tier 2, writes): forget what the person asked to be forgotten.
 
-The host's ``gateway.memory.forgetting.forget`` does the work (lines of the person's files, facts,
+The host's ``gateway.memory.edit.forget.forget`` does the work (lines of the person's files, facts,
 index points; audited as ``forget:tool``, undoable). The model can apply only a narrow match: a broad
 or by-meaning one is returned as a list for the person, who confirms it themselves with
 ``/forget confirm`` (a model talked into forgetting cannot wipe a memory on its own).
@@ -12,7 +12,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.memory.forgetting import forget
+from gateway.memory.edit.forget import forget
 from gateway.tools import Tool, ToolContext, ToolError
 from plugins.tools.common import str_arg
 

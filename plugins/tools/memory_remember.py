@@ -1,6 +1,6 @@
 """The ``memory_remember`` tool (tier 2, writes): keep one line the person asked to be remembered.
 
-The host's ``gateway.memory.remembering.remember`` does the work (``REMEMBERED.md``, guarded store,
+The host's ``gateway.memory.edit.remember.remember`` does the work (``REMEMBERED.md``, guarded store,
 audited as ``remember:tool``, re-indexed at once); a model-written line is screened for instructions.
 Never offered Off-The-Record (``writes``) or in a group (``private``).
 """
@@ -10,7 +10,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import Any
 
-from gateway.memory.remembering import MAX_CHARS, remember
+from gateway.memory.edit.remember import MAX_CHARS, remember
 from gateway.tools import Tool, ToolContext, ToolError
 from plugins.tools.common import str_arg
 

@@ -41,7 +41,7 @@ async def test_a_night_writes_memories_facts_and_curates_the_profile(
     assert bullets(memories) == ["- Alice is moving from Berlin to Munich in June.",
                                  "- Alice's sister Hanna visits in July."]  # fmt: skip
     assert f"## Night of {slot}" in memories and "Topics: moving, family" in memories
-    audit = (gw.memory.root_for(user_scope(uid)) / ".audit.jsonl").read_text().splitlines()
+    audit = (gw.memory.stores.root_for(user_scope(uid)) / ".audit.jsonl").read_text().splitlines()
     [line] = [json.loads(x) for x in audit if f'"memories/{day}.md"' in x]
     assert line["message_id"] == f"sleep:user:{uid}:{slot}" and line["trust"] == "untrusted"
     facts = {(f.subject, f.predicate, f.object) for f in gw.kg.current(uid)}
@@ -165,7 +165,7 @@ async def test_group_nights_go_to_the_group_never_to_a_member(bg_gateway: BgFact
     await gw.settle()
     room = channel_scope("websocket:team-room")
     day = datetime.now(UTC).date().isoformat()
-    channel_store = gw.memory.store_for(room)
+    channel_store = gw.memory.stores.store_for(room)
     assert "Lisbon" in channel_store.read(f"memories/{day}.md")
     assert [f.object for f in gw.kg.current(room)] == ["Lisbon"]
     assert gw.kg.all(uid) == [] and not read(gw, uid, f"memories/{day}.md")

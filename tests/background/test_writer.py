@@ -57,7 +57,7 @@ async def test_turn_threshold_writes_summary_people_topics_and_aliases(
     [slot] = slot_files(gw, uid)
     assert "Munich in June" in got[slot] and "through=" in got[slot]
     assert got["people/websocket-alice.md"].startswith("# Alice\n")
-    audit = (gw.memory.root_for(user_scope(uid)) / ".audit.jsonl").read_text().splitlines()
+    audit = (gw.memory.stores.root_for(user_scope(uid)) / ".audit.jsonl").read_text().splitlines()
     people_audit = [json.loads(x) for x in audit if '"people/websocket-alice.md"' in x]
     assert people_audit[-1]["source"] == "memory_writer" and people_audit[-1]["message_id"].startswith("writer:")
     assert people_audit[-1]["trust"] == "untrusted"

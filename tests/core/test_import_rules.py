@@ -16,6 +16,11 @@
    defines no channel model (no subclass of ``ChannelConfig``/``ChannelAccess`` besides
    ``ChannelAccess`` itself, no config class named after a platform) and names no platform's
    section (``config.channels.telegram``, ``channels.get("discord")``).
+5. **The memory wing is layered** (issue 29, item 2). ``gateway/memory/files/`` is the bottom: it
+   imports no other memory package and none of the host's turn path, config, database, bus or models
+   (``files/watch.py`` once imported the indexer, ``files/working.py`` the budgeter). Each package of
+   the wing imports only the packages below it (``MEMORY_LAYERS``), and nothing in the wing imports
+   the plugin loader or names a plugin: the gateway says what its stages need.
 """
 
 from __future__ import annotations
@@ -189,11 +194,90 @@ PLATFORM_FOUND = [
 ]
 
 
+# ------------------------------------------------------------------------- 5. the memory wing's layers
+
+# The memory packages each package of the wing may import (itself included). Top-level modules of the
+# wing (``gateway/memory/*.py``: settings, the session-log writer) may import any of them.
+MEMORY_LAYERS = {
+    "files": {"files", "settings"},
+    "curation": {"curation"},
+    "knowledge": {"knowledge"},
+    "search": {"search", "files", "settings"},
+    # the user's own requests: remember, forget (by text and by meaning), undo
+    "edit": {"edit", "files", "search", "knowledge"},
+    # the job stages; hygiene is one of them, with a package of its own (docs/memory.md, "Hygiene")
+    "background": {"background", "files", "curation", "knowledge", "hygiene", "settings"},
+    "hygiene": {"hygiene", "files", "background"},
+}
+# What the bottom layer never reaches of the host: the turn's budgeter, the config, the database, the
+# bus, the models and the plugin loader.
+FILES_FORBIDDEN = ("gateway.config", "gateway.state", "gateway.bus", "gateway.llm",
+                   "gateway.turn", "gateway.plugins")
+
+
+def _under(name: str, prefix: str) -> bool:
+    return name == prefix or name.startswith(prefix + ".")
+
+
+def memory_layer_violations(rel: str, tree: ast.Module) -> list[str]:
+    parts = rel.split("/")
+    if parts[:2] != ["gateway", "memory"]:
+        return []
+    package = parts[2] if len(parts) > 3 else None  # None: a top-level module of the wing
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Constant) and isinstance(node.value, str) and node.value.startswith("plugins."):
+            found.append(f"{rel}:{node.lineno} names plugin {node.value}")
+        names = imported_names(node)
+        if isinstance(node, ast.ImportFrom) and node.module == "gateway.memory":  # from gateway.memory import files
+            names = [f"gateway.memory.{a.name}" for a in node.names]
+        for name in names:
+            if _under(name, "gateway.plugins"):
+                found.append(f"{rel}:{node.lineno} imports {name}")
+            elif package is None:
+                continue
+            elif _under(name, "gateway.memory"):
+                target = name.split(".")[2] if name.count(".") >= 2 else ""
+                if target not in MEMORY_LAYERS.get(package, {package}):
+                    found.append(f"{rel}:{node.lineno} imports {name}")
+            elif package == "files" and any(_under(name, f) for f in FILES_FORBIDDEN):
+                found.append(f"{rel}:{node.lineno} imports {name}")
+    return found
+
+
+def test_the_memory_wing_is_layered() -> None:
+    violations = [v for rel, tree in _modules("gateway/memory") for v in memory_layer_violations(rel, tree)]
+    assert not violations, "memory packages import only the layers below them:\n" + "\n".join(violations)
+    assert set(MEMORY_LAYERS) == {p.name for p in (ROOT / "gateway/memory").iterdir()
+                                  if (p / "__init__.py").exists()}, "every memory package has its layer"
+
+
+MEMORY_FORMS = (
+    "from gateway.memory.search.indexer import indexable\n"
+    "from gateway.turn.budget import truncate_to_tokens\n"
+    "def f():\n    from gateway.memory import background\n"
+    "from gateway.plugins import build_plugin_host\n"
+    "EVERY_TURN = ('plugins.recall',)\n"
+    "from gateway.memory.files.store import MemoryStore\n"  # its own package: allowed
+    "from gateway.memory.settings import MemoryConfig\n"  # the wing's settings: allowed
+    "from gateway.types import StashKey\n"  # a leaf of the host: allowed
+)
+MEMORY_FOUND = [
+    "gateway/memory/files/example.py:1 imports gateway.memory.search.indexer",
+    "gateway/memory/files/example.py:2 imports gateway.turn.budget",
+    "gateway/memory/files/example.py:4 imports gateway.memory.background",
+    "gateway/memory/files/example.py:5 imports gateway.plugins",
+    "gateway/memory/files/example.py:6 names plugin plugins.recall",
+]
+
+
 @pytest.mark.parametrize(("rule", "rel", "src", "found"), [
     pytest.param(host_import_violations, "gateway/example.py", HOST_FORMS, HOST_FOUND, id="host imports"),
     pytest.param(hook_call_violations, "plugins/example.py", HOOK_FORMS, HOOK_FOUND, id="hook calls"),
     pytest.param(platform_config_violations, "gateway/example.py", PLATFORM_FORMS, PLATFORM_FOUND,
                  id="platform config"),
+    pytest.param(memory_layer_violations, "gateway/memory/files/example.py", MEMORY_FORMS, MEMORY_FOUND,
+                 id="memory layers"),
 ])
 def test_each_rule_finds_every_form(
     rule: Callable[[str, ast.Module], list[str]], rel: str, src: str, found: list[str]

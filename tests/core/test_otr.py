@@ -33,7 +33,7 @@ def snapshot(data_dir: Path) -> tuple[dict[str, str], dict[str, list[tuple[Any, 
 
 
 async def derived(gw: Any) -> tuple[dict[str, int], list[tuple[str, int]]]:
-    points = {scope: gw.memory.scope_count(scope) for scope in gw.memory.known_scopes()}
+    points = {scope: gw.memory.scope_count(scope) for scope in gw.memory.stores.known_scopes()}
     statuses = [(q.name, q.pending + q.in_flight + q.delayed + q.dead) for q in await gw.bus.status()]
     streams = []
     for name, _ in statuses:

@@ -50,7 +50,7 @@ async def test_briefing_has_every_section_and_is_recorded_on_the_briefing_channe
     soon = (now + timedelta(seconds=30)).strftime("%Y-%m-%dT%H:%M:%SZ")
     store.write("REMINDERS.md", "# Reminders\n\n- [ ] soon (UTC) water plants "
                 f"<!-- reminder id=r1 due={soon} -->\n", source="test")
-    working.write(store, "We were planning the trip to Lisbon.", now=now, ttl_days=2, max_tokens=500, source="test")
+    working.write(store, "We were planning the trip to Lisbon.", now=now, ttl_days=2, source="test")
     birthday = (now + timedelta(days=3)).date().replace(year=1990)
     gw.state.knowledge.insert(NewFact(user_id=uid, subject="Sam", subject_key="sam", predicate="birthday",
                                       object=birthday.isoformat(), object_key=birthday.isoformat(),

@@ -29,6 +29,7 @@ from typing import Any
 
 import pytest
 
+import gateway.memory.session_writer as session_writer
 import plugins.session_log as session_log
 from gateway.app import Gateway
 from gateway.config import Config
@@ -61,7 +62,7 @@ async def start(cfg: Config, plugins: tuple[Any, ...] = ()) -> Gateway:
 def user_root(gw: Gateway, account: str = "alice") -> Path:
     user_id = gw.identities.lookup("websocket", account)
     assert user_id is not None
-    return gw.memory.root_for(user_scope(user_id))  # type: ignore[union-attr]
+    return gw.memory.stores.root_for(user_scope(user_id))  # type: ignore[union-attr]
 
 
 def today_log(gw: Gateway, account: str = "alice") -> Path:
@@ -96,8 +97,8 @@ def holding_write_lock(root: Path, rel: str) -> Iterator[None]:
 
 @pytest.fixture
 def quick_retries(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(session_log, "RETRY_FIRST_S", 0.05, raising=False)
-    monkeypatch.setattr(session_log, "RETRY_MAX_S", 0.2, raising=False)
+    monkeypatch.setattr(session_writer, "RETRY_FIRST_S", 0.05, raising=False)
+    monkeypatch.setattr(session_writer, "RETRY_MAX_S", 0.2, raising=False)
 
 
 # ------------------------------------------------------------------------ (a) shutdown mid-batch
@@ -242,7 +243,7 @@ async def test_start_appends_turns_the_logs_miss_indexes_them_and_a_second_start
                                         kind=ConversationKind.GROUP, mentioned=True))  # fmt: skip
         await gw.settle()
         log_file = today_log(gw)
-        group_log = gw.memory.root_for(channel_scope("websocket:team")) / log_file.relative_to(user_root(gw))
+        group_log = gw.memory.stores.root_for(channel_scope("websocket:team")) / log_file.relative_to(user_root(gw))
     finally:
         await gw.close()
     # What a kill inside the first batch window leaves: turns in the transcript, no Markdown log.
@@ -372,14 +373,14 @@ async def test_a_log_that_cannot_be_read_is_compared_again_at_the_next_start(tmp
     gw = await start(cfg)
     try:
         await gw.settle()
-        assert the_log(gw).reconciled == 0 and gw.state.watermarks.get(session_log.WATERMARK) == 0
+        assert the_log(gw).reconciled == 0 and gw.state.watermarks.get(session_writer.WATERMARK) == 0
     finally:
         await gw.close()
     log_file.unlink()
     gw = await start(cfg)
     try:
         await gw.settle()
-        assert the_log(gw).reconciled == 1 and gw.state.watermarks.get(session_log.WATERMARK) > 0
+        assert the_log(gw).reconciled == 1 and gw.state.watermarks.get(session_writer.WATERMARK) > 0
     finally:
         await gw.close()
     assert missing_from_logs(data) == [] and outside.read_text() == "not a kith log\n"

@@ -40,13 +40,13 @@ async def test_a_non_utc_persons_reindexed_turn_keeps_its_utc_instant_and_full_s
         at, session_id = parse_ts(row["created_at"]), row["session_id"]
         assert len(session_id) == 32
         user_id = gw.identities.lookup("websocket", "alice")
-        store = gw.memory.store_for(user_scope(user_id))
+        store = gw.memory.stores.store_for(user_scope(user_id))
         rel = f"sessions/{at.astimezone(ZoneInfo(ZONE)):%Y-%m-%d}.md"  # named by the person's own day
         (chunk,) = chunk_file(rel, store.read(rel))
         assert (chunk.date, chunk.session_id, chunk.turn_ids) == (at.isoformat(), session_id, (row["turn_id"],))
         assert f"{at.astimezone(ZoneInfo(ZONE)):%H:%M:%S}" in store.read(rel), "people read their own clock"
 
-        await gw.memory.reindex(user_id)  # rebuilt from the Markdown alone
+        await gw.memory.indexing.reindex(user_id)  # rebuilt from the Markdown alone
         (hit,) = await gw.memory.recall(scope=user_scope(user_id), query="where is the lemon tree?", k=1)
         assert (hit.date, hit.session_id, hit.turn_ids) == (at.isoformat(), session_id, (row["turn_id"],))
     finally:

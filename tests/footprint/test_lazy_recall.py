@@ -3,7 +3,7 @@ run`` uses): a turn that arrives while the embedder and index load proceeds with
 so in its context record and in ``kith context``; once loading ends, recall runs again.
 
 Loading is held up the way a second process would hold it: by the index's open lock, which
-``MemoryService._open_index`` takes before opening the shard (no mocks, no sleeps)."""
+``IndexLoader.open_index`` takes before opening the shard (no mocks, no sleeps)."""
 
 from __future__ import annotations
 
@@ -17,8 +17,8 @@ from pathlib import Path
 
 from gateway.app import Gateway
 from gateway.cli.context import render
+from gateway.memory.files.scopes import user_scope
 from gateway.memory.search.readiness import LOADING
-from gateway.memory.search.service import user_scope
 from gateway.turn.explain import explain
 from tests.conftest import make_config
 from tests.memory_stages.conftest import msg

@@ -44,11 +44,11 @@ async def test_the_memory_begins_loading_after_the_first_turn(tmp_path: Path) ->
     async with Gateway(cfg, entry_points=False, serve_http=False, background_load=True) as gw:
         memory = gw.memory
         assert memory is not None
-        assert memory._loader is None and not memory.ready  # started and serving, nothing loading yet
+        assert not memory.loader.loading and not memory.ready  # started and serving, nothing loading yet
         reply = await gw.handle_inbound(msg("hello"))
         assert reply is not None and reply.text
-        assert memory._loader is not None  # the first turn is answered: loading has begun
-        await memory.wait_ready()
+        assert memory.loader.loading  # the first turn is answered: loading has begun
+        await memory.loader.wait_ready()
         assert memory.ready and memory.load_error == ""
 
 
@@ -61,13 +61,13 @@ async def test_a_gateway_stopped_before_loading_lets_index_work_go(tmp_path: Pat
         await gw.start()
         memory = gw.memory
         assert memory is not None
-        waiter = asyncio.create_task(memory.wait_ready())
+        waiter = asyncio.create_task(memory.loader.wait_ready())
         await asyncio.sleep(0)
         assert not waiter.done()  # waits for the load, does not start it
     finally:
         await gw.close()
     await asyncio.wait_for(waiter, 30)
-    assert memory._loader is None and memory.load_error  # nothing was loaded
+    assert not memory.loader.loading and memory.load_error  # nothing was loaded
 
 
 def test_the_embedded_server_is_found_without_importing_a_valkey_client() -> None:

@@ -7,9 +7,10 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
+from gateway.memory.files.scopes import ScopeError
 from gateway.memory.search.index import ScopeRequiredError
 from gateway.memory.search.recall import recall
-from gateway.memory.search.service import MemoryService, ScopeError
+from gateway.memory.search.service import MemoryService
 
 CANARY = {"alice": "canary-alice-7Q2ZK", "bob": "canary-bob-X91PL"}
 TOPICS = ["hiking", "the dentist", "a birthday cake", "tax forms", "piano lessons", "Lisbon", "the garden",
@@ -19,15 +20,15 @@ TOPICS = ["hiking", "the dentist", "a birthday cake", "tax forms", "piano lesson
 async def _seed(svc: MemoryService) -> None:
     start = datetime(2024, 3, 1, 9, 0, tzinfo=UTC)
     for user, canary in CANARY.items():
-        store = svc.store_for_user(user)
+        store = svc.stores.for_user(user)
         store.write("USER.md", f"# {user}\n\nSecret word {canary}. Likes {TOPICS[len(user)]}.\n", source="test")
         for i, topic in enumerate(TOPICS):
             store.write(f"topics/{i}.md", f"# {topic}\n\n{user} talked about {topic}. Marker {canary}-{i}.\n",
                         source="test")  # fmt: skip
-            await svc.index_turn(scope=f"user:{user}", turn_id=f"{user}-{i}", session_id=f"{user}-s", channel="web",
-                                 speaker=user, text=f"I keep thinking about {topic} ({canary})",
-                                 timestamp=start + timedelta(hours=i))  # fmt: skip
-    await svc.drain()
+            await svc.indexing.index_turn(scope=f"user:{user}", turn_id=f"{user}-{i}", session_id=f"{user}-s",
+                                          channel="web", speaker=user, text=f"I keep thinking about {topic} ({canary})",
+                                          timestamp=start + timedelta(hours=i))  # fmt: skip
+    await svc.indexing.drain()
 
 
 def _queries(rng: random.Random, n: int) -> list[str]:
@@ -61,6 +62,7 @@ async def test_scope_lists_and_unknown_scopes(service: MemoryService) -> None:
     assert await service.recall(scope="user:nobody", query=CANARY["alice"], k=10) == []
     with pytest.raises(ScopeError):
         await service.recall(scope="user:../bob", query="x", k=3)
+    loader = service.loader
     with pytest.raises(ScopeRequiredError):
-        recall(service._require_index(), service._require_embedder(), service._require_indexer().sparse,
-               scopes=[], query="canary", k=5)  # fmt: skip
+        recall(loader.require_index(), loader.require_embedder(), loader.require_indexer().sparse, scopes=[],
+               query="canary", k=5)  # fmt: skip

@@ -53,8 +53,8 @@ async def test_deleting_the_index_and_rebuilding_gives_the_same_results(
 ) -> None:
     data = tmp_path / "data"
     svc = await make_service("edge", data)
-    _seed(svc.store_for_user("alice"))
-    await svc.drain()
+    _seed(svc.stores.for_user("alice"))
+    await svc.indexing.drain()
     before = await _answers(svc)
     points = svc.scope_count("user:alice")
     assert points >= 9  # sections of the long file, turns, small files
@@ -62,20 +62,20 @@ async def test_deleting_the_index_and_rebuilding_gives_the_same_results(
     shutil.rmtree(data / "qdrant")
     svc2 = await make_service("edge", data)
     assert svc2.scope_count("user:alice") == 0
-    report = await svc2.reindex("alice")
+    report = await svc2.indexing.reindex("alice")
     assert report["user:alice"].embedded == points == svc2.scope_count("user:alice")
     assert await _answers(svc2) == before
     # A second, incremental pass finds nothing to re-embed.
-    again = await svc2.sync("user:alice")
+    again = await svc2.indexing.sync("user:alice")
     assert again.embedded == 0 and again.deleted == 0 and again.unchanged > 0
 
 
 @pytest.mark.parametrize("backend", ["edge", "memory"])
 async def test_incremental_after_edit_delete_and_rename(make_service: ServiceFactory, backend: str) -> None:
     svc = await make_service(backend)
-    store = svc.store_for_user("alice")
+    store = svc.stores.for_user("alice")
     _seed(store)
-    await svc.drain()
+    await svc.indexing.drain()
     count = svc.scope_count("user:alice")
 
     async def top(query: str) -> str:
@@ -83,37 +83,37 @@ async def test_incremental_after_edit_delete_and_rename(make_service: ServiceFac
         return hits[0].text if hits else ""
 
     # Edit: the new fact is found, the old one is gone, and only the edited file is re-embedded.
-    embedded = svc.counters["embedded_chunks"]
+    embedded = svc.indexing.counters["embedded_chunks"]
     store.write("people/sam.md", "# Sam\n\nSam adopted a parrot called Kiwi.\n", source="t")
-    await svc.drain()
-    assert svc.counters["embedded_chunks"] == embedded + 1
+    await svc.indexing.drain()
+    assert svc.indexing.counters["embedded_chunks"] == embedded + 1
     assert "Kiwi" in await top("Sam's parrot")
     assert not any("beagle" in h.text for h in await svc.recall(scope="user:alice", query="beagle Rex", k=20))
 
     # Append to a session log: only the new turn is embedded.
-    embedded = svc.counters["embedded_chunks"]
+    embedded = svc.indexing.counters["embedded_chunks"]
     store.append("sessions/2024-05-01.md", format_turn(turn_id="t9", session_id="s1", channel="telegram",
                  speaker="Alice", text="Kiwi learned to whistle", timestamp=datetime(2024, 5, 1, 15, 0, tzinfo=UTC)),
                  source="t")  # fmt: skip
-    await svc.drain()
-    assert svc.counters["embedded_chunks"] == embedded + 1
+    await svc.indexing.drain()
+    assert svc.indexing.counters["embedded_chunks"] == embedded + 1
 
     # Rename: the chunk follows the file.
     store.move("memories/2024-05-02.md", "memories/2024-05-04.md", source="t")
-    await svc.drain()
+    await svc.indexing.drain()
     hits = await svc.recall(scope="user:alice", query="dentist appointment booked", k=10)
     sources = {h.source for h in hits}
     assert "memories/2024-05-04.md" in sources and "memories/2024-05-02.md" not in sources
 
     # Delete: its chunks are purged.
     store.delete("topics/work.md", source="t")
-    await svc.drain()
+    await svc.indexing.drain()
     assert not any(h.source == "topics/work.md" for h in await svc.recall(scope="user:alice", query="quarterly", k=20))
     assert svc.scope_count("user:alice") < count + 1
 
     # Edits made behind the store's back (service stopped, a text editor) are caught by a sync.
     (store.root / "notes.md").write_text("Remember: the spare key is under the blue pot.\n")
-    report = await svc.sync("user:alice")
+    report = await svc.indexing.sync("user:alice")
     assert report.embedded == 1
     assert "spare key" in await top("where is the spare key")
 
@@ -134,7 +134,7 @@ async def test_incremental_state_equals_a_rebuild(
     make_service: ServiceFactory, tmp_path: Path, ops: list[tuple[str, Any, Any]]
 ) -> None:
     svc = await make_service("edge", tmp_path / f"d{uuid.uuid4().hex}")
-    store = svc.store_for_user("p")
+    store = svc.stores.for_user("p")
     for kind, x, y in ops:
         try:
             if kind == "write":
@@ -149,10 +149,10 @@ async def test_incremental_state_equals_a_rebuild(
                 store.append("sessions/2024-01-02.md", log, source="t")
         except MemoryStoreError:
             continue  # deleting or moving a missing file, moving onto an existing one
-    await svc.drain()
-    index = svc._require_index()
+    await svc.indexing.drain()
+    index = svc.loader.require_index()
     incremental = index.manifest("user:p")
-    await svc.reindex("p")
+    await svc.indexing.reindex("p")
     assert index.manifest("user:p") == incremental
 
 
@@ -163,14 +163,14 @@ async def test_a_file_replaced_by_a_directory_leaves_the_index_without_a_retry(
     its points go, as for a deleted file: re-indexing it succeeds instead of failing until a job
     dead-letters (the disk-full test's day log put /healthz in "memory jobs failing repeatedly")."""
     svc = await make_service("edge", tmp_path / "data")
-    store = svc.store_for_user("alice")
+    store = svc.stores.for_user("alice")
     store.write("topics/boat.md", "# Boat\n\nThe boat is moored at pier 7.\n", source="t")
-    await svc.drain()
+    await svc.indexing.drain()
     assert svc.scope_count("user:alice") >= 1
-    path = svc.root_for("user:alice") / "topics" / "boat.md"
+    path = svc.stores.root_for("user:alice") / "topics" / "boat.md"
     path.unlink()
     path.mkdir()
-    report = await svc.index_file("user:alice", "topics/boat.md")
+    report = await svc.indexing.index_file("user:alice", "topics/boat.md")
     assert report.deleted >= 1 and svc.scope_count("user:alice") == 0
 
 
@@ -180,10 +180,10 @@ async def test_a_rebuild_queued_before_an_erase_does_not_bring_the_folder_back(
     """A rebuild job of a person erased meanwhile (`kith users delete` after `kith memory reindex`)
     opened their store, which created their folder again (seen in a full suite run)."""
     svc = await make_service("edge", tmp_path / "data")
-    svc.store_for_user("bob").write("USER.md", "# Bob\n\n- Sails on Sundays.\n", source="t")
-    await svc.drain()
-    root = svc.root_for("user:bob")
-    svc._stores.clear()  # a fresh service (the job runs in a worker that never opened this store)
+    svc.stores.for_user("bob").write("USER.md", "# Bob\n\n- Sails on Sundays.\n", source="t")
+    await svc.indexing.drain()
+    root = svc.stores.root_for("user:bob")
+    svc.stores.forget("user:bob")  # a fresh service (the job runs in a worker that never opened this store)
     shutil.rmtree(root)
-    report = await svc.rebuild("user:bob")
+    report = await svc.indexing.rebuild("user:bob")
     assert not root.exists() and report.embedded == 0 and svc.scope_count("user:bob") == 0

@@ -129,11 +129,11 @@ async def test_service_recall_reads_dates_in_the_persons_zone_and_speakers(make_
     said = [("t-1", "Ida", datetime(2025, 3, 9, 12, tzinfo=UTC)),  # UTC's yesterday
             ("t-2", "Uma", datetime(2025, 3, 10, 12, tzinfo=UTC))]  # Tokyo's yesterday  # fmt: skip
     for tid, who, ts in said:
-        await svc.index_turn(scope="user:u", turn_id=tid, session_id=f"s-{tid}", channel="web", speaker=who,
+        await svc.indexing.index_turn(scope="user:u", turn_id=tid, session_id=f"s-{tid}", channel="web", speaker=who,
                              text="we booked the ferry to Bergen", timestamp=ts)  # fmt: skip
     # Unrelated turns: fusion normalises each list between its best and worst candidate.
     for i, text in enumerate(("my tomato plants are flowering", "the printer is out of toner again")):
-        await svc.index_turn(scope="user:u", turn_id=f"f-{i}", session_id="s-f", channel="web", speaker="kith",
+        await svc.indexing.index_turn(scope="user:u", turn_id=f"f-{i}", session_id="s-f", channel="web", speaker="kith",
                              text=text, timestamp=datetime(2025, 1, 5 + i, tzinfo=UTC))  # fmt: skip
 
     async def first(query: str, tz: str | None = None) -> tuple[str, ...]:

@@ -37,16 +37,16 @@ def test_a_hand_built_filter_without_its_scope_condition_is_refused() -> None:
 async def test_every_read_stays_inside_its_scope(service: MemoryService) -> None:
     at = datetime(2024, 5, 1, 12, tzinfo=UTC)
     for user in ("alice", "bob"):
-        await service.index_turn(scope=f"user:{user}", turn_id=f"{user}-1", session_id="s", channel="web",
+        await service.indexing.index_turn(scope=f"user:{user}", turn_id=f"{user}-1", session_id="s", channel="web",
                                  speaker=user, text=f"{user} likes green tea", timestamp=at)  # fmt: skip
-    index = service._require_index()
+    index = service.loader.require_index()
     bob_ids = list(index.manifest("user:bob"))
     alice_ids = list(index.manifest("user:alice"))
     assert len(bob_ids) == len(alice_ids) == 1
     assert index._payloads(scopes=["user:alice"], ids=bob_ids) == {}
     assert set(index._payloads(scopes=["user:alice"], ids=bob_ids + alice_ids)) == set(alice_ids)
-    vec = service._require_embedder().embed_query("green tea").tolist()
-    sparse = service._require_indexer().sparse.query("green tea")
+    vec = service.loader.require_embedder().embed_query("green tea").tolist()
+    sparse = service.loader.require_indexer().sparse.query("green tea")
     dense, bm25 = index._search(scopes=["user:alice"], dense=vec, sparse=sparse, limit=10, now=at.timestamp())
     assert {c.id for c in dense} == {c.id for c in bm25} == set(alice_ids)
     assert index.count("user:bob") == 1 and index.count() == 2

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.memory.remembering import REL
+from gateway.memory.edit.remember import REL
 from tests.channels.rig import ADA_DC, ADA_TG, Rig, start_rig
 
 

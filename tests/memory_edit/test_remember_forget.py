@@ -6,8 +6,8 @@ import json
 
 from gateway.app import Gateway
 from gateway.hookspecs import hookimpl
-from gateway.memory.forgetting import forget
-from gateway.memory.remembering import REL
+from gateway.memory.edit.forget import forget
+from gateway.memory.edit.remember import REL
 from gateway.testing import GatewayFactory
 from tests.memory_edit.conftest import recall_texts, say, store, uid
 

@@ -8,7 +8,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from gateway.app import Gateway
-from gateway.memory.remembering import REL
+from gateway.memory.edit.remember import REL
 from gateway.testing import GatewayFactory
 from gateway.types import InboundMessage
 from tests.fakes.anthropic import FakeAnthropic

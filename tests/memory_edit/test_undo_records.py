@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from gateway.memory import forget_undo
+from gateway.memory.edit import undo
 from gateway.memory.files.errors import PathEscapeError
 from gateway.memory.files.store import MemoryStore
 
@@ -18,26 +18,26 @@ from gateway.memory.files.store import MemoryStore
 def test_records_are_hidden_from_the_store_and_expire(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path / "u")
     store.write("a.md", "x\n", source="test")
-    forget_undo.save(store.root, {"id": "20260101T000000000000-aaaaaa", "query": "old"})
-    forget_undo.save(store.root, {"id": "20260102T000000000000-bbbbbb", "query": "new"})
+    undo.save(store.root, {"id": "20260101T000000000000-aaaaaa", "query": "old"})
+    undo.save(store.root, {"id": "20260102T000000000000-bbbbbb", "query": "new"})
     assert [e.path for e in store.files()] == ["a.md"], "no store API lists the records"
-    assert (forget_undo.load(store.root) or {})["query"] == "new"
-    assert (forget_undo.load(store.root, "20260101T000000000000-aaaaaa") or {})["query"] == "old"
-    old = store.root / forget_undo.DIR / "20260101T000000000000-aaaaaa.json"
-    past = time.time() - (forget_undo.KEEP_DAYS + 1) * 86400
+    assert (undo.load(store.root) or {})["query"] == "new"
+    assert (undo.load(store.root, "20260101T000000000000-aaaaaa") or {})["query"] == "old"
+    old = store.root / undo.DIR / "20260101T000000000000-aaaaaa.json"
+    past = time.time() - (undo.KEEP_DAYS + 1) * 86400
     os.utime(old, (past, past))
-    assert forget_undo.expire(store.root) == 1 and not old.exists()
-    forget_undo.drop(store.root, "20260102T000000000000-bbbbbb")
-    assert forget_undo.load(store.root) is None
+    assert undo.expire(store.root) == 1 and not old.exists()
+    undo.drop(store.root, "20260102T000000000000-bbbbbb")
+    assert undo.load(store.root) is None
 
 
 def test_a_planted_symlink_is_refused(tmp_path: Path) -> None:
     root = tmp_path / "u"
     root.mkdir()
     (tmp_path / "elsewhere").mkdir()
-    (root / forget_undo.DIR).symlink_to(tmp_path / "elsewhere")
+    (root / undo.DIR).symlink_to(tmp_path / "elsewhere")
     with pytest.raises(PathEscapeError):
-        forget_undo.save(root, {"id": "x", "query": "q"})
+        undo.save(root, {"id": "x", "query": "q"})
     assert list((tmp_path / "elsewhere").iterdir()) == []
 
 
@@ -46,9 +46,9 @@ def test_restore_text_exact_or_by_position() -> None:
     after = "a\nc\r\n"
     entry = {"before": before, "after_sha256": hashlib.sha256(after.encode()).hexdigest(),
              "removed": [{"line": 2, "text": "b secret", "replaced_with": ""}]}
-    assert forget_undo.restore_text(after, entry) == before  # byte for byte, CRLF and all
-    assert forget_undo.restore_text("z\na\nc\n", entry) == "z\nb secret\na\nc\n"  # edited since: by position
-    assert forget_undo.restore_text(None, entry) == "b secret\n"  # deleted since
+    assert undo.restore_text(after, entry) == before  # byte for byte, CRLF and all
+    assert undo.restore_text("z\na\nc\n", entry) == "z\nb secret\na\nc\n"  # edited since: by position
+    assert undo.restore_text(None, entry) == "b secret\n"  # deleted since
     log = {"before": "", "after_sha256": "", "removed": [{"line": 3, "text": "> secret", "replaced_with":
                                                           "> [forgotten]"}]}
-    assert forget_undo.restore_text("h\n\n> [forgotten]\nx\n", log) == "h\n\n> secret\nx\n"
+    assert undo.restore_text("h\n\n> [forgotten]\nx\n", log) == "h\n\n> secret\nx\n"

@@ -73,11 +73,11 @@ async def test_core_mode_never_embeds(make_gateway: GatewayFactory, tmp_path: Pa
     assert gw.memory is not None
     uid = gw.identities.lookup("websocket", "alice")
     assert uid is not None
-    store = gw.memory.store_for_user(uid)
+    store = gw.memory.stores.for_user(uid)
     assert [e.path for e in store.files() if e.path.startswith("sessions/")], "the turns were logged"
-    assert gw.memory.counters["embedded_chunks"] == 0
-    assert gw.memory.counters["recalls"] == 0
-    assert gw.memory.index.count(f"user:{uid}") == 0
+    assert gw.memory.indexing.counters["embedded_chunks"] == 0
+    assert gw.memory.recalls == 0
+    assert gw.memory.loader.index.count(f"user:{uid}") == 0
 
 
 def test_query_vector_is_reused_for_the_same_text() -> None:

@@ -76,7 +76,7 @@ async def test_group_chat_never_receives_the_users_profile(
         store.write("USER.md", PROFILE + "- Secret: allergic to penicillin.\n", source="test")
         store.write("people/websocket-ada.md", "# Ada\n- private note: penicillin allergy\n", source="test")
         await gw.handle_inbound(msg("I am allergic to penicillin, remember that."))
-        gw.memory.store_for_channel("websocket:book-club").write(
+        gw.memory.stores.for_channel("websocket:book-club").write(
             "CHANNEL.md", "# Book club\n- Meets on Thursdays.\n", source="test")
         await gw.settle()
         await gw.handle_inbound(msg("What do you know about me and this club? penicillin?", group="book-club"))
@@ -132,7 +132,7 @@ async def test_people_lookup_loads_speaker_participants_and_mentions_in_order(
 ) -> None:
     cfg = make_config(tmp_path, llm=anthropic_llm, memory={"people_file_tokens": 60})
     async with Gateway(cfg, entry_points=False) as gw:
-        room = gw.memory.store_for_channel("websocket:band")
+        room = gw.memory.stores.for_channel("websocket:band")
         for slug, note in (("websocket-ada", "Ada plays bass."), ("websocket-bo", "Bo plays drums."),
                            ("websocket-cy", "Cy writes the lyrics."), ("telegram-77", "Dee books the gigs.")):
             room.write(f"people/{slug}.md", f"# {slug}\n- {note}\n", source="test")

@@ -50,8 +50,8 @@ async def gw(cfg: Config) -> AsyncIterator[Gateway]:
 def ada_working_memory(gw: Gateway, text: str, *, written_ago: timedelta) -> MemoryStore:
     """Ada's store, its WORKING.md holding ``text`` as compaction writes it, ``written_ago`` (it
     expires after 14 days)."""
-    store = gw.memory.store_for_user("ada")
-    working.write(store, text, now=datetime.now(UTC) - written_ago, ttl_days=14, max_tokens=1000, source="test")
+    store = gw.memory.stores.for_user("ada")
+    working.write(store, text, now=datetime.now(UTC) - written_ago, ttl_days=14, source="test")
     return store
 
 
@@ -66,7 +66,7 @@ async def test_compaction_writes_working_memory_and_replaces_older_turns(
 ) -> None:
     fake_anthropic.responders.append(summariser)
     await chat_until_compacted(gw)
-    text = gw.memory.store_for_user("ada").read("WORKING.md")
+    text = gw.memory.stores.for_user("ada").read("WORKING.md")
     wm = working.parse(text)
     assert wm is not None and "ferry is booked for 3 March" in wm.body
     assert wm.expires - wm.updated == timedelta(days=14)

@@ -377,7 +377,7 @@ async def test_retention_deletes_an_expired_summary_with_its_audit_and_its_pre_r
                                        "scheduled_for": now.isoformat()}, job_id="retention-test")  # fmt: skip
     await gw.settle()
 
-    root = gw.memory.root_for(user_scope(uid))
+    root = gw.memory.stores.root_for(user_scope(uid))
     left = [p for p in root.rglob("*") if p.is_file() and "2024-03-02" in p.name]
     assert left == [], left
     # The day still kept keeps its audit and its copy: it can still be rolled back.

@@ -81,7 +81,7 @@ async def test_edits_survive_restart_and_are_picked_up_without_restart(tmp_path:
     async with Gateway(cfg, entry_points=False) as gw:
         soul = Path(cfg.data_dir) / "personas" / "kith" / "SOUL.md"
         await gw.handle_inbound(dm("one"))
-        gw.memory.store_for_persona("kith").write("SOUL.md", "# Soul\nDry humour (EDITED-SOUL).\n", source="test")
+        gw.memory.stores.for_persona("kith").write("SOUL.md", "# Soul\nDry humour (EDITED-SOUL).\n", source="test")
         await gw.handle_inbound(dm("two"))
         assert "EDITED-SOUL" in fake_anthropic.system_text()
     async with Gateway(cfg, entry_points=False) as gw:
@@ -179,7 +179,7 @@ async def test_help_includes_the_persona_help(make_gateway: GatewayFactory) -> N
     reply = await gw.handle_inbound(dm("/help"))
     assert reply is not None and reply.notice
     assert "/otr on|off" in reply.text and "About Kith:" in reply.text
-    gw.memory.store_for_persona("kith").write("HELP.md", "Ask me about birds.", source="test")
+    gw.memory.stores.for_persona("kith").write("HELP.md", "Ask me about birds.", source="test")
     reply = await gw.handle_inbound(dm("/help"))
     assert reply is not None and reply.text.endswith("Ask me about birds.")
 

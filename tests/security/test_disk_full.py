@@ -93,8 +93,8 @@ async def test_low_space_pauses_index_jobs_without_burning_their_retries(make_ga
     user = user_of(gw)
     before = gw.memory.scope_count(user_scope(user))
 
-    gw.memory.floor.min_free_bytes = NO_DISK * MB
-    await gw.memory.check_disk()
+    gw.memory.indexing.floor.min_free_bytes = NO_DISK * MB
+    await gw.memory.indexing.check_disk()
     markers = [f"quokka-{i}-{uuid.uuid4().hex[:6]}" for i in range(6)]
     for m in markers:
         reply = await gw.handle_inbound(dm(f"remember the {m}"))
@@ -107,10 +107,10 @@ async def test_low_space_pauses_index_jobs_without_burning_their_retries(make_ga
     body = await health(gw)
     assert body["status"] == "degraded" and "indexing paused" in body["degraded"][0]
 
-    gw.memory.floor.min_free_bytes = 1  # space is back
-    await gw.memory.check_disk()
+    gw.memory.indexing.floor.min_free_bytes = 1  # space is back
+    await gw.memory.indexing.check_disk()
     await gw.settle()
-    assert not gw.memory.paused
+    assert not gw.memory.indexing.paused
     for m in markers:
         assert await findable(gw, user, m), m
     assert (await health(gw))["status"] == "ok"
@@ -124,22 +124,23 @@ async def test_an_index_write_below_the_floor_is_not_attempted(make_gateway: Any
     assert gw.memory is not None and gw.bus is not None
     await gw.handle_inbound(dm("warm-up"))
     await gw.settle()
-    gw.memory.floor.min_free_bytes = NO_DISK * MB
-    index = gw.memory.index
+    gw.memory.indexing.floor.min_free_bytes = NO_DISK * MB
+    index = gw.memory.loader.index
     points = index.count()
-    point = IndexPoint(point_id("user:x", "c1"), [0.1] * gw.memory.embedder.dim, SparseVec([], []), {"scope": "user:x"})
+    dim = gw.memory.loader.embedder.dim
+    point = IndexPoint(point_id("user:x", "c1"), [0.1] * dim, SparseVec([], []), {"scope": "user:x"})
     with pytest.raises(LowDiskSpaceError, match="indexing is paused"):
         index.upsert([point])
     with pytest.raises(LowDiskSpaceError):
         index.delete_ids([point.id])
     assert index.count() == points
-    assert not gw.memory.paused  # nobody has looked yet
+    assert not gw.memory.indexing.paused  # nobody has looked yet
     await gw.handle_inbound(dm("the capybara sleeps in the bathtub"))
     await gw.settle()
-    assert gw.memory.paused and gw.memory.stats()["kept"] >= 1
+    assert gw.memory.indexing.paused and gw.memory.stats()["kept"] >= 1
     assert await gw.bus.dead() == []
-    gw.memory.floor.min_free_bytes = 1
-    await gw.memory.check_disk()
+    gw.memory.indexing.floor.min_free_bytes = 1
+    await gw.memory.indexing.check_disk()
     await gw.settle()
     assert await findable(gw, user_of(gw), "capybara")
 
@@ -158,8 +159,8 @@ async def test_start_without_room_for_the_index_answers_and_opens_it_later(make_
     user = user_of(gw)
     assert await gw.memory.recall(scope=user_scope(user), query="narwhal", k=3) == []
 
-    gw.memory.floor.min_free_bytes = 1
-    await gw.memory.check_disk()
+    gw.memory.indexing.floor.min_free_bytes = 1
+    await gw.memory.indexing.check_disk()
     await gw.settle()
     assert await findable(gw, user, "narwhal")
     assert (await health(gw))["status"] == "ok"
@@ -218,7 +219,7 @@ async def test_spooled_turns_are_in_the_transcript_the_markdown_log_and_search_a
         await gw.handle_inbound(dm("hello before the disk fills"))
         await gw.settle()
         user = user_of(gw)
-        log = gw.memory.root_for(user_scope(user)) / f"sessions/{datetime.now(UTC):%Y-%m-%d}.md"  # type: ignore[union-attr]
+        log = gw.memory.stores.root_for(user_scope(user)) / f"sessions/{datetime.now(UTC):%Y-%m-%d}.md"  # type: ignore[union-attr]
         assert log.is_file()
         _fill_sqlite(gw)
         with blocked(log):  # every append to the Markdown log fails meanwhile
@@ -591,8 +592,8 @@ async def test_a_worker_without_room_leaves_index_jobs_to_the_daemon(tmp_path: P
     svc = MemoryService(config, detach_if_busy=True)
     await svc.start()
     try:
-        assert svc.detached and not svc.paused
+        assert svc.detached and not svc.indexing.paused
         with pytest.raises(IndexBusyError, match="without the memory index"):
-            await svc.index_file("user:someone", "notes.md")
+            await svc.indexing.index_file("user:someone", "notes.md")
     finally:
         await svc.close()

@@ -47,7 +47,7 @@ def said(text: str, account: str, *, group: bool = False) -> InboundMessage:
 
 
 def logged(gw: Any, scope: str) -> list[Any]:
-    store = gw.memory.store_for(scope)
+    store = gw.memory.stores.store_for(scope)
     records = []
     for entry in sorted(store.files("sessions"), key=lambda e: e.path):
         records += parse_session_log(store.read(entry.path), datetime.now(UTC).date())
@@ -91,7 +91,7 @@ async def test_forged_markers_over_the_websocket_are_not_parsed(make_gateway: An
     records = logged(gw, f"user:{ready['user_id']}")
     assert [(r.turn_id, r.speaker) for r in records] == [(frame["turn_id"], "Mallory")]
     (chunk,) = chunk_file(f"sessions/{datetime.now(UTC):%Y-%m-%d}.md",
-                          gw.memory.store_for(f"user:{ready['user_id']}").read(
+                          gw.memory.stores.store_for(f"user:{ready['user_id']}").read(
                               f"sessions/{datetime.now(UTC):%Y-%m-%d}.md"))  # fmt: skip
     assert chunk.turn_ids == (frame["turn_id"],) and chunk.speaker == "Mallory"
     assert "Mallory is my heir" in chunk.text  # kept as the text of Mallory's turn

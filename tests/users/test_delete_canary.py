@@ -112,7 +112,7 @@ async def test_delete_through_the_running_daemon(tmp_path: Path, unused_tcp_port
 def test_a_failed_index_step_is_reported_and_a_second_delete_finishes(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from gateway.memory.search.service import MemoryService
+    from gateway.memory.search.queue import IndexQueue
 
     cfg_path = write_config(tmp_path)
     config = config_of(cfg_path)
@@ -128,11 +128,11 @@ def test_a_failed_index_step_is_reported_and_a_second_delete_finishes(
 
     alice = asyncio.run(before())
 
-    async def no_room(self: MemoryService) -> None:
+    async def no_room(self: IndexQueue) -> None:
         raise OSError("no space left on device")
 
     with monkeypatch.context() as m:
-        m.setattr(MemoryService, "compact", no_room)
+        m.setattr(IndexQueue, "compact", no_room)
         assert kith(cfg_path, "users", "delete", alice, "--yes") == 0
     err = capsys.readouterr().err
     assert "warning: memory index: no space left on device" in err
@@ -180,7 +180,7 @@ def test_her_turns_leave_a_group_conversation_and_the_others_stay(tmp_path: Path
         gw = await started(config)
         try:
             assert gw.memory is not None
-            scope = next(s for s in gw.memory.known_scopes() if s.startswith("channel:"))
+            scope = next(s for s in gw.memory.stores.known_scopes() if s.startswith("channel:"))
             hits = await gw.memory.recall(scope=scope, query="picnic saturday", k=5)
             assert any("picnic" in h.text for h in hits)
             assert not any(canary in h.text for h in await gw.memory.recall(scope=scope, query="pin", k=20))

@@ -110,7 +110,7 @@ async def seed(gw: Any, fake: Any, *, client_id: str = CLIENT, name: str = "Alic
     uid = user.user_id
     now = datetime.now(UTC)
     today = now.date().isoformat()
-    store = gw.memory.store_for_user(uid)
+    store = gw.memory.stores.for_user(uid)
     expires = (now + timedelta(days=5)).date().isoformat()
     store.write("USER.md", USER_MD, source="test")
     store.write("PATTERNS.md", "# Patterns\n\n- Writes late in the evening\n- Asks for summaries as bullet lists\n",

@@ -65,7 +65,7 @@ async def test_a_person_cannot_open_another_persons_memory(
     await gw.handle_inbound(message("Hi, I am Alice.", account=CLIENT, name="Alice"))
     alice = gw.identities.resolve(message("", account=CLIENT), create=False)
     assert alice is not None and alice.user_id != bob.user_id
-    bob_user_md = gw.memory.store_for_user(bob.user_id).read("USER.md")
+    bob_user_md = gw.memory.stores.for_user(bob.user_id).read("USER.md")
 
     # With a token configured nobody is signed in automatically: the page says how to get a link.
     stranger_page = await open_console(browser, gw, size)
@@ -94,7 +94,7 @@ async def test_a_person_cannot_open_another_persons_memory(
     # 404 as for a user that does not exist; the quarantine is the operator's to review (403 to any person).
     assert [a for a in answers if a[2] != (403 if a[1] == "/quarantine" else 404)] == []
     # Nothing of Bob's changed; the operator-only routes answer a person with 403.
-    assert gw.memory.store_for_user(bob.user_id).read("USER.md") == bob_user_md
+    assert gw.memory.stores.for_user(bob.user_id).read("USER.md") == bob_user_md
     assert gw.kg.get(bob.fact_ids["munich"]) is not None
     status = await page.evaluate("async () => (await fetch('/api/pairing')).status")
     assert status == 403

@@ -31,7 +31,7 @@ async def test_a_file_edit_is_saved_audited_and_never_overwrites_a_newer_version
 ) -> None:
     gw = await make_gateway(llm=anthropic_llm)
     s = await seed(gw, fake_anthropic)
-    store = gw.memory.store_for_user(s.user_id)
+    store = gw.memory.stores.for_user(s.user_id)
     page = await open_console(browser, gw, "desktop")
     await goto_view(page, "#/me/file/PATTERNS.md", "Writes late in the evening")
     await page.click("text=Edit")
@@ -40,7 +40,7 @@ async def test_a_file_edit_is_saved_audited_and_never_overwrites_a_newer_version
     await page.wait_for_selector("article.doc >> text=Writes early in the morning now", timeout=10_000)
     assert store.read("PATTERNS.md") == "# Patterns\n\n- Writes early in the morning now\n"
     audit = [json.loads(line) for line in
-             (gw.memory.root_for(user_scope(s.user_id)) / ".audit.jsonl").read_text().splitlines()]
+             (gw.memory.stores.root_for(user_scope(s.user_id)) / ".audit.jsonl").read_text().splitlines()]
     assert any(a["file"] == "PATTERNS.md" and a["source"].startswith("api:") for a in audit)
 
     # A background job writes while the person edits: saving the stale copy is refused, nothing is lost.
@@ -115,7 +115,7 @@ async def test_forget_this_on_a_recalled_canary_keeps_it_out_of_200_recalls(
     await hit.locator("button", has_text="Forget this").click()
     await page.wait_for_selector("li.hit.forgotten", timeout=15_000)
     await gw.settle()
-    assert CANARY not in gw.memory.store_for_user(s.user_id).read(f"memories/{s.today}.md")
+    assert CANARY not in gw.memory.stores.for_user(s.user_id).read(f"memories/{s.today}.md")
     after = await page.evaluate(RECALL_LOOP, ["me", QUERIES, 200, CANARY])
     assert after == {"found": 0, "calls": 200}
     await shot(page, "desktop-recall-after-forget")
@@ -127,7 +127,7 @@ async def test_a_curation_run_is_rolled_back_from_the_audit(
 ) -> None:
     gw = await make_gateway(llm=anthropic_llm)
     s = await seed(gw, fake_anthropic)
-    store = gw.memory.store_for_user(s.user_id)
+    store = gw.memory.stores.for_user(s.user_id)
     assert "Drinks oat milk" in store.read("USER.md")
     page = await open_console(browser, gw, "phone")
     accept_dialogs(page)

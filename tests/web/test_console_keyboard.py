@@ -55,7 +55,7 @@ async def test_everything_is_reachable_with_the_keyboard(
     await tab_to(page, f"li.hit[data-ref='{ref}'] button")
     await page.keyboard.press("Enter")
     await page.wait_for_selector(f"li.hit.forgotten[data-ref='{ref}']", timeout=15_000)
-    assert CANARY not in gw.memory.store_for_user(s.user_id).read(f"memories/{s.today}.md")
+    assert CANARY not in gw.memory.stores.for_user(s.user_id).read(f"memories/{s.today}.md")
     await shot(page, "desktop-keyboard-forget")
     assert page.kith_errors == []
 
@@ -66,7 +66,7 @@ async def test_the_operator_picks_whose_memory_to_see(
     gw = await make_gateway(llm=anthropic_llm)
     await seed(gw, fake_anthropic)
     bob = await seed(gw, fake_anthropic, client_id="web-console-bob", name="Bob")
-    gw.memory.store_for_user(bob.user_id).write("people/Rosa.md", "# Rosa\n\n- Bob's neighbour\n", source="test")
+    gw.memory.stores.for_user(bob.user_id).write("people/Rosa.md", "# Rosa\n\n- Bob's neighbour\n", source="test")
     for size in ("phone", "desktop"):
         page = await open_console(browser, gw, size)
         await goto_view(page, "#/me/files", "What kith remembers")

@@ -31,7 +31,7 @@ async def test_hostile_memory_text_renders_as_text_and_runs_nothing(
 ) -> None:
     gw = await make_gateway(llm=anthropic_llm)
     s = await seed(gw, fake_anthropic)
-    gw.memory.store_for_user(s.user_id).write("topics/group-chat.md", EVIL, source="test")
+    gw.memory.stores.for_user(s.user_id).write("topics/group-chat.md", EVIL, source="test")
     await gw.settle()
     page = await open_console(browser, gw, size)
     await goto_view(page, "#/me/file/topics/group-chat.md", "harmless looking")

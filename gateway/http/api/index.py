@@ -53,9 +53,9 @@ async def reindex(call: Call) -> Queued:
     try:
         # A person's folder, whether or not the users table still knows them (files copied in, an
         # erase whose index step failed): the scope names the folder, as `kith memory reindex` does.
-        scopes = [user_scope(body.user)] if body.user else mem.known_scopes()
+        scopes = [user_scope(body.user)] if body.user else mem.stores.known_scopes()
         for scope in scopes:
-            mem.root_for(scope)
+            mem.stores.root_for(scope)
     except ScopeError as exc:
         raise ApiError(400, str(exc)) from None
     for scope in scopes:

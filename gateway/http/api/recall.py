@@ -1,7 +1,7 @@
 """What kith recalls about a person for a query, and "forget this".
 
 Recall is the hybrid search the prompt's recall section uses (``MemoryService.recall``) over the
-person's own scope. Forgetting is ``gateway.memory.forgetting.forget``: matching lines leave the
+person's own scope. Forgetting is ``gateway.memory.edit.forget.forget``: matching lines leave the
 files (guarded store, audited, undoable), facts leave the graph and the index follows before the
 answer, so the next recall no longer finds them. A broad or meaning-only match answers
 ``status="confirm"`` with a ``forget_id``; ``{"ref": "pending:<forget_id>"}`` (or ``confirm: true``
@@ -100,7 +100,7 @@ async def recall(call: Call) -> Hits:
 
 
 async def forget(call: Call) -> ForgetReport:
-    from gateway.memory.forgetting import forget as forget_memory
+    from gateway.memory.edit.forget import forget as forget_memory
 
     uid = call.user_id()
     memory(call)

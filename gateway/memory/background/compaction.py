@@ -115,13 +115,13 @@ async def compact(
     summary = (await asyncio.to_thread(filter_text, root, summary, prov)).strip()
     if not summary:
         raise ValueError("every line of the compaction summary was quarantined")
-    text = working.render(summary, now=now, ttl_days=memory.working_ttl_days, max_tokens=memory.working_max_tokens)
+    kept = truncate_to_tokens(summary, memory.working_max_tokens)
+    text = working.render(kept, now=now, ttl_days=memory.working_ttl_days)
     # Replacing the note replaces what the previous one said: its pre-run copy and a run record make
     # the replacement undoable (``kith memory rollback --file WORKING.md``), as for every model write.
     await asyncio.to_thread(audited_write, root, working.FILE, text, run_id=f"compaction-{uuid.uuid4().hex[:12]}",
                             source=SOURCE, message_id=prov.source_ref, trust=prov.trust)  # fmt: skip
-    state.compactions.advance(session_id, upto_seq=older[-1].seq,
-                              summary=truncate_to_tokens(summary, memory.working_max_tokens), at=now)  # fmt: skip
+    state.compactions.advance(session_id, upto_seq=older[-1].seq, summary=kept, at=now)
     log.info("compacted %d turns of session %s into working memory (%d tokens)", len(older), session_id[:8],
              estimate_tokens(summary))
     return len(older)

@@ -31,6 +31,7 @@ from gateway.memory.background.writer import TRUNCATED
 from gateway.memory.background.writer_ops import audited_write
 from gateway.memory.files.poison import Provenance
 from gateway.memory.files.quarantine import filter_text
+from gateway.memory.files.store import MemoryStore
 
 log = logging.getLogger("kith.memory.distill")
 Tier = Literal["short", "mid", "long"]
@@ -65,7 +66,7 @@ class DistillOutputError(Exception):
     """The model's digest is empty or oversize; the tier file was left as it was."""
 
 
-def _days(store: Any) -> dict[str, list[str]]:
+def _days(store: MemoryStore) -> dict[str, list[str]]:
     """date -> its session files, summaries first (in slot order), else the raw log."""
     found: dict[str, dict[str, list[str]]] = {}
     for e in store.files("sessions"):
@@ -82,7 +83,7 @@ def _days(store: Any) -> dict[str, list[str]]:
     return out
 
 
-def short_digest(store: Any, *, budget_tokens: int, now: datetime) -> str:
+def short_digest(store: MemoryStore, *, budget_tokens: int, now: datetime) -> str:
     budget = budget_tokens * CHARS_PER_TOKEN
     header = f"# Recent sessions\n\n<!-- kith:distill tier=short generated={now:%Y-%m-%d %H:%M} UTC -->\n"
     picked: list[str] = []
@@ -113,7 +114,7 @@ def _is_heading(line: str) -> bool:
     return line.startswith("#") and " " in line and set(line[: line.index(" ")]) == {"#"}
 
 
-def _write_if_changed(store: Any, rel: str, text: str, source: str, *, run_id: str = "") -> bool:
+def _write_if_changed(store: MemoryStore, rel: str, text: str, source: str, *, run_id: str = "") -> bool:
     """``run_id``: a model wrote ``text``, so the file it replaces is kept (a pre-run copy and a run
     record in its audit) and the run can be undone; the no-model short tier is rebuilt from the
     session files, which stay, and needs no copy."""
@@ -132,7 +133,7 @@ def _strip_generated(text: str) -> str:
 async def run_tier(
     tier: Tier,
     *,
-    store: Any,
+    store: MemoryStore,
     cfg: DistillConfig,
     providers: dict[str, Any],
     now: datetime,

@@ -55,7 +55,7 @@ def for_session_scope(gateway: Services, scope_key: str) -> JobScope:
 
 def store(gateway: Services, scope: JobScope) -> Any:
     """The guarded (and, in the gateway, indexed) store of the scope's root."""
-    return gateway.memory.store_for(scope.memory_scope)
+    return gateway.memory.stores.store_for(scope.memory_scope)
 
 
 def display_names(gateway: Services, user_id: str) -> tuple[str, ...]:

@@ -25,6 +25,7 @@ from typing import Any
 
 from gateway.memory.background.retention_cutoff import cutoff_date, cutoff_instant, enabled, expired_dated_files
 from gateway.memory.curation import audit as curation_audit
+from gateway.memory.files.store import MemoryStore
 from gateway.memory.knowledge.graph import KnowledgeGraph
 from gateway.state import State
 
@@ -53,7 +54,7 @@ def _chunk_days(first: date | None, cutoff_utc: datetime) -> list[date]:
 
 def prune_scope(
     *,
-    store: Any,
+    store: MemoryStore,
     kg: KnowledgeGraph,
     scope: str,
     kg_scope: str,
@@ -95,7 +96,7 @@ def prune_scope(
 async def run_retention(
     *,
     state: State,
-    store: Any,
+    store: MemoryStore,
     kg: KnowledgeGraph,
     scope: str,
     sessions_scope: str,

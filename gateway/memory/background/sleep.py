@@ -40,6 +40,7 @@ from gateway.memory.curation import Rails, curate
 from gateway.memory.curation import audit as curation_audit
 from gateway.memory.files.poison import MemoryLine, Provenance, Quarantined, screen_text
 from gateway.memory.files.quarantine import filter_lines, record
+from gateway.memory.files.store import MemoryStore
 from gateway.memory.knowledge.graph import KnowledgeGraph
 from gateway.memory.knowledge.predicates import SUGGESTED, normalize_entity
 from gateway.state import SleepRun, State
@@ -119,7 +120,7 @@ def _prompt(book: DayBook, scope: NightScope, profile: str) -> str:
 
 
 async def _extract(
-    state: State, scope: NightScope, slot: str, before: datetime, tz: tzinfo, store: Any, provider: Any,
+    state: State, scope: NightScope, slot: str, before: datetime, tz: tzinfo, store: MemoryStore, provider: Any,
     cfg: SleepConfig,
 ) -> SleepRun | None:  # fmt: skip
     after = state.sleep_runs.last_seq(scope.key)
@@ -152,7 +153,7 @@ async def _extract(
     return run
 
 
-def _read(store: Any, rel: str) -> str:
+def _read(store: MemoryStore, rel: str) -> str:
     return store.read(rel) if store.exists(rel) else ""
 
 
@@ -160,7 +161,7 @@ def _norm(text: str) -> str:
     return " ".join(text.split()).casefold().rstrip(".")
 
 
-def write_memories(store: Any, run: SleepRun, ex: Extraction, prov: Provenance) -> tuple[int, int]:
+def write_memories(store: MemoryStore, run: SleepRun, ex: Extraction, prov: Provenance) -> tuple[int, int]:
     """Add the night's block to ``memories/<day>.md``; (lines written, lines quarantined)."""
     rel = f"memories/{run.day}.md"
     current = _read(store, rel)
@@ -183,7 +184,7 @@ def write_memories(store: Any, run: SleepRun, ex: Extraction, prov: Provenance) 
     return len(fresh), quarantined
 
 
-def insert_facts(kg: KnowledgeGraph, store: Any, scope: NightScope, ex: Extraction, ref: str,
+def insert_facts(kg: KnowledgeGraph, store: MemoryStore, scope: NightScope, ex: Extraction, ref: str,
                  prov: Provenance) -> tuple[dict[str, int], int]:  # fmt: skip
     counts: dict[str, int] = {}
     flagged: list[Quarantined] = []
@@ -222,12 +223,12 @@ def parse_curation(text: str) -> tuple[Any, Any, list[str]]:
     return data, [], errors
 
 
-def _ran(store: Any, rel: str, run_id: str) -> bool:
+def _ran(store: MemoryStore, rel: str, run_id: str) -> bool:
     return any(r.get("type") == "run" and r.get("run_id") == run_id for r in curation_audit.read_records(store, rel))
 
 
 async def curate_profile(
-    *, store: Any, kg: KnowledgeGraph, scope: NightScope, run: SleepRun, ex: Extraction, provider: Any,
+    *, store: MemoryStore, kg: KnowledgeGraph, scope: NightScope, run: SleepRun, ex: Extraction, provider: Any,
     cfg: SleepConfig, rails: RailsConfig,
 ) -> str:  # fmt: skip
     """One curation run for the night; returns a one-line outcome. Never raises on model trouble."""
@@ -276,7 +277,7 @@ async def curate_profile(
             + outcome)
 
 
-async def _quarantine_rejected(store: Any, run_id: str, result: Any) -> None:
+async def _quarantine_rejected(store: MemoryStore, run_id: str, result: Any) -> None:
     prov = Provenance(source_type="curation", source_ref=run_id)
     flagged = [
         Quarantined(line=MemoryLine(text=str(r.op.get("text") or r.op.get("new") or r.op.get("section", "")),
@@ -290,7 +291,7 @@ async def run_night(
     *,
     state: State,
     kg: KnowledgeGraph,
-    store: Any,
+    store: MemoryStore,
     provider: Any,
     scope: NightScope,
     slot: str,

@@ -46,6 +46,7 @@ from gateway.memory.curation import CurationResult, curate
 from gateway.memory.curation.doc import norm
 from gateway.memory.files.poison import MemoryLine, Provenance, Quarantined, screen_text
 from gateway.memory.files.quarantine import filter_text, record
+from gateway.memory.files.store import MemoryStore
 from gateway.state import State
 
 log = logging.getLogger("kith.memory.writer")
@@ -155,11 +156,11 @@ def _body(text: str) -> str:
     return "\n".join(lines).strip()
 
 
-def _read(store: Any, rel: str) -> str:
+def _read(store: MemoryStore, rel: str) -> str:
     return store.read(rel) if store.exists(rel) else ""
 
 
-def _load_aliases(store: Any) -> dict[str, str]:
+def _load_aliases(store: MemoryStore) -> dict[str, str]:
     if not store.exists(ALIASES):
         return {}
     try:
@@ -268,7 +269,7 @@ def _edits(update: FileUpdate, note: Note, label: str, errors: list[str]) -> lis
     return ops
 
 
-def _quarantine(store: Any, result: CurationResult, prov: Provenance) -> None:
+def _quarantine(store: MemoryStore, result: CurationResult, prov: Provenance) -> None:
     flagged = [Quarantined(line=MemoryLine(text=str(r.op.get("text") or r.op.get("new") or ""), provenance=prov),
                            rule="memory_writer", reason=r.reason)
                for r in result.rejected if r.reason.startswith("quarantined") and isinstance(r.op, dict)]  # fmt: skip
@@ -278,7 +279,7 @@ def _quarantine(store: Any, result: CurationResult, prov: Provenance) -> None:
 async def run_writer(
     *,
     state: State,
-    store: Any,
+    store: MemoryStore,
     provider: Any,
     session_id: str,
     settings: WriterConfig,
@@ -388,5 +389,5 @@ async def run_writer(
                         files=tuple(written), errors=tuple(errors), run_id=run_id)  # fmt: skip
 
 
-def _list_md(store: Any, rel: str) -> list[Any]:
+def _list_md(store: MemoryStore, rel: str) -> list[Any]:
     return [e for e in store.files(rel) if e.path.endswith(".md") and e.path.count("/") == 1]

@@ -27,6 +27,7 @@ from typing import Any, Literal
 
 from gateway.memory.curation import Admit, Rails, RollbackResult, audit, rollback
 from gateway.memory.curation.doc import norm, parse
+from gateway.memory.files.store import MemoryStore
 
 JOURNAL = "_history/writer"  # its audit: _history/writer.audit.jsonl, one "writer_run" record per run
 # People and topic notes have free-form sections; the rest of the rails are curation's.
@@ -130,7 +131,7 @@ def content_ops(content: str, note: Note) -> tuple[list[dict[str, str]], int, in
     return ops, len(ops), left_out
 
 
-def audited_write(store: Any, rel: str, text: str, *, run_id: str, source: str, message_id: str = "",
+def audited_write(store: MemoryStore, rel: str, text: str, *, run_id: str, source: str, message_id: str = "",
                   trust: str = "system", now: datetime | None = None) -> bool:  # fmt: skip
     """Replace a whole file the writer owns (the slot summary, the alias map) the way ``curate``
     writes: pre-run copy, then a ``run`` audit record, then the file. False when nothing changes."""
@@ -147,7 +148,7 @@ def audited_write(store: Any, rel: str, text: str, *, run_id: str, source: str, 
     return True
 
 
-def journal(store: Any, run_id: str, *, session_id: str, rows: str, files: Iterable[str], source: str,
+def journal(store: MemoryStore, run_id: str, *, session_id: str, rows: str, files: Iterable[str], source: str,
             now: datetime | None = None) -> None:  # fmt: skip
     """Record a run's files before it writes them: a crash part-way leaves a run rollback understands."""
     record = {"type": "writer_run", "run_id": run_id, "ts": (now or datetime.now(UTC)).isoformat(),
@@ -155,13 +156,13 @@ def journal(store: Any, run_id: str, *, session_id: str, rows: str, files: Itera
     audit.append_records(store, JOURNAL, [record], source=source)
 
 
-def note_rollback(store: Any, run_id: str, *, now: datetime | None = None) -> None:
+def note_rollback(store: MemoryStore, run_id: str, *, now: datetime | None = None) -> None:
     """Mark a writer run undone in the journal (so "the latest run" means the latest not undone)."""
     record = {"type": "rollback", "run_id": run_id, "ts": (now or datetime.now(UTC)).isoformat()}
     audit.append_records(store, JOURNAL, [record], source="memory_writer-rollback")
 
 
-def runs(store: Any) -> list[dict[str, Any]]:
+def runs(store: MemoryStore) -> list[dict[str, Any]]:
     """Writer runs, oldest first."""
     return [r for r in audit.read_records(store, JOURNAL) if r.get("type") == "writer_run"]
 
@@ -184,7 +185,7 @@ class RunRollback:
     detail: str = ""
 
 
-def _file_state(store: Any, rel: str, run_id: str) -> str:
+def _file_state(store: MemoryStore, rel: str, run_id: str) -> str:
     """What undoing ``run_id`` would do to ``rel``: unknown_run, nothing_to_undo, already_restored,
     conflict or restore."""
     run = next((r for r in audit.read_records(store, rel) if r.get("type") == "run" and r.get("run_id") == run_id),
@@ -200,7 +201,7 @@ def _file_state(store: Any, rel: str, run_id: str) -> str:
     return "restore" if current == run["post_sha256"] else "conflict"
 
 
-def rollback_run(store: Any, run_id: str, *, force: bool = False) -> RunRollback:
+def rollback_run(store: MemoryStore, run_id: str, *, force: bool = False) -> RunRollback:
     """Restore every file of writer run ``run_id`` to what it was before the run, or none of them:
     when one changed since (``conflict``), nothing is restored unless ``force``."""
     run = next((r for r in runs(store) if r.get("run_id") == run_id), None)

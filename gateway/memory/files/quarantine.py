@@ -11,21 +11,21 @@ import json
 import logging
 from collections.abc import Iterable
 from datetime import UTC, datetime
-from typing import Any
 
 from gateway.memory.files.poison import MemoryLine, Provenance, Quarantined, quarantine_record, screen
+from gateway.memory.files.store import MemoryStore
 from gateway.util.jsonl import json_objects
 
 log = logging.getLogger("kith.memory.quarantine")
 REL = "QUARANTINE.jsonl"
 
 
-def _existing(store: Any) -> set[tuple[str, str]]:
+def _existing(store: MemoryStore) -> set[tuple[str, str]]:
     records = json_objects(store.read(REL)) if store.exists(REL) else ()
     return {(str(rec.get("text", "")), str(rec.get("source_ref", ""))) for rec in records}
 
 
-def record(store: Any, items: Iterable[Quarantined]) -> int:
+def record(store: MemoryStore, items: Iterable[Quarantined]) -> int:
     """Append quarantined lines not queued before; returns how many were added."""
     items = list(items)
     if not items:
@@ -41,14 +41,14 @@ def record(store: Any, items: Iterable[Quarantined]) -> int:
     return len(fresh)
 
 
-def filter_lines(store: Any, lines: Iterable[str], provenance: Provenance) -> list[str]:
+def filter_lines(store: MemoryStore, lines: Iterable[str], provenance: Provenance) -> list[str]:
     """The lines the guard accepts; the others go to the review queue."""
     result = screen(MemoryLine(text=t, provenance=provenance) for t in lines)
     record(store, result.quarantined)
     return [m.text for m in result.accepted]
 
 
-def filter_text(store: Any, text: str, provenance: Provenance) -> str:
+def filter_text(store: MemoryStore, text: str, provenance: Provenance) -> str:
     """A Markdown body with flagged lines removed (and queued). Headings and blank lines pass."""
     out = []
     flagged = []

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING
 
 from watchfiles import Change, awatch
 
+from gateway.memory.files.kinds import indexable
 from gateway.memory.files.scopes import KINDS, ScopeError, root_for
 from gateway.types import StashKey
 
@@ -75,15 +76,6 @@ def scope_rel(data_dir: Path, path: str) -> tuple[str, str] | None:
     except ScopeError:
         return None
     return scope, rel
-
-
-def indexable(rel: str) -> bool:
-    """The index's rule (``gateway.memory.search.indexer.indexable``), imported on first use: the
-    indexer brings numpy and Qdrant, which this module's importers (the schedule, the HTTP API) do
-    not need to start, and the first reply should not wait for (tests/footprint/test_start_path.py)."""
-    from gateway.memory.search.indexer import indexable as rule
-
-    return rule(rel)
 
 
 def scope_and_rel(data_dir: Path, path: str) -> tuple[str, str] | None:

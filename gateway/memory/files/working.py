@@ -20,7 +20,6 @@ from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from gateway.memory.files.store import MemoryStore
-from gateway.turn.budget import truncate_to_tokens
 
 log = logging.getLogger("kith.memory.working")
 
@@ -39,8 +38,9 @@ def _iso(dt: datetime) -> str:
     return dt.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def render(body: str, *, now: datetime, ttl_days: float, max_tokens: int) -> str:
-    body = truncate_to_tokens(body.strip(), max_tokens)
+def render(body: str, *, now: datetime, ttl_days: float) -> str:
+    """The file for ``body``, which the writer has already cut to its budget (``working_max_tokens``)."""
+    body = body.strip()
     return (
         f"# Working memory\nUpdated: {_iso(now)}\nExpires: {_iso(now + timedelta(days=ttl_days))}\n\n{body}\n"
     )
@@ -76,5 +76,5 @@ def read(store: MemoryStore, now: datetime) -> WorkingMemory | None:
     return wm if wm.body else None
 
 
-def write(store: MemoryStore, body: str, *, now: datetime, ttl_days: float, max_tokens: int, source: str) -> None:
-    store.write(FILE, render(body, now=now, ttl_days=ttl_days, max_tokens=max_tokens), source=source)
+def write(store: MemoryStore, body: str, *, now: datetime, ttl_days: float, source: str) -> None:
+    store.write(FILE, render(body, now=now, ttl_days=ttl_days), source=source)

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
 
 from gateway.memory.files.errors import MemoryFileNotFoundError, MemoryStoreError, NotAFileError
+from gateway.memory.files.kinds import indexable
 from gateway.memory.files.session_log import TurnRecord, parse_current, starts_with_marker
 from gateway.memory.files.store import MemoryStore
 from gateway.memory.search.chunk import Chunk, chunk_file, turn_chunk
@@ -34,7 +35,6 @@ from gateway.memory.search.sparse import SparseEncoder
 if TYPE_CHECKING:  # numpy: loaded with the embedder, not by every importer of the indexer
     from gateway.memory.search.embed import Embedder
 
-INDEXED_SUFFIXES = (".md", ".txt")
 SLICE_S = 0.25  # live indexing upserts what it has embedded about this often
 SLICE_MAX = 256  # and at most this many points at once
 SLICE_FIRST = 4  # texts in a pass's first slice, before its pace is known
@@ -54,10 +54,6 @@ class IndexReport:
         self.deleted += other.deleted
         self.files += other.files
         return self
-
-
-def indexable(rel: str) -> bool:
-    return rel.endswith(INDEXED_SUFFIXES) and not rel.endswith(".audit.jsonl")
 
 
 @dataclass(slots=True)

@@ -18,9 +18,9 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
+from gateway.memory.edit.match import fold
 from gateway.memory.files.poison import screen_text
 from gateway.memory.files.scopes import user_scope
-from gateway.memory.forget_match import fold
 
 if TYPE_CHECKING:
     from gateway.memory.files.store import MemoryStore
@@ -90,12 +90,12 @@ async def remember(gateway: Services, user_id: str, text: str, *, actor: str, tr
             return RememberReport("refused", text=text, message="That reads like an instruction to the assistant,"
                                                                  " not a memory; nothing was stored.")  # fmt: skip
     line = f"- [{_today(gateway, user_id)}] {text}"
-    store = memory.store_for_user(user_id)
+    store = memory.stores.for_user(user_id)
     added = await asyncio.to_thread(_write, store, line, fold(text), actor=actor, message_id=message_id, trust=trust)
     if not added:
         return RememberReport("duplicate", text=text, message="I already remember that.")
     if not memory.detached:
-        await memory.index_file(user_scope(user_id), REL)  # found by the very next recall
+        await memory.indexing.index_file(user_scope(user_id), REL)  # found by the very next recall
     await gateway.hooks.memory_edited(gateway, user_id=user_id, paths=[REL])
     log.info("remembered a line for %s (%s)", user_id, actor)
     return RememberReport("remembered", text=text, line=line,

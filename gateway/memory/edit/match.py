@@ -11,7 +11,7 @@ Two kinds of match, because people rarely quote their memories word for word:
 Only lines that hold what someone said or wrote are candidates: headings of session logs, their
 turn markers and speaker lines are structure (the turn index is rebuilt from them), never content.
 ``lines_of_ref`` resolves what a recall hit (its chunk id) or ``<path>:<line>`` stands for.
-Everything here reads; ``gateway.memory.forgetting`` applies a plan.
+Everything here reads; ``gateway.memory.edit.forget`` applies a plan.
 """
 
 from __future__ import annotations
@@ -23,8 +23,9 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from gateway.memory.files.errors import MemoryStoreError
+from gateway.memory.files.kinds import indexable
+from gateway.memory.files.store import MemoryStore
 from gateway.memory.search.chunk import chunk_file
-from gateway.memory.search.indexer import indexable
 from gateway.state import Fact
 
 MatchKind = Literal["literal", "semantic"]
@@ -80,7 +81,7 @@ class FactMatch:
         return {"id": f.id, "subject": f.subject, "predicate": f.predicate, "object": f.object, "match": self.match}
 
 
-def candidate_files(store: Any) -> list[str]:
+def candidate_files(store: MemoryStore) -> list[str]:
     """The person's files a forget looks at: everything indexed (Markdown and text), and the files that
     keep copies of their lines for review or rollback, which ``memory_get`` could still read: JSON-lines
     records (``QUARANTINE.jsonl``, the curation audits ``USER.md.audit.jsonl``...) and the curation
@@ -127,7 +128,7 @@ def content_of(path: str, line: str) -> str | None:
     return _BULLET.sub("", stripped.lstrip("#").strip()) or None
 
 
-def literal_lines(store: Any, needle: str) -> list[LineMatch]:
+def literal_lines(store: MemoryStore, needle: str) -> list[LineMatch]:
     out: list[LineMatch] = []
     for path in candidate_files(store):
         try:
@@ -141,7 +142,7 @@ def literal_lines(store: Any, needle: str) -> list[LineMatch]:
     return out
 
 
-def semantic_candidates(store: Any, hits: list[Any], taken: set[tuple[str, int]]) -> list[LineMatch]:
+def semantic_candidates(store: MemoryStore, hits: list[Any], taken: set[tuple[str, int]]) -> list[LineMatch]:
     """Lines of the files recall found that are part of a hit's text (not yet matched literally)."""
     out: list[LineMatch] = []
     texts: dict[str, list[str]] = {}
@@ -195,7 +196,7 @@ def matching_facts(facts: list[Fact], needle: str, *, self_ids: tuple[str, ...])
     return out
 
 
-def lines_of_ref(store: Any, ref: str) -> list[LineMatch]:
+def lines_of_ref(store: MemoryStore, ref: str) -> list[LineMatch]:
     """The lines a recall hit (``f:<path>#<n>``, ``t:<turn id>``) or ``<path>:<line>`` stands for."""
     try:
         if ref.startswith("t:"):
@@ -219,7 +220,7 @@ def lines_of_ref(store: Any, ref: str) -> list[LineMatch]:
     return []
 
 
-def _turn_lines(store: Any, turn_id: str) -> list[LineMatch]:
+def _turn_lines(store: MemoryStore, turn_id: str) -> list[LineMatch]:
     marker = f"id={turn_id} "
     for entry in store.files("sessions"):
         lines = store.read(entry.path).splitlines()

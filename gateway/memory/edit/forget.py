@@ -1,6 +1,6 @@
 """Forgetting on a person's request: lines of their files, facts of the graph, points of the index.
 
-``forget(gateway, user_id, text=..., actor=...)`` finds what the text means (``forget_match``: the
+``forget(gateway, user_id, text=..., actor=...)`` finds what the text means (``match``: the
 literal lines and facts, plus lines and facts that only match by meaning) and either removes it or,
 when the match is broad (more than ``CONFIRM_LINES`` lines or facts, or any match by meaning), returns
 ``status="confirm"`` with exactly what would go and a pending id; ``forget(..., ref="pending:<id>")``
@@ -9,7 +9,7 @@ when the match is broad (more than ``CONFIRM_LINES`` lines or facts, or any matc
 
 Rails: only the person's own root (``user:<id>``); every file change goes through the guarded store
 (containment, lock, atomic replace, an audit line with ``source="forget:<actor>"`` and the forget id);
-the removed lines and facts are kept in an undo record (``forget_undo``) for ``undo_forget``. In a
+the removed lines and facts are kept in an undo record (``undo``) for ``undo_forget``. In a
 session log a removed message line becomes ``> [forgotten]``: the turn structure stays parseable.
 
 The index follows before ``forget`` returns: each changed file is re-indexed on the indexing thread
@@ -33,10 +33,8 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any, Literal
 
-from gateway.memory import forget_undo
-from gateway.memory.files.errors import MemoryFileNotFoundError
-from gateway.memory.files.scopes import user_scope
-from gateway.memory.forget_match import (
+from gateway.memory.edit import undo
+from gateway.memory.edit.match import (
     SEMANTIC_HITS,
     SESSION_PLACEHOLDER,
     FactMatch,
@@ -51,6 +49,8 @@ from gateway.memory.forget_match import (
     scrub_record,
     semantic_candidates,
 )
+from gateway.memory.files.errors import MemoryFileNotFoundError
+from gateway.memory.files.scopes import user_scope
 from gateway.memory.search.index import point_id
 from gateway.types import StashKey
 
@@ -167,14 +167,14 @@ async def plan(gateway: Services, user_id: str, text: str) -> tuple[list[LineMat
     """What forgetting ``text`` would remove (reads only)."""
     memory = gateway.memory
     assert memory is not None and gateway.kg is not None
-    store = memory.store_for_user(user_id)
+    store = memory.stores.for_user(user_id)
     needle = fold(text)
     lines = await asyncio.to_thread(literal_lines, store, needle)
-    if not memory.detached and not memory.paused:
+    if not memory.detached and not memory.indexing.paused:
         hits = await memory.recall(scope=user_scope(user_id), query=text, k=SEMANTIC_HITS)
         taken = {(m.path, m.line_no) for m in lines}
         candidates = await asyncio.to_thread(semantic_candidates, store, hits, taken)
-        lines += await asyncio.to_thread(close_lines, memory.embedder, text, candidates)
+        lines += await asyncio.to_thread(close_lines, memory.loader.embedder, text, candidates)
     facts = matching_facts(gateway.kg.all(user_id), needle, self_ids=_self_ids(gateway, user_id))
     lines.sort(key=lambda m: (m.path, m.line_no))
     return lines, facts
@@ -192,7 +192,7 @@ async def _by_ref(gateway: Services, user_id: str, ref: str) -> tuple[list[LineM
     if ref.startswith("fact:"):
         fact = kg.get(int(ref[5:])) if ref[5:].isdigit() else None
         return [], [FactMatch(fact, "literal")] if fact is not None and fact.user_id == user_id else []
-    store = memory.store_for_user(user_id)
+    store = memory.stores.for_user(user_id)
     return await asyncio.to_thread(lines_of_ref, store, ref), []
 
 
@@ -268,9 +268,9 @@ async def _reindex(gateway: Services, user_id: str, paths: list[str], text: str)
     scope = user_scope(user_id)
     points = 0
     for path in paths:
-        report = await memory.index_file(scope, path)
+        report = await memory.indexing.index_file(scope, path)
         points += report.deleted + report.embedded
-    if not text or memory.paused:
+    if not text or memory.indexing.paused:
         return points
     needle = fold(text)
     try:
@@ -280,7 +280,7 @@ async def _reindex(gateway: Services, user_id: str, paths: list[str], text: str)
             # Points whose text holds the forgotten words but no file does (a turn indexed live before
             # its log block was written, or a log block forgotten by hand): nothing would re-create them.
             log.info("forget: %d index points outside any changed file removed for %s", len(stale), scope)
-            await asyncio.to_thread(memory.index.delete_ids, stale)
+            await asyncio.to_thread(memory.loader.index.delete_ids, stale)
     except Exception:
         # The files are forgotten already; an orphan point is purged by the root's next sync.
         log.exception("forget: sweeping the index of %s failed", scope)
@@ -293,7 +293,7 @@ async def _apply(gateway: Services, user_id: str, lines: list[LineMatch], facts:
     memory, kg = gateway.memory, gateway.kg
     assert memory is not None and kg is not None
     forget_id = forget_id or _new_id()
-    store = memory.store_for_user(user_id)
+    store = memory.stores.for_user(user_id)
     files = await asyncio.to_thread(_rewrite, store, lines, fold(query))
     record = {
         "id": forget_id, "ts": datetime.now(UTC).isoformat(), "actor": actor, "user_id": user_id, "query": query,
@@ -305,7 +305,7 @@ async def _apply(gateway: Services, user_id: str, lines: list[LineMatch], facts:
     }  # fmt: skip
     if files or facts or record["turns"]:
         # The undo record first: a crash after it leaves a forget that can still be undone.
-        await asyncio.to_thread(forget_undo.save, store.root, record)
+        await asyncio.to_thread(undo.save, store.root, record)
     for row in record["turns"]:
         gateway.state.turns.set_content(user_id, row["seq"], redacted(row["content"], fold(query)) or row["content"])
     for f in files:
@@ -320,7 +320,7 @@ async def _apply(gateway: Services, user_id: str, lines: list[LineMatch], facts:
     points = await _reindex(gateway, user_id, paths, query)
     await gateway.hooks.memory_edited(gateway, user_id=user_id, paths=paths)
     await _scrub(gateway, turns=bool(record["turns"]), points=points)
-    await asyncio.to_thread(forget_undo.expire, store.root)
+    await asyncio.to_thread(undo.expire, store.root)
     n_lines = sum(len(f["removed"]) for f in files)
     log.info("forget %s for %s by %s: %d lines in %d files, %d facts, %d index points", forget_id, user_id, actor,
              n_lines, len(files), len(facts), points)  # fmt: skip
@@ -407,8 +407,8 @@ async def undo_forget(gateway: Services, user_id: str, forget_id: str | None = N
     memory, kg = gateway.memory, gateway.kg
     if memory is None or kg is None:
         raise RuntimeError("the gateway's memory is not running")
-    store = memory.store_for_user(user_id)
-    record = await asyncio.to_thread(forget_undo.load, store.root, forget_id)
+    store = memory.stores.for_user(user_id)
+    record = await asyncio.to_thread(undo.load, store.root, forget_id)
     if record is None or record.get("user_id") != user_id:
         return ForgetReport("nothing_to_undo", message="There is no forget to undo (undo is kept for 7 days).")
     fid = str(record["id"])
@@ -420,7 +420,7 @@ async def undo_forget(gateway: Services, user_id: str, forget_id: str | None = N
             current: str | None = await asyncio.to_thread(store.read, path)
         except MemoryFileNotFoundError:
             current = None
-        text = forget_undo.restore_text(current, entry)
+        text = undo.restore_text(current, entry)
         await asyncio.to_thread(store.write, path, text, source=f"forget-undo:{actor}", message_id=fid, trust="user")
         paths.append(path)
         restored += len(entry.get("removed", []))
@@ -436,7 +436,7 @@ async def undo_forget(gateway: Services, user_id: str, forget_id: str | None = N
     turns = 0
     for row in record.get("turns", []):
         turns += gateway.state.turns.set_content(user_id, int(row["seq"]), str(row["content"]))
-    await asyncio.to_thread(forget_undo.drop, store.root, fid)
+    await asyncio.to_thread(undo.drop, store.root, fid)
     await _reindex(gateway, user_id, paths, "")
     await gateway.hooks.memory_edited(gateway, user_id=user_id, paths=paths)
     log.info("forget %s undone for %s by %s: %d lines, %d facts", fid, user_id, actor, restored, facts)
