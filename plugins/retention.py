@@ -5,7 +5,7 @@
 Both delete expired dated files and their derived chunks and prune facts that ended before the
 cutoff; the profile and the tiers are never pruned by age. With 0 days (the default) nothing is
 pruned. ``retention`` also deletes the person's forget undo records whose window has closed
-(``forget_undo.KEEP_DAYS``), whatever the retention days.
+(``gateway.memory.edit.undo.KEEP_DAYS``), whatever the retention days.
 """
 
 from __future__ import annotations
@@ -18,9 +18,9 @@ from gateway.bus.context import JobContext
 from gateway.bus.registry import JobRegistry
 from gateway.config import Config
 from gateway.hookspecs import hookimpl
-from gateway.memory import forget_undo
 from gateway.memory.background import jobscope
 from gateway.memory.background.retention_job import PruneReport, run_retention
+from gateway.memory.edit import undo
 from gateway.memory.files.scopes import root_for, user_scope
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ async def retention(ctx: JobContext, payload: dict[str, Any]) -> None:
     # The undo window of the person's forgets closes here too, not only at their next forget: what
     # they forgot then leaves the data dir for good (issue 28). The root is not opened as a store,
     # which would create the folder of a person erased meanwhile.
-    await asyncio.to_thread(forget_undo.expire, root_for(gw.data_dir, user_scope(user_id)))
+    await asyncio.to_thread(undo.expire, root_for(gw.data_dir, user_scope(user_id)))
     if gw.config.background.retention.memory_retention_days > 0:
         await prune(gw, jobscope.for_user(gw, user_id), _now(payload))
 

@@ -12,8 +12,7 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
-from gateway.memory import forget_undo
-from gateway.memory.forgetting import forget
+from gateway.memory.edit.forget import forget
 from gateway.testing import message
 from tests.background.nights import run_night
 from tests.users.support import files_with, started
@@ -48,7 +47,7 @@ async def test_a_forgotten_canary_is_only_in_the_undo_store_after_a_night_and_a_
 
     # The undo window closes: the person's daily retention job deletes the record.
     undo = data / next(f for f in left if "/.forgotten/" in f)
-    old = time.time() - (forget_undo.KEEP_DAYS + 1) * 86400
+    old = time.time() - (undo.KEEP_DAYS + 1) * 86400
     os.utime(undo, (old, old))
     gw = await started(config)
     assert gw.bus is not None

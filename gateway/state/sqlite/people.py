@@ -54,7 +54,7 @@ class SqlitePeople(People):
         """Copy the write-ahead log into the file and truncate it: the old page images (with deleted
         text) go. Another process reading at this moment keeps some frames; the next scrub gets them.
         ``merge_search``: first merge the full-text indexes' segments (rewritten rows leave their old
-        terms there until then), overwriting the pages they free (a forget, ``gateway.memory.forgetting``)."""
+        terms there until then), overwriting the pages they free (a forget, ``gateway.memory.edit.forget``)."""
         with self._sqlite.lock:
             if merge_search:
                 conn = self._sqlite.conn
