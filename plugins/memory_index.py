@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from gateway.bus import BusError, JobContext, JobRegistry
 from gateway.hookspecs import hookimpl
+from gateway.memory.edit import forget
 from gateway.memory.files.scopes import user_scope
 from gateway.types import StashKey
 
@@ -57,6 +58,10 @@ async def purge_scope(ctx: JobContext, payload: dict[str, Any]) -> None:
     await _memory(ctx).indexing.purge(str(payload["scope"]))
 
 
+async def scrub_forgotten(ctx: JobContext, payload: dict[str, Any]) -> None:
+    await forget.scrub(ctx.gateway, turns=bool(payload["turns"]), points=int(payload["points"]))
+
+
 @hookimpl
 def gateway_register_jobs(register: JobRegistry) -> None:
     # needs_index: a ``kith worker`` without the index (the daemon holds the embedded one) leaves
@@ -65,6 +70,7 @@ def gateway_register_jobs(register: JobRegistry) -> None:
     register(sync_scope, name="memory.sync", timeout=3600, max_tries=3, needs_index=True)
     register(rebuild_scope, name="memory.rebuild", timeout=3600, max_tries=3, needs_index=True)
     register(purge_scope, name="memory.purge", timeout=600, max_tries=3, needs_index=True)
+    register(scrub_forgotten, name=forget.SCRUB_JOB, timeout=3600, max_tries=5, needs_index=True)
 
 
 #: Enqueues in flight at once per gateway. A burst of writes (a thousand files edited at once, a

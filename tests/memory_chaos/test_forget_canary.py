@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from gateway.memory.edit.forget import forget
+from gateway.memory.edit.undo import KEEP_DAYS
 from gateway.testing import message
 from tests.background.nights import run_night
 from tests.users.support import files_with, started
@@ -47,7 +48,7 @@ async def test_a_forgotten_canary_is_only_in_the_undo_store_after_a_night_and_a_
 
     # The undo window closes: the person's daily retention job deletes the record.
     undo = data / next(f for f in left if "/.forgotten/" in f)
-    old = time.time() - (undo.KEEP_DAYS + 1) * 86400
+    old = time.time() - (KEEP_DAYS + 1) * 86400
     os.utime(undo, (old, old))
     gw = await started(config)
     assert gw.bus is not None

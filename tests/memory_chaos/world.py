@@ -124,7 +124,7 @@ async def person(gw: Gateway, fake: FakeOpenAI) -> Person:
     for rel, text in files.items():
         store.write(rel, text, source="test")
     body = "\n".join(WORKING_LINES)
-    working.write(store, body, now=datetime.now(UTC), ttl_days=14, max_tokens=1000, source="test")
+    working.write(store, body, now=datetime.now(UTC), ttl_days=14, source="test")
     files[working.FILE] = store.read(working.FILE)
     fake.scripts.clear()  # answers queued for the next stage only
     fake.requests.clear()

@@ -319,7 +319,7 @@ async def _apply(gateway: Services, user_id: str, lines: list[LineMatch], facts:
     paths = [f["path"] for f in files]
     points = await _reindex(gateway, user_id, paths, query)
     await gateway.hooks.memory_edited(gateway, user_id=user_id, paths=paths)
-    await _scrub(gateway, turns=bool(record["turns"]), points=points)
+    await _queue_scrub(gateway, forget_id, turns=bool(record["turns"]), points=points)
     await asyncio.to_thread(undo.expire, store.root)
     n_lines = sum(len(f["removed"]) for f in files)
     log.info("forget %s for %s by %s: %d lines in %d files, %d facts, %d index points", forget_id, user_id, actor,
@@ -337,18 +337,32 @@ def _count(n: int, noun: str) -> str:
     return f"{n} {noun}{'' if n == 1 else 's'}"
 
 
-async def _scrub(gateway: Services, *, turns: bool, points: int) -> None:
+#: The bus job that rewrites what a forget leaves on disk (``plugins/memory_index.py`` registers it).
+SCRUB_JOB = "memory.scrub"
+
+
+async def _queue_scrub(gateway: Services, forget_id: str, *, turns: bool, points: int) -> None:
+    """What is left on disk goes in a job of its own: rewriting the index files and merging the
+    full-text index take seconds on a big data dir, longer than a ``/forget`` may keep the person
+    waiting (its command deadline). The forget is done before it (the text is gone from every file,
+    row and search); the job only leaves no copy of it in free pages or old index segments, and the
+    bus retries it if it fails."""
+    if not turns and not points:
+        return
+    if gateway.bus is None or SCRUB_JOB not in gateway.bus.specs:  # no bus, or its plugin denied
+        await scrub(gateway, turns=turns, points=points)
+        return
+    await gateway.bus.enqueue(SCRUB_JOB, {"turns": turns, "points": points}, job_id=f"scrub-{forget_id}")
+
+
+async def scrub(gateway: Services, *, turns: bool, points: int) -> None:
     """No copy of what was forgotten outside the undo record, as ``kith users delete`` leaves none of a
     person (issue 28): the transcript's full-text segments merged and the freed pages overwritten, the
-    index files rewritten without the deleted points. A failure here is logged: the forget itself is
-    done (the text is gone from every file, row and search), only bytes on disk may remain."""
-    try:
-        if turns:
-            await asyncio.to_thread(gateway.state.people.scrub, merge_search=True)
-        if points and gateway.memory is not None and not gateway.memory.detached:
-            await gateway.memory.compact()
-    except Exception:
-        log.exception("forget: the database or index files were not rewritten; the next forget retries")
+    index files rewritten without the deleted points."""
+    if turns:
+        await asyncio.to_thread(gateway.state.people.scrub, merge_search=True)
+    if points and gateway.memory is not None and not gateway.memory.detached:
+        await gateway.memory.indexing.compact()
 
 
 async def forget(gateway: Services, user_id: str, *, text: str | None = None, ref: str | None = None, actor: str,
