@@ -302,8 +302,8 @@ def gateway_briefing_sections(gateway: Services, user_id: str, now: datetime) ->
 
 @hookspec
 def gateway_register_jobs(register: JobRegistry, config: Config) -> None:
-    """``register(handler, name=..., timeout=..., max_tries=..., cron=..., per_user=..., needs_index=...)``
-    for background jobs; cron expressions come from ``config``.
+    """``register(handler, name=..., timeout=..., max_tries=..., cron=..., per_user=..., needs_index=...,
+    concurrency=...)`` for background jobs; cron expressions come from ``config``.
 
     Rule: all, sync, once at startup. Handlers receive ``(ctx, payload)``; payloads carry ids, not text.
     An invalid spec or a name registered twice is a startup error.

@@ -41,6 +41,10 @@ class JobSpec:
     # Needs the memory index itself: a ``kith worker`` without the index (the daemon holds the
     # embedded one) leaves these queues to the daemon's in-process workers.
     needs_index: bool = False
+    # At most this many of this job at once in one worker (None: up to the worker's concurrency). For
+    # a job that waits on one resource per process (the memory index's one embedding thread): more of
+    # it in flight would only wait there, holding the slots every other job needs.
+    concurrency: int | None = None
     plugin: str = ""
 
     def __post_init__(self) -> None:
@@ -52,6 +56,8 @@ class JobSpec:
             raise BusError(f"job {self.name!r}: timeout must be > 0")
         if self.max_tries is not None and self.max_tries < 1:
             raise BusError(f"job {self.name!r}: max_tries must be >= 1")
+        if self.concurrency is not None and self.concurrency < 1:
+            raise BusError(f"job {self.name!r}: concurrency must be >= 1")
         # Five fields only: the scheduler ticks once a minute, so a seconds field would lie.
         if self.cron is not None and (
             (len(self.cron.split()) != 5 and self.cron not in _ALIASES) or not croniter.is_valid(self.cron)
@@ -74,6 +80,7 @@ class JobRegistry(Registry[JobSpec]):
         cron: str | None = None,
         per_user: bool = True,
         needs_index: bool = False,
+        concurrency: int | None = None,
     ) -> JobSpec | None:
         """Register a job; None (and a problem reported at start-up) when the spec is invalid or taken."""
         try:
@@ -85,6 +92,7 @@ class JobRegistry(Registry[JobSpec]):
                 cron=cron,
                 per_user=per_user,
                 needs_index=needs_index,
+                concurrency=concurrency,
                 plugin=self.plugin,
             )
         except BusError as exc:

@@ -79,7 +79,7 @@ async def claim_loop(w: Worker) -> None:
         await _pause(w, interval)
         try:
             for stream, spec in w.specs.items():
-                while w.free > 0 and not w.stopping.is_set():
+                while (room := w.room(stream)) > 0 and not w.stopping.is_set():
                     cursor, entries, buried = await w.scripts.claim(
                         keys=[stream, w.keys.dead(spec.name)],
                         args=[
@@ -87,7 +87,7 @@ async def claim_loop(w: Worker) -> None:
                             w.consumer,
                             w.claim_idle_ms,
                             cursors[stream],
-                            w.free,
+                            room,
                             w.max_tries(spec),
                             w.keys.prefix,
                         ],

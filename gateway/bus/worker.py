@@ -17,6 +17,7 @@ import random
 import secrets
 import socket
 import traceback
+from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, cast
@@ -68,6 +69,7 @@ class Worker:
         # Keyed by (stream, entry id): ids come from one server clock, so two streams share them.
         self.inflight: dict[tuple[str, str], Running] = {}
         self.free = concurrency
+        self.running: Counter[str] = Counter()  # by stream: what ``JobSpec.concurrency`` caps
         self.slot_freed = asyncio.Event()
         self.stopping = asyncio.Event()
         self.promote_wake = asyncio.Event()
@@ -77,6 +79,11 @@ class Worker:
 
     def max_tries(self, spec: JobSpec) -> int:
         return spec.max_tries or self.cfg.max_tries
+
+    def room(self, stream: str) -> int:
+        """How many more of ``stream``'s jobs may start now: the free slots, within its own cap."""
+        cap = self.specs[stream].concurrency
+        return self.free if cap is None else min(self.free, cap - self.running[stream])
 
     async def ensure_groups(self) -> None:
         # Id 0, not $: entries enqueued before the first worker ever started are delivered too.
@@ -153,11 +160,17 @@ class Worker:
                 self.slot_freed.clear()
                 await _wait_any(self.slot_freed, self.stopping)
                 continue
-            count = max(1, math.ceil(self.free / len(self.specs)))
+            # Streams at their own cap are not read; the count (per stream) never takes one past it.
+            rooms = {stream: self.room(stream) for stream in self.specs}
+            open_ = {stream: ">" for stream, room in rooms.items() if room > 0}
+            if not open_:
+                self.slot_freed.clear()
+                await _wait_any(self.slot_freed, self.stopping)
+                continue
+            count = max(1, math.ceil(self.free / len(open_)))
+            count = min([count, *(rooms[s] for s in open_ if self.specs[s].concurrency is not None)])
             try:
-                resp = await self.redis.xreadgroup(
-                    GROUP, self.consumer, dict.fromkeys(self.specs, ">"), count=count, block=self.block_ms
-                )
+                resp = await self.redis.xreadgroup(GROUP, self.consumer, open_, count=count, block=self.block_ms)
                 delay = 0.05
             except ResponseError as exc:
                 if server_refuses_writes(exc):  # a full disk: wait it out, do not stop the worker
@@ -185,6 +198,7 @@ class Worker:
         running = Running(d)
         self.inflight[(d.stream, d.msg_id)] = running
         self.free -= 1
+        self.running[d.stream] += 1
         running.task = asyncio.create_task(self._run(running), name=f"job:{d.name}:{d.job_id}")
 
     # ------------------------------------------------------------------------------------ running
@@ -230,6 +244,7 @@ class Worker:
                 self._settle(running, Outcome(d, "ok"))
         finally:
             self.free += 1
+            self.running[d.stream] -= 1
             self.slot_freed.set()
 
     def _failure(self, d: Delivery, max_tries: int, exc: Exception) -> Outcome:

@@ -6,8 +6,9 @@ All of a message's files are read before anything is stored, and a failed store 
 refused file leaves nothing behind: the person gets one clear reply saying which file and why.
 Reading runs in the reader sandbox (``gateway/media/sandbox.py``): separate processes under memory,
 CPU and time limits, so the event loop keeps serving other turns whatever a file holds. A file whose
-reader is stopped at one of those limits is left out and said so, and the rest of the message (its
-text, the other files) still goes to the model: a hostile file costs its sender that file only.
+reader is stopped at one of those limits is left out, and the rest of the message (its text, the
+other files) still goes to the model: a hostile file costs its sender that file only. The person is
+told at once, in a notice of its own (not left to the model), which file was not read and why.
 """
 
 from __future__ import annotations
@@ -28,8 +29,9 @@ from gateway.media.sandbox import LimitExceeded, sandbox
 from gateway.media.sniff import AUDIO_TYPES, DOCUMENT_TYPES, IMAGE_TYPES, ZIP, sniff_magic
 from gateway.media.store import Saved, media_path, save_file, save_text
 from gateway.memory.files.errors import MemoryStoreError
-from gateway.types import Attachment, ImagePart, PreparedMessage, Reply, Turn
+from gateway.types import Attachment, ConversationAddress, ImagePart, PreparedMessage, Reply, Turn
 from gateway.util.safetext import printable
+from gateway.util.text import split_text
 
 if TYPE_CHECKING:
     from gateway.services import Services
@@ -85,7 +87,9 @@ async def take_in(gateway: Services, turn: Turn) -> PreparedMessage | Reply | No
     unread = [item for item in items if item.unread]
     if unread and len(unread) == len(items) and not msg.text.strip():
         # Nothing left to send: one notice naming each file and why, and nothing kept.
-        return _refusal("; ".join(f"{item.name} could not be read: {item.unread}" for item in unread))
+        return _refusal(_unread_text(unread))
+    if unread:
+        await _tell_unread(gateway, turn, unread)
     if not turn.otr:
         try:
             saved = Saved(gateway.memory_store(turn.user.user_id))
@@ -102,6 +106,28 @@ async def take_in(gateway: Services, turn: Turn) -> PreparedMessage | Reply | No
                 log.exception("storing the attachments of turn %s failed", turn.turn_id)
             return _refusal("it could not be stored (the server's disk or memory store refused it); nothing was kept")
     return _prepared(msg.text, items, otr=turn.otr)
+
+
+def _unread_text(unread: list[Item]) -> str:
+    return "; ".join(f"{item.name} could not be read: {item.unread}" for item in unread)
+
+
+async def _tell_unread(gateway: Services, turn: Turn, unread: list[Item]) -> None:
+    """The person is told by kith itself, in a notice of its own sent at once, which files were left
+    out and why: the model is told as well, but what it says is its own, and it may not say it."""
+    msg = turn.message
+    assert turn.user is not None
+    files = "this file was" if len(unread) == 1 else "these files were"
+    text = f"{_unread_text(unread)}. Nothing of {files} read or kept; the rest of your message goes on."
+    address = ConversationAddress(channel=msg.channel, conversation_id=msg.conversation_id or msg.account_id,
+                                  kind=msg.kind, user_id=turn.user.user_id,
+                                  persona=turn.session.persona if turn.session is not None else "default")  # fmt: skip
+    chunks = tuple(split_text(text, gateway.message_limit(msg.channel)))
+    try:
+        await gateway.send(address, Reply(text=text, chunks=chunks, notice=True, otr=turn.otr))
+    except Exception as exc:  # the channel cannot take it now: the model's answer still names the file
+        log.warning("could not send the notice of an unread attachment of turn %s: %s", turn.turn_id,
+                    type(exc).__name__ if turn.otr else exc)  # fmt: skip
 
 
 def _log_refusal(turn: Turn, exc: MediaError) -> None:

@@ -57,7 +57,7 @@ _START_S = 60.0  # the first worker waits for the fork server to start and impor
 class LimitExceeded(MediaError):
     """A reader was stopped at a sandbox limit: the file could not be read. ``limit`` is ``memory``,
     ``cpu``, ``time`` or ``crash`` (the worker died some other way); ``reason`` says it for the person
-    (``it exceeds the memory limit ...``), and the message puts the file's name before it."""
+    (``it is too large once unpacked ...``), and the message puts the file's name before it."""
 
     def __init__(self, label: str, reason: str, *, limit: str) -> None:
         super().__init__(f"{label} could not be read: {reason}")
@@ -277,7 +277,8 @@ def _mib(n: int) -> str:
 
 
 _LIMIT_TEXT: dict[str, Callable[[SandboxLimits], str]] = {
-    "memory": lambda lim: f"it exceeds the memory limit for reading one file ({_mib(lim.memory_bytes)})",
+    "memory": lambda lim: ("it is too large once unpacked or decoded: reading it needs more than the memory limit "
+                           f"for reading one file ({_mib(lim.memory_bytes)})"),
     "cpu": lambda lim: f"it exceeds the CPU-time limit for reading one file ({lim.cpu_s:g} s)",
     "time": lambda lim: f"it took longer than {lim.wall_s:g} second{'' if lim.wall_s == 1 else 's'} to read",
     "crash": lambda lim: "the reader stopped on it (a damaged or hostile file)",

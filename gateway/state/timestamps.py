@@ -7,7 +7,10 @@ timestamp type; callers only ever see aware UTC datetimes.
 
 from __future__ import annotations
 
+import logging
 from datetime import UTC, datetime
+
+log = logging.getLogger("kith.state")
 
 FORMAT = "%Y-%m-%d %H:%M:%S.%f"
 _WIDTH = len("2026-01-01 00:00:00.000000")
@@ -29,6 +32,22 @@ def read_ts(value: object) -> datetime | None:
         return parse_ts(value)
     except ValueError:
         return None
+
+
+_REPORTED: set[tuple[str, str]] = set()
+_REPORT_AT_MOST = 10_000
+
+
+def report_damaged(what: str, key: object, value: object) -> None:
+    """Say (once per row and process) that a reader skipped ``what`` ``key``: its stored time is not a
+    timestamp. A reader that answers a person, or serves a turn, never fails on one damaged row."""
+    mark = (what, str(key))
+    if mark in _REPORTED:
+        return
+    if len(_REPORTED) < _REPORT_AT_MOST:
+        _REPORTED.add(mark)
+    log.error("%s %s skipped: its stored time %r is not a timestamp (damaged by hand or by an old import); "
+              "correct or delete the row", what, key, str(value)[:40])  # fmt: skip
 
 
 def parse_ts(value: str) -> datetime:

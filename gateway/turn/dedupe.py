@@ -1,8 +1,10 @@
 """Persistent dedupe on (channel, platform message id).
 
 A key is claimed in memory when a turn starts, so concurrent redeliveries of one update are dropped
-at once, and persisted in SQLite when the turn completes (never for Off-The-Record turns, which
-leave no trace). A redelivery after a restart finds the persisted key.
+at once, and persisted when the turn completes, in the transaction that stores its reply (never for
+Off-The-Record turns, which leave no trace). A redelivery after a restart, or to another node, finds
+the persisted key; a key is never persisted without the reply it stands for, or that redelivery would
+be dropped as answered with no answer stored.
 
 Keys are kept for ``retention`` (30 days by default), far longer than any platform redelivers an
 update (Telegram keeps undelivered updates for 24 hours; webhook senders retry for minutes to hours).
@@ -57,8 +59,17 @@ class Dedupe:
         return True
 
     def persist(self, channel: str, message_id: str) -> None:
+        """``mark`` the key, then ``prune_if_due``: for a turn that stores nothing else."""
+        self.mark(channel, message_id)
+        self.prune_if_due()
+
+    def mark(self, channel: str, message_id: str) -> None:
+        """Persist the key, and nothing else: inside the transaction that stores the turn's reply, so
+        the key never commits without it (gateway/turn.py)."""
         if message_id:
             self.state.dedupe.mark_seen(channel, message_id, self.clock())
+
+    def prune_if_due(self) -> None:
         if time.monotonic() >= self._next_prune:
             self.prune()
 

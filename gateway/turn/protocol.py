@@ -214,14 +214,27 @@ async def _serve(gateway: Services, turn: Turn, user: UserRef) -> Reply | None:
     failures = write_failures(gateway.stash)
     ok = True
     reply_at = datetime.now(UTC)
-    if not session.otr:
-        ok &= _persist(gateway, turn, "dedupe key", lambda: gateway.dedupe.persist(msg.channel, msg.message_id))
-    stored = _persist(gateway, turn, "transcript", lambda: gateway.sessions.record(
-        session, turn_id=turn.turn_id, user_text=msg.text, reply_text=reply.text, channel=msg.channel,
-        speaker=msg.display_name or msg.account_id, at=turn.received_at, reply_at=reply_at,
-        user_id=user.user_id,
-    ))
+
+    def record() -> None:
+        gateway.sessions.record(
+            session, turn_id=turn.turn_id, user_text=msg.text, reply_text=reply.text, channel=msg.channel,
+            speaker=msg.display_name or msg.account_id, at=turn.received_at, reply_at=reply_at,
+            user_id=user.user_id,
+        )
+
+    def record_with_key() -> None:
+        # The dedupe key commits with the reply or not at all. Written first on its own, a process
+        # killed between the two left the key without the reply: the message sent again (to this
+        # node restarted, or to another) was dropped as answered, and no answer was ever stored
+        # (issue 27, item 6). A failed write leaves neither; the spool below keeps both.
+        with gateway.state.tx():
+            gateway.dedupe.mark(msg.channel, msg.message_id)
+            record()
+
+    stored = _persist(gateway, turn, "transcript", record if session.otr else record_with_key)
     ok &= stored
+    if stored and not session.otr:
+        ok &= _persist(gateway, turn, "dedupe pruning", gateway.dedupe.prune_if_due)
     answer = reply
     if not session.otr:
         ok &= _persist(gateway, turn, "conversation address", lambda: gateway.remember_conversation(turn))

@@ -433,3 +433,40 @@ async def test_jobs_enqueued_around_a_stop_are_all_run(tmp_path: Path) -> None:
         assert sorted(set(ran)) == sorted(f"r{i}" for i in range(20))
     finally:
         await bus.close()
+
+
+async def test_a_capped_job_never_holds_more_slots_than_its_cap(config: Config) -> None:
+    # Before: index jobs (which wait on one embedding thread per process) took every slot of a
+    # busy worker, and every other job, reminders included, queued behind their backlog.
+    now = {"slow": 0, "most": 0}
+    quick_done: list[int] = []
+    slow_done: list[int] = []
+    release = asyncio.Event()
+
+    async def slow(ctx: JobContext, payload: dict[str, Any]) -> None:
+        now["slow"] += 1
+        now["most"] = max(now["most"], now["slow"])
+        try:
+            await release.wait()
+        finally:
+            now["slow"] -= 1
+        slow_done.append(payload["n"])
+
+    async def quick(ctx: JobContext, payload: dict[str, Any]) -> None:
+        quick_done.append(payload["n"])
+
+    bus = await new_bus(config, [spec("slow", slow, concurrency=2), spec("quick", quick)])
+    try:
+        async with running(bus, 4):
+            for n in range(6):
+                await bus.enqueue("slow", {"n": n})
+            await eventually(lambda: now["slow"] == 2)
+            for n in range(10):
+                await bus.enqueue("quick", {"n": n})
+            await eventually(lambda: len(quick_done) == 10)  # while both slow ones still hold their slots
+            assert now == {"slow": 2, "most": 2} and slow_done == []
+            release.set()
+            await eventually(lambda: len(slow_done) == 6)
+        assert now["most"] == 2
+    finally:
+        await bus.close()

@@ -235,7 +235,9 @@ async def run_cluster(tmp: Path, state_url: str, *, clients: int, turns: int, ki
             await c.close()
         deadline = time.monotonic() + 120
         while await redis.scard(DONE) < probes:  # claimed after a kill within ~claim_idle_ms
-            assert time.monotonic() < deadline, f"probe jobs lost: {probes - await redis.scard(DONE)} never ran"
+            if time.monotonic() >= deadline:
+                busy = [q for q in await bus.status() if q.pending or q.in_flight or q.delayed]
+                raise AssertionError(f"probe jobs lost: {probes - await redis.scard(DONE)} never ran; queues: {busy}")
             await asyncio.sleep(0.1)
         if out.reminders:
             deadline = time.monotonic() + 240

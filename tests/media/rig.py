@@ -6,7 +6,7 @@ from __future__ import annotations
 import io
 import json
 import uuid
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 from urllib.parse import quote
@@ -60,6 +60,7 @@ class Browser:
     csrf: str
     user_id: str
     ws: aiohttp.ClientWebSocketResponse | None = None
+    passed: list[dict[str, Any]] = field(default_factory=list)  # frames ``send`` read past, in order
 
     async def upload(self, data: bytes, name: str, content_type: str) -> tuple[int, dict[str, Any]]:
         headers = {"Content-Type": content_type, "X-Filename": quote(name), "X-CSRF-Token": self.csrf}
@@ -87,6 +88,7 @@ class Browser:
             frame = await self.recv()
             if frame.get("id") == ref and frame["type"] in ("reply", "error"):
                 return frame
+            self.passed.append(frame)
 
     async def close(self) -> None:
         if self.ws is not None:

@@ -203,11 +203,17 @@ async def test_a_file_stopped_at_a_limit_costs_only_that_file(chat: Any) -> None
         reply = await b.send("here is the plan and a photo, marmalade", [big["upload_id"], doc["upload_id"]])
     assert watch.max_stall_s < STALL_S and watch.max_healthz_s < STALL_S, watch
     assert reply["type"] == "reply" and reply["notice"] is False and reply["text"] == "Read what I could.", reply
+    limit = ("it is too large once unpacked or decoded: reading it needs more than the memory limit for reading "
+             "one file (256 MiB)")  # fmt: skip
+    # The person is told by kith itself, in a notice of its own before the answer, not left to the model.
+    notices = [f for f in b.passed if f["type"] == "reply" and f.get("notice")]
+    assert [n["text"] for n in notices] == [f"panorama.png could not be read: {limit}. Nothing of this file was "
+                                            "read or kept; the rest of your message goes on."], b.passed
+    assert b.passed[0] is notices[0], "before the answer (its first delta)"
     # The text and the document reached the model; the stopped file is named, with why, for it to say.
     turn = fake.last_turn()["messages"][-1]["content"]
     text = " ".join(block.get("text", "") for block in turn) if isinstance(turn, list) else turn
     assert "marmalade" in text and "Paint the shed blue." in text
-    limit = "it exceeds the memory limit for reading one file (256 MiB)"
     assert f"(file panorama.png, not read and not kept: {limit})" in text
     assert 'unread="true"' in text and "Tell them it was not read" in text
     assert sandbox(gw).stats.stopped["memory"] == 1

@@ -95,3 +95,49 @@ async def test_the_message_list_shows_a_damaged_row(kith_config: ConfigFactory, 
         ("user", True), ("assistant", False), ("user", False), ("assistant", False)]
     assert page["messages"][0]["text"] == "hello", "the message is shown, only its time is not"
     assert datetime.fromisoformat(page["messages"][1]["at"]) <= datetime.now(UTC)
+
+
+async def test_the_session_list_and_its_search_skip_a_damaged_session(
+    kith_config: ConfigFactory, state_url: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: the list and the search read every session's times strictly, so one damaged row made
+    # both answer 500 for the whole list.
+    overrides: dict[str, Any] = {"state": {"url": state_url}} if state_url else {}
+    caplog.set_level(logging.ERROR, logger="kith.state")
+    async with daemon(kith_config(**overrides)) as gw:
+        alice = await person(gw, "alice")
+        await gw.handle_inbound(message("the flowerpot by the door", account="alice"))
+        damaged = gw.state.sessions.open_in(f"user:{alice}")
+        await gw.handle_inbound(message("/new", account="alice"))
+        await gw.handle_inbound(message("the flowerpot is blue", account="alice"))
+        kept = gw.state.sessions.open_in(f"user:{alice}")
+        assert damaged is not None and kept is not None and damaged.session_id != kept.session_id
+        write_rows(gw.state, "UPDATE sessions SET last_active_at=? WHERE session_id=?", DAMAGED, damaged.session_id)
+        client = await signed_in(gw, alice)
+        try:
+            status, listed = await client.get("/api/users/me/sessions")
+            found_status, found = await client.get("/api/users/me/sessions?q=flowerpot")
+        finally:
+            await client.close()
+    assert (status, found_status) == (200, 200), (listed, found)
+    assert [s["session_id"] for s in listed["sessions"]] == [kept.session_id]
+    assert [s["session_id"] for s in found["sessions"]] == [kept.session_id]
+    reported = [r.getMessage() for r in caplog.records if "not a timestamp" in r.getMessage()]
+    assert len(reported) == 1 and damaged.session_id in reported[0] and DAMAGED in reported[0], reported
+
+
+async def test_a_turn_is_answered_when_its_history_holds_a_damaged_row(
+    tmp_path: Path, state_url: str | None, caplog: pytest.LogCaptureFixture
+) -> None:
+    # Before: the history of the session, read for every turn's prompt, failed on the row, so each
+    # later message of that session was answered with an error.
+    caplog.set_level(logging.ERROR, logger="kith.state")
+    async with Gateway(_config(tmp_path, state_url), entry_points=False) as gw:
+        await gw.handle_inbound(message("the spare key is under the flowerpot", account="alice"))
+        damaged = _user_seqs(gw)[0]
+        write_rows(gw.state, "UPDATE turns SET created_at=? WHERE seq=?", DAMAGED, damaged)
+        reply = await gw.handle_inbound(message("and the wifi is heron-42", account="alice"))
+        assert reply is not None and not reply.notice, reply
+        assert len(_user_seqs(gw)) == 2, "the turn is stored"
+    reported = [r.getMessage() for r in caplog.records if "not a timestamp" in r.getMessage()]
+    assert reported and "transcript row" in reported[0], reported

@@ -6,15 +6,30 @@ from datetime import datetime
 
 from gateway.state.database import Database, Row
 from gateway.state.records import Conversation, SessionSummary, StoredSession
-from gateway.state.timestamps import parse_ts, ts
+from gateway.state.timestamps import parse_ts, read_ts, report_damaged, ts
 
 _SESSION = "session_id, user_id, scope_key, conversation_key, persona, started_at, last_active_at, ended_at"
 
 
-def _session(r: Row) -> StoredSession:
+_Times = tuple[datetime, datetime, datetime | None]
+
+
+def _times(what: str, key: str, started: object, active: object, ended: object) -> _Times | None:
+    """A session row's three times, or None (reported) when one of them is damaged: the row is then
+    skipped by its reader, as if it were not there (a turn starts a new session; lists leave it out)."""
+    times = read_ts(started), read_ts(active), read_ts(ended) if ended is not None else None
+    if times[0] is None or times[1] is None or (ended is not None and times[2] is None):
+        report_damaged(what, key, next(v for v, t in zip((started, active, ended), times, strict=True) if t is None))
+        return None
+    return times[0], times[1], times[2]
+
+
+def _session(r: Row) -> StoredSession | None:
+    times = _times("session", r[0], r[5], r[6], r[7])
+    if times is None:
+        return None
     return StoredSession(session_id=r[0], user_id=r[1], scope_key=r[2], conversation_key=r[3], persona=r[4],
-                         started_at=parse_ts(r[5]), last_active_at=parse_ts(r[6]),
-                         ended_at=parse_ts(r[7]) if r[7] is not None else None)  # fmt: skip
+                         started_at=times[0], last_active_at=times[1], ended_at=times[2])  # fmt: skip
 
 
 class Sessions:
@@ -75,7 +90,7 @@ class Sessions:
             " ORDER BY s.started_at DESC LIMIT ?",
             (f"user:{user_id}", ts(before) if before else "9999", limit),
         )
-        return [_summary(r) for r in rows]
+        return [summary for r in rows if (summary := _summary(r)) is not None]
 
     def summaries(self, user_id: str, session_ids: list[str]) -> list[SessionSummary]:
         """The named sessions that are the person's direct ones, in the order given."""
@@ -83,7 +98,7 @@ class Sessions:
             return []
         marks = ",".join("?" * len(session_ids))
         rows = self._db.all(_SUMMARY + f" AND s.session_id IN ({marks})", (f"user:{user_id}", *session_ids))
-        by_id = {r[0]: _summary(r) for r in rows}
+        by_id = {r[0]: summary for r in rows if (summary := _summary(r)) is not None}
         return [by_id[i] for i in session_ids if i in by_id]
 
 
@@ -99,12 +114,14 @@ _SUMMARY = (
 TITLE_CHARS = 80
 
 
-def _summary(r: Row) -> SessionSummary:
+def _summary(r: Row) -> SessionSummary | None:
+    times = _times("session", r[0], r[1], r[2], r[3])
+    if times is None:
+        return None
     first = " ".join(str(r[4] or "").split())
     title = first if len(first) <= TITLE_CHARS else first[: TITLE_CHARS - 1] + "…"
-    return SessionSummary(session_id=r[0], started_at=parse_ts(r[1]), last_active_at=parse_ts(r[2]),
-                          ended_at=parse_ts(r[3]) if r[3] is not None else None, title=title,
-                          channel=str(r[5] or ""), turns=int(r[6]))  # fmt: skip
+    return SessionSummary(session_id=r[0], started_at=times[0], last_active_at=times[1], ended_at=times[2],
+                          title=title, channel=str(r[5] or ""), turns=int(r[6]))  # fmt: skip
 
 
 def _conversation(r: Row) -> Conversation:

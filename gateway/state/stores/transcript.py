@@ -19,7 +19,7 @@ from gateway.state.records import (
     TranscriptRow,
     TurnContext,
 )
-from gateway.state.timestamps import parse_ts, read_ts, ts
+from gateway.state.timestamps import parse_ts, read_ts, report_damaged, ts
 
 _ROW = (
     "t.seq, t.turn_id, t.session_id, t.user_id, t.role, t.content, t.channel, t.conversation_key, t.speaker,"
@@ -27,9 +27,17 @@ _ROW = (
 )
 
 
-def _row(r: Row) -> TranscriptRow:
-    return TranscriptRow(seq=r[0], turn_id=r[1], session_id=r[2], user_id=r[3], role=r[4], content=r[5],
-                         channel=r[6], conversation_key=r[7], speaker=r[8], created_at=parse_ts(r[9]))  # fmt: skip
+def _rows(rows: list[Row]) -> list[TranscriptRow]:
+    """The rows as records; one whose stored time is damaged is skipped and reported (``report_damaged``)."""
+    out = []
+    for r in rows:
+        at = read_ts(r[9])
+        if at is None:
+            report_damaged("transcript row", f"{r[2]}/{r[1]} (seq {r[0]})", r[9])
+            continue
+        out.append(TranscriptRow(seq=r[0], turn_id=r[1], session_id=r[2], user_id=r[3], role=r[4], content=r[5],
+                                 channel=r[6], conversation_key=r[7], speaker=r[8], created_at=at))  # fmt: skip
+    return out
 
 
 class Turns(ABC):
@@ -61,7 +69,14 @@ class Turns(ABC):
             (session_id, after_seq, limit),
         )
         rows.reverse()
-        return [HistoryRow(role=r[0], content=r[1], created_at=parse_ts(r[2]), turn_id=r[3]) for r in rows]
+        out = []
+        for r in rows:  # a damaged row is left out of the prompt (and reported), never the turn's end
+            at = read_ts(r[2])
+            if at is None:
+                report_damaged("transcript row", f"{session_id}/{r[3]}", r[2])
+                continue
+            out.append(HistoryRow(role=r[0], content=r[1], created_at=at, turn_id=r[3]))
+        return out
 
     def roles_of(self, session_id: str, turn_id: str) -> set[str]:
         """The roles (``user``, ``assistant``) stored for one turn: what a write-back still has to add."""
@@ -103,7 +118,7 @@ class Turns(ABC):
         args: tuple[object, ...] = (session_id, after_seq)
         if limit is not None:
             sql, args = sql + " LIMIT ?", (*args, limit)
-        return [_row(r) for r in self._db.all(sql, args)]
+        return _rows(self._db.all(sql, args))
 
     def size_after(self, session_id: str, after_seq: int) -> tuple[int, int]:
         """(rows, characters of content) of the session after ``after_seq``: one indexed count."""
@@ -132,7 +147,7 @@ class Turns(ABC):
             "WHERE s.scope_key = ? AND t.seq > ? AND t.created_at < ? ORDER BY t.seq LIMIT ?",
             (scope_key, after_seq, ts(before), limit),
         )
-        return [_row(r) for r in rows]
+        return _rows(rows)
 
     def any_in_scope_after(self, scope_key: str, after_seq: int) -> bool:
         row = self._db.one(
@@ -149,7 +164,7 @@ class Turns(ABC):
             " WHERE s.scope_key=?",
             (scope_key,),
         )
-        return parse_ts(row[0]) if row and row[0] else None
+        return read_ts(row[0]) if row and row[0] else None  # (all damaged: as if none)
 
     def recent_speakers(self, channel: str, conversation_key: str, limit: int) -> list[str]:
         """Account ids (on ``channel``) of the conversation's last ``limit`` distinct speakers, latest first."""
