@@ -151,5 +151,5 @@ def test_jobs_needing_the_memory_index_say_so(tmp_path: Path) -> None:
     cfg = make_config(tmp_path)
     regs = collect_registrations(build_plugin_host(cfg).hooks, cfg)
     assert {s.name for s in regs.jobs.specs if s.needs_index} == {
-        "memory.index", "memory.sync", "memory.rebuild", "memory.purge",
+        "memory.index", "memory.sync", "memory.rebuild", "memory.purge", "memory.scrub",
     }
