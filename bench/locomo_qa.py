@@ -186,7 +186,7 @@ async def run_qa(args: argparse.Namespace, config: Any) -> dict[str, Any]:
                 scope = f"user:locomo-{conv.get('sample_id', 'conv')}"
                 turns = turns_of(conv)
                 for n in sorted({t["session"] for t in turns}):
-                    await svc.index_turns(scope, [t["record"] for t in turns if t["session"] == n])
+                    await svc.indexing.index_turns(scope, [t["record"] for t in turns if t["session"] == n])
                 nows[scope] = max(t["record"].timestamp for t in turns) + timedelta(days=1)
 
             async def one(key: str, conv: dict[str, Any], qa: dict[str, Any]) -> None:

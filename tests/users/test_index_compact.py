@@ -3,6 +3,7 @@ payloads (search finds them as before)."""
 
 from __future__ import annotations
 
+import threading
 from pathlib import Path
 
 from gateway.memory.search.index import IndexPoint, SparseVec, point_id
@@ -58,3 +59,43 @@ def test_compact_drops_deleted_payloads_from_disk(tmp_path: Path) -> None:
         assert reopened.count("user:b") == 4
     finally:
         reopened.close()
+
+
+def test_searches_during_compactions_never_fail(tmp_path: Path) -> None:
+    """A forget compacts while the person goes on talking: every search running meanwhile answers
+    (before, one that met the swap failed with "Shard is not initialized": a 500 on recall)."""
+    index = EdgeIndex(tmp_path / "edge", dim=DIM)
+    try:
+        index.upsert([_point("user:b", i, f"note {i}") for i in range(200)])
+        stop = threading.Event()
+        failures: list[BaseException] = []
+        answered = 0
+
+        def search() -> None:
+            nonlocal answered
+            dense = [0.0] * DIM
+            dense[3] = 1.0
+            while not stop.is_set():
+                try:
+                    best, _ = index._search(scopes=["user:b"], dense=dense, sparse=SparseVec([4], [1.0]), limit=3,
+                                            now=0.0)  # fmt: skip
+                    assert best
+                    answered += 1
+                except BaseException as exc:
+                    failures.append(exc)
+                    return
+
+        threads = [threading.Thread(target=search) for _ in range(3)]
+        for t in threads:
+            t.start()
+        try:
+            for _ in range(5):
+                index.compact()
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        assert failures == [] and answered > 0
+        assert index.count("user:b") == 200
+    finally:
+        index.close()

@@ -11,6 +11,7 @@ import logging
 import shutil
 import threading
 from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -82,6 +83,7 @@ class EdgeIndex(VectorIndex):
         else:
             self._shard = _create_shard(path, config)
         self._write = threading.Lock()
+        self._readers = _Readers()
         self._closed = False
         self._since_optimize = 0
 
@@ -120,14 +122,16 @@ class EdgeIndex(VectorIndex):
         native = _filter(flt)
         while True:
             req = qe.ScrollRequest(offset=offset, limit=_SCROLL_PAGE, filter=native, with_payload=fields)
-            records, offset = self._shard.scroll(req)
+            with self._readers.read():
+                records, offset = self._shard.scroll(req)
             for r in records:
                 yield str(r.id), dict(r.payload or {})
             if offset is None:
                 return
 
     def _count(self, flt: ScopeFilter | None) -> int:
-        return int(self._shard.count(qe.CountRequest(filter=_filter(flt) if flt is not None else None)))
+        with self._readers.read():
+            return int(self._shard.count(qe.CountRequest(filter=_filter(flt) if flt is not None else None)))
 
     def _query(
         self, flt: ScopeFilter, idf: ScopeFilter, dense: list[float], sparse: SparseVec, limit: int
@@ -151,7 +155,8 @@ class EdgeIndex(VectorIndex):
                     params=qe.SearchParams(idf=qe.IdfParams(corpus=_filter(idf))),
                 )
             )
-        results = self._shard.query_batch(qe.QueryBatchRequest(reqs))
+        with self._readers.read():
+            results = self._shard.query_batch(qe.QueryBatchRequest(reqs))
         conv = [[Candidate(str(p.id), float(p.score), dict(p.payload or {})) for p in res] for res in results]
         return conv[0], (conv[1] if len(conv) > 1 else [])
 
@@ -168,7 +173,8 @@ class EdgeIndex(VectorIndex):
     def compact(self) -> None:
         """Copy the live points into a new shard and replace the old one with it. Deleting a point
         only flags it: its payload (the chunk's text) stays in the segment files and the write-ahead
-        log until then. Searches wait on nothing: one that runs during the swap may fail once."""
+        log until then. Searches go on during the copy; the swap waits for those running and holds new
+        ones back until the new shard is open (a forget compacts while the person goes on talking)."""
         self._room("compacting the memory index")
         with self._write:
             fresh = self._path.with_name(self._path.name + ".compact")
@@ -190,10 +196,11 @@ class EdgeIndex(VectorIndex):
                 shard.flush()
             finally:
                 shard.close()
-            self._shard.close()
-            self._path.rename(old)
-            fresh.rename(self._path)
-            self._shard = qe.EdgeShard.load(str(self._path), self._config)
+            with self._readers.swap():
+                self._shard.close()
+                self._path.rename(old)
+                fresh.rename(self._path)
+                self._shard = qe.EdgeShard.load(str(self._path), self._config)
             shutil.rmtree(old)
             self._since_optimize = 0
 
@@ -212,6 +219,40 @@ class EdgeIndex(VectorIndex):
     def _room(self, what: str) -> None:
         if self._floor is not None:
             self._floor.require(what)
+
+
+class _Readers:
+    """Reads share the shard; a swap (``compact``) waits until none runs and holds new ones back."""
+
+    def __init__(self) -> None:
+        self._cond = threading.Condition()
+        self._reading = 0
+        self._swapping = False
+
+    @contextmanager
+    def read(self) -> Iterator[None]:
+        with self._cond:
+            self._cond.wait_for(lambda: not self._swapping)
+            self._reading += 1
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._reading -= 1
+                if not self._reading:
+                    self._cond.notify_all()
+
+    @contextmanager
+    def swap(self) -> Iterator[None]:
+        with self._cond:
+            self._swapping = True
+            self._cond.wait_for(lambda: not self._reading)
+        try:
+            yield
+        finally:
+            with self._cond:
+                self._swapping = False
+                self._cond.notify_all()
 
 
 def _create_shard(path: Path, config: Any) -> Any:
