@@ -68,7 +68,7 @@ def gateway_register_jobs(register: JobRegistry) -> None:
     # these queues to the daemon's in-process workers. Two index jobs at once per worker: they embed
     # on the process's one background thread, so more would only wait there, holding every worker
     # slot while a backlog of them builds (a reminder or any other job then waited behind it).
-    register(index_file, name="memory.index", timeout=300, max_tries=5, needs_index=True, concurrency=2)
+    register(index_file, name="memory.index", timeout=300, max_tries=5, needs_index=True, concurrency=4)
     register(sync_scope, name="memory.sync", timeout=3600, max_tries=3, needs_index=True)
     register(rebuild_scope, name="memory.rebuild", timeout=3600, max_tries=3, needs_index=True)
     register(purge_scope, name="memory.purge", timeout=600, max_tries=3, needs_index=True)
