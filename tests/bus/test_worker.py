@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from gateway.bus import JobContext, PayloadError, UnknownJob
+from gateway.bus import JobBus, JobContext, PayloadError, UnknownJob
 from gateway.bus.keys import GROUP
 from gateway.config import Config
 
@@ -411,6 +411,11 @@ async def test_stop_interrupts_the_blocking_read(config: Config) -> None:
         await bus.close()
 
 
+async def _stop(bus: JobBus, task: asyncio.Task[None]) -> None:
+    await bus.stop_workers()
+    await task
+
+
 async def test_jobs_enqueued_around_a_stop_are_all_run(tmp_path: Path) -> None:
     """Interrupting the read can leave an entry the server handed over in the stopped consumer's
     pending list: it is claimed by the next worker, never lost."""
@@ -426,8 +431,13 @@ async def test_jobs_enqueued_around_a_stop_are_all_run(tmp_path: Path) -> None:
             task = asyncio.create_task(bus.run_workers(block_ms=60_000))
             await eventually(lambda: bus.worker is not None)
             await bus.enqueue("around", {}, job_id=f"r{round_}")
-            await bus.stop_workers()
-            await task
+            # Bounded, with every task's stack on failure: this once hung until pytest-timeout's 300 s
+            # under a loaded -n 4 run (never alone), with nothing to say where.
+            try:
+                await asyncio.wait_for(asyncio.shield(_stop(bus, task)), 30)
+            except TimeoutError:
+                stacks = "\n".join(f"{t.get_name()}: {t.get_stack(limit=8)}" for t in asyncio.all_tasks())
+                raise AssertionError(f"round {round_}: the worker did not stop within 30 s:\n{stacks}") from None
         async with running(bus):
             await eventually(lambda: len(set(ran)) == 20)
         assert sorted(set(ran)) == sorted(f"r{i}" for i in range(20))
