@@ -46,6 +46,7 @@ from gateway.adapter import Adapter, AdapterAuthError
 from gateway.logs import install_redaction
 from gateway.media.errors import AttachmentUnavailable
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
+from gateway.util.tasks import EventTasks
 
 if TYPE_CHECKING:
     from gateway.services import Services
@@ -89,7 +90,7 @@ class MatrixAdapter(Adapter):
         self._direct: set[str] = set(cfg.dm_rooms)
         self._names: dict[str, str] = {}  # room -> the bot's display name there
         self._ours: deque[str] = deque(maxlen=_OURS_KEPT)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = EventTasks(log, "matrix: handling an event")
         self._limiter = RateLimiter(per_key_rate=cfg.send_rate_per_s, per_key_burst=cfg.send_burst,
                                     global_rate=10, global_burst=20)  # fmt: skip
         self._store = Path(gateway.config.data_dir) / "channels" / "matrix" / "sync.json"
@@ -135,9 +136,7 @@ class MatrixAdapter(Adapter):
         finally:
             self.ready.clear()
             self._api = None
-            for task in list(self._tasks):
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self._tasks.cancel_all()
             await http.close()
             self._http = None
 
@@ -223,7 +222,7 @@ class MatrixAdapter(Adapter):
         if content.get("is_direct") is True:
             self._direct.add(room_id)
         if self.cfg.auto_join:
-            self._spawn(self._join(room_id))
+            self._tasks.spawn(self._join(room_id))
 
     async def _join(self, room_id: str) -> None:
         api = self._api
@@ -260,7 +259,7 @@ class MatrixAdapter(Adapter):
         if message is None:
             return
         self.stats["events"] += 1
-        self._spawn(self._turn(message))
+        self._tasks.spawn(self._turn(message))
 
     def normalize(self, room_id: str, event: dict[str, Any]) -> InboundMessage | None:
         sender, event_id = event["sender"], event["event_id"]
@@ -359,19 +358,6 @@ class MatrixAdapter(Adapter):
             with contextlib.suppress(Exception):
                 await asyncio.shield(api.set_typing(room_id, timeout=0))  # type: ignore[arg-type]
 
-    def _spawn(self, work: Awaitable[None]) -> None:
-        task = asyncio.ensure_future(self._isolated(work))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    @staticmethod
-    async def _isolated(work: Awaitable[None]) -> None:
-        try:
-            await work
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("matrix: handling an event failed")
 
     # --------------------------------------------------------------------------------------- media
     async def fetch_attachment(self, attachment: Attachment, *, max_bytes: int) -> bytes:

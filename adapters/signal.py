@@ -39,6 +39,7 @@ from adapters.signal_config import SignalConfig
 from gateway.adapter import Adapter
 from gateway.media.errors import AttachmentUnavailable, TooLarge
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
+from gateway.util.tasks import EventTasks
 
 if TYPE_CHECKING:
     from gateway.services import Services
@@ -67,7 +68,7 @@ class SignalAdapter(Adapter):
         self._stop = asyncio.Event()
         self._http: aiohttp.ClientSession | None = None
         self._ids = itertools.count(1)
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = EventTasks(log, "signal: handling a message")
         self._limiter = RateLimiter(per_key_rate=cfg.send_rate_per_s, per_key_burst=cfg.send_burst,
                                     global_rate=5, global_burst=10)  # fmt: skip
         self._ours: set[int] = set()  # timestamps of our messages: a quote of one addresses the bot
@@ -100,9 +101,7 @@ class SignalAdapter(Adapter):
                     raise ConnectionError("signal-cli closed the event stream")
         finally:
             self.ready.clear()
-            for task in list(self._tasks):
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self._tasks.cancel_all()
             await http.close()
             self._http = None
 
@@ -142,7 +141,7 @@ class SignalAdapter(Adapter):
             return
         if message is not None:
             self.stats["events"] += 1
-            self._spawn(self._turn(message))
+            self._tasks.spawn(self._turn(message))
 
     def normalize(self, envelope: dict[str, Any]) -> InboundMessage | None:
         data = envelope.get("dataMessage")
@@ -199,19 +198,6 @@ class SignalAdapter(Adapter):
             quote = (int(message.raw["timestamp"]), str(message.raw.get("number") or message.raw["author"]))
         await self._deliver(message.conversation_id, self.reply_chunks(reply), quote=quote)
 
-    def _spawn(self, work: Any) -> None:
-        task = asyncio.ensure_future(self._isolated(work))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    @staticmethod
-    async def _isolated(work: Any) -> None:
-        try:
-            await work
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("signal: handling a message failed")
 
     # ------------------------------------------------------------------------------------ JSON-RPC
     async def rpc(self, method: str, params: dict[str, Any]) -> Any:

@@ -48,6 +48,7 @@ from gateway.adapter import Adapter, AdapterAuthError
 from gateway.logs import install_redaction
 from gateway.media.errors import AttachmentUnavailable
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
+from gateway.util.tasks import EventTasks
 
 if TYPE_CHECKING:
     from gateway.services import Services
@@ -98,7 +99,7 @@ class SlackAdapter(Adapter):
         self._verifier = SignatureVerifier(cfg.signing_secret.get_secret_value()) if cfg.signing_secret else None
         self._seen: dict[str, float] = {}  # signature -> when it stops being acceptable anyway
         self._dm_of: dict[str, str] = {}  # user -> their DM channel with the bot
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = EventTasks(log, "slack: handling an event")
         self._limiter = RateLimiter(per_key_rate=cfg.send_rate_per_s, per_key_burst=cfg.send_burst,
                                     global_rate=20, global_burst=20)  # fmt: skip
         self.stats = {"events": 0, "sent": 0, "webhook_rejected": 0, "webhook_replayed": 0, "webhook_bad_payload": 0,
@@ -125,9 +126,7 @@ class SlackAdapter(Adapter):
         finally:
             self.ready.clear()
             self._web = None
-            for task in list(self._tasks):
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self._tasks.cancel_all()
             await self._http.close()
             self._http = None
 
@@ -165,7 +164,7 @@ class SlackAdapter(Adapter):
         if request.type == "events_api" and isinstance(request.payload, dict):
             self._event_callback(request.payload)
         elif request.type == "slash_commands" and isinstance(request.payload, dict):
-            self._spawn(self._slash(request.payload))
+            self._tasks.spawn(self._slash(request.payload))
 
     # ------------------------------------------------------------------------------------ Events API
     def routes(self) -> list[web.RouteDef]:
@@ -201,7 +200,7 @@ class SlackAdapter(Adapter):
             form = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
             if "command" not in form:
                 return self._bad("form without a command")
-            self._spawn(self._slash(form))
+            self._tasks.spawn(self._slash(form))
             return web.Response(status=200)
         try:
             data = json.loads(body)
@@ -241,7 +240,7 @@ class SlackAdapter(Adapter):
             return
         if message is not None:
             self.stats["events"] += 1
-            self._spawn(self._turn(message))
+            self._tasks.spawn(self._turn(message))
 
     def normalize(self, event: dict[str, Any], *, event_id: str = "") -> InboundMessage | None:
         kind = event.get("type")
@@ -301,19 +300,6 @@ class SlackAdapter(Adapter):
             thread = str(message.raw["thread_ts"])  # a DM thread stays a thread
         await self._deliver(message.conversation_id, self.reply_chunks(reply), thread=thread)
 
-    def _spawn(self, work: Any) -> None:
-        task = asyncio.ensure_future(self._isolated(work))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    @staticmethod
-    async def _isolated(work: Any) -> None:
-        try:
-            await work
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("slack: handling an event failed")
 
     # --------------------------------------------------------------------------------------- media
     async def fetch_attachment(self, attachment: Attachment, *, max_bytes: int) -> bytes:

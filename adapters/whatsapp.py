@@ -39,6 +39,7 @@ from gateway.adapter import Adapter, AdapterAuthError
 from gateway.logs import install_redaction
 from gateway.media.errors import AttachmentUnavailable
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
+from gateway.util.tasks import EventTasks
 
 if TYPE_CHECKING:
     from gateway.services import Services
@@ -87,7 +88,7 @@ class WhatsAppAdapter(Adapter):
         self._stop = asyncio.Event()
         self._http: aiohttp.ClientSession | None = None
         self._seen: dict[str, float] = {}  # signature -> when first seen
-        self._tasks: set[asyncio.Task[None]] = set()
+        self._tasks = EventTasks(log, "whatsapp: handling a message")
         self._limiter = RateLimiter(per_key_rate=cfg.send_rate_per_s, per_key_burst=cfg.send_burst,
                                     global_rate=20, global_burst=20)  # fmt: skip
         self._store = Path(gateway.config.data_dir) / "channels" / "whatsapp" / "window.json"
@@ -115,9 +116,7 @@ class WhatsAppAdapter(Adapter):
             await self._stop.wait()
         finally:
             self.ready.clear()
-            for task in list(self._tasks):
-                task.cancel()
-            await asyncio.gather(*self._tasks, return_exceptions=True)
+            await self._tasks.cancel_all()
             await self._http.close()
             self._http = None
 
@@ -185,7 +184,7 @@ class WhatsAppAdapter(Adapter):
         for message in messages:
             self.stats["events"] += 1
             self._last_in[message.account_id] = time.time()
-            self._spawn(self._turn(message))
+            self._tasks.spawn(self._turn(message))
         if messages:
             await asyncio.to_thread(self._save_window)
         return web.Response(status=200)
@@ -247,19 +246,6 @@ class WhatsAppAdapter(Adapter):
         if reply is not None:
             await self._deliver(message.account_id, self.reply_chunks(reply), context=message.message_id)
 
-    def _spawn(self, work: Any) -> None:
-        task = asyncio.ensure_future(self._isolated(work))
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    @staticmethod
-    async def _isolated(work: Any) -> None:
-        try:
-            await work
-        except asyncio.CancelledError:
-            raise
-        except Exception:
-            log.exception("whatsapp: handling a message failed")
 
     # --------------------------------------------------------------------------------- the window
     def in_window(self, wa_id: str) -> bool:

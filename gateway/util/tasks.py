@@ -1,0 +1,37 @@
+"""Tasks started per event (a message, a slash command) and owned until they end.
+
+An adapter hands each inbound event to a task of its own so its reader never waits on a turn. The
+event loop keeps only a weak reference to a task, so the set keeps them alive; a failure is logged
+with what failed, instead of "Task exception was never retrieved" at garbage collection; and a stop
+cancels whatever still runs and waits for it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable
+
+
+class EventTasks:
+    def __init__(self, log: logging.Logger, what: str) -> None:
+        self._log, self._what = log, what
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    def spawn(self, work: Awaitable[None]) -> None:
+        task = asyncio.ensure_future(self._isolated(work))
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _isolated(self, work: Awaitable[None]) -> None:
+        try:
+            await work
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            self._log.exception("%s failed", self._what)
+
+    async def cancel_all(self) -> None:
+        for task in list(self._tasks):
+            task.cancel()
+        await asyncio.gather(*self._tasks, return_exceptions=True)
