@@ -41,6 +41,7 @@ from adapters.ratelimit import RateLimiter, with_retry
 from gateway.adapter import Adapter, AdapterAuthError
 from gateway.media.errors import AttachmentUnavailable
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
+from gateway.util.tasks import while_showing
 
 if TYPE_CHECKING:
     from gateway.services import Services
@@ -230,18 +231,13 @@ class DiscordAdapter(Adapter):
         if inbound is None:
             return
         self.stats["messages"] += 1
-        typing = asyncio.create_task(self._typing(message.channel))
         try:
-            reply = await self.gateway.handle_inbound(inbound)
+            reply = await while_showing(self._typing(message.channel), self.gateway.handle_inbound(inbound))
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("discord: turn for message %s failed", message.id)
             return
-        finally:
-            typing.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await typing
         if reply is None:
             return
         reference = message if inbound.kind is ConversationKind.GROUP else None

@@ -46,7 +46,7 @@ from gateway.adapter import Adapter, AdapterAuthError
 from gateway.logs import install_redaction
 from gateway.media.errors import AttachmentUnavailable
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
-from gateway.util.tasks import EventTasks
+from gateway.util.tasks import EventTasks, while_showing
 
 if TYPE_CHECKING:
     from gateway.services import Services
@@ -333,13 +333,7 @@ class MatrixAdapter(Adapter):
                           size=size if isinstance(size, int) and size >= 0 else 0, platform_id=url)  # fmt: skip
 
     async def _turn(self, message: InboundMessage) -> None:
-        typing = asyncio.create_task(self._typing(message.conversation_id))
-        try:
-            reply = await self.gateway.handle_inbound(message)
-        finally:
-            typing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await typing
+        reply = await while_showing(self._typing(message.conversation_id), self.gateway.handle_inbound(message))
         if reply is None:
             return
         reply_to = message.message_id if message.kind is ConversationKind.GROUP else ""

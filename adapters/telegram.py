@@ -49,6 +49,7 @@ from gateway.adapter import Adapter, AdapterAuthError
 from gateway.logs import install_redaction
 from gateway.media.errors import AttachmentUnavailable, TooLarge
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
+from gateway.util.tasks import while_showing
 
 if TYPE_CHECKING:
     from gateway.services import Services
@@ -403,13 +404,7 @@ class TelegramAdapter(Adapter):
         return tuple(_attachment(kind, item) for kind, item in items)
 
     async def _turn(self, message: InboundMessage, native: Message) -> None:
-        typing = asyncio.create_task(self._typing(int(message.conversation_id)))
-        try:
-            reply = await self.gateway.handle_inbound(message)
-        finally:
-            typing.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await typing
+        reply = await while_showing(self._typing(int(message.conversation_id)), self.gateway.handle_inbound(message))
         if reply is None:
             return
         reply_to = native.message_id if message.kind is ConversationKind.GROUP else None

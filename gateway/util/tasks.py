@@ -9,8 +9,24 @@ cancels whatever still runs and waits for it.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Coroutine
+from typing import Any, TypeVar
+
+T = TypeVar("T")
+
+
+async def while_showing(indicator: Coroutine[Any, Any, None], work: Awaitable[T]) -> T:
+    """``work``'s result, with ``indicator`` (a platform's typing loop) running until ``work`` ends,
+    however it ends. The indicator's own failure is not the turn's: the reply still goes out."""
+    shown = asyncio.ensure_future(indicator)
+    try:
+        return await work
+    finally:
+        shown.cancel()
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await shown
 
 
 class EventTasks:
