@@ -24,6 +24,17 @@ from gateway.registry import Registry
 log = logging.getLogger("kith.hooks")
 
 
+class HookFailed(Exception):
+    """Raised by ``call_first(..., stop_on_failure=True)``: the plugin that took the call failed (logged).
+
+    For hooks where skipping to the next plugin would give the caller a wrong answer: a command whose
+    handler broke must not come back as "Unknown command"."""
+
+    def __init__(self, hook_name: str, plugin_name: str) -> None:
+        super().__init__(f"plugin {plugin_name} failed in {hook_name}")
+        self.plugin_name = plugin_name
+
+
 class HookCaller:
     """Calls the hooks of one plugin manager with a per-hook timeout."""
 
@@ -78,18 +89,22 @@ class HookCaller:
         return results
 
     async def call_first(
-        self, hook_name: str, *, timeout: float | None = -1.0, isolate: bool = True, **kwargs: Any
+        self, hook_name: str, *, timeout: float | None = -1.0, isolate: bool = True, stop_on_failure: bool = False,
+        **kwargs: Any,
     ) -> Any:
         """Await implementations in order; return the first non-None awaited result.
 
         With ``isolate=False`` a failing implementation propagates (decision hooks whose failure
-        must be loud, like the turn protocol itself).
+        must be loud, like the turn protocol itself). With ``stop_on_failure`` a failing one is logged
+        and counted like any isolated failure, then ``HookFailed`` ends the call.
         """
         t = self.timeout_s if timeout == -1.0 else timeout
         for impl in self._impls(hook_name):
             if isolate:
                 ok, result = await self._call_one(hook_name, impl, kwargs, t)
                 if not ok:
+                    if stop_on_failure:
+                        raise HookFailed(hook_name, impl.plugin_name)
                     continue
             else:
                 args = [kwargs[name] for name in impl.argnames]

@@ -121,8 +121,12 @@ class Hooks:
         await self._call.call_all("gateway_memory_edited", gateway=gateway, user_id=user_id, paths=paths)
 
     async def handle_command(self, gateway: Services, turn: Turn, command: str, args: str) -> Reply | None:
-        answer = await self._call.call_first("gateway_handle_command", gateway=gateway, turn=turn, command=command,
-                                             args=args)  # fmt: skip
+        """Not bounded by the hook timeout: a command is the person's own act, and cancelling it halfway
+        leaves it half done (a ``/forget undo`` with its files back and its index not yet). A handler that
+        raises ends the call with ``HookFailed``: the person hears that the command failed, never that
+        it is unknown."""
+        answer = await self._call.call_first("gateway_handle_command", timeout=None, stop_on_failure=True,
+                                             gateway=gateway, turn=turn, command=command, args=args)  # fmt: skip
         return answer if isinstance(answer, Reply) else None
 
     async def conversation_changed(self, gateway: Services, *, user_id: str) -> None:

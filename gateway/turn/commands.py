@@ -45,6 +45,11 @@ def unknown(command: str) -> Reply:
     return _notice(f"Unknown command /{command}. /help lists the commands.")
 
 
+def failed(command: str) -> Reply:
+    """The plugin answering ``/command`` raised: its error is in the log, under the plugin's name."""
+    return _notice(f"Sorry, /{command} did not complete: it failed with an error, which is in the operator's log.")
+
+
 def persona_help(gateway: Services, turn: Turn) -> str:
     """The HELP.md of the persona this conversation talks to, after the shared help ("" if none)."""
     name = turn_persona(gateway, turn)  # the person's /persona choice, else the operator's mapping

@@ -23,11 +23,13 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
+from gateway.hookcall import HookFailed
 from gateway.hookspecs import hookimpl
 from gateway.llm.base import LLMError
 from gateway.ops.metrics import OUTCOME
 from gateway.tools import toolset
 from gateway.turn.budget import assemble
+from gateway.turn.commands import failed as command_failed
 from gateway.turn.commands import unknown as unknown_command
 from gateway.turn.gate import TURNS
 from gateway.turn.sessions import scope_key_for
@@ -159,7 +161,10 @@ async def _serve(gateway: Services, turn: Turn, user: UserRef) -> Reply | None:
     if command is not None:
         was_otr = gateway.sessions.is_otr(user, msg)
         # A command no plugin answers is the host's to answer: never the model's, which would guess.
-        answer = await hooks.handle_command(gateway, turn, command[0], command[1]) or unknown_command(command[0])
+        try:
+            answer = await hooks.handle_command(gateway, turn, command[0], command[1]) or unknown_command(command[0])
+        except HookFailed:
+            answer = command_failed(command[0])
         # Commands entering or leaving Off-The-Record leave no trace either.
         if not was_otr and not gateway.sessions.is_otr(user, msg):
             gateway.dedupe.persist(msg.channel, msg.message_id)

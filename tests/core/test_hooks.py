@@ -3,6 +3,7 @@ tests and docs/hooks.md in step."""
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 import re
 from pathlib import Path
@@ -18,6 +19,7 @@ from gateway.config import Config, ConfigError
 from gateway.hookspecs import hookimpl
 from gateway.llm.base import LLMError
 from gateway.registrations import collect_registrations
+from gateway.testing import test_config
 from gateway.types import (
     AccessDecision,
     Drop,
@@ -202,6 +204,34 @@ async def test_overriding_first_result_hooks(make_gateway: Any) -> None:
     failed = await gw.handle_inbound(trusted("fail"))
     assert failed is not None and failed.notice and failed.text == "model says no"
     assert isinstance(rec.errors[-1], LLMError)
+
+
+class SlowAndBrokenCommands:
+    __name__ = "slow-and-broken"
+
+    @hookimpl
+    async def gateway_handle_command(self, command: str) -> Reply | None:
+        if command == "slow":
+            await asyncio.sleep(0.6)  # past plugins.hook_timeout_s below
+            return Reply(text="slow but done")
+        if command == "broken":
+            raise RuntimeError("scripted command failure")
+        return None
+
+
+async def test_a_slow_command_completes_and_a_broken_one_says_it_failed(make_gateway: Any, tmp_path: Path) -> None:
+    # A command is not cut off by the hook timeout (cancelling it halfway would leave it half done), and a
+    # handler that raises is reported as a failure, not as an unknown command the person mistyped.
+    plugin = SlowAndBrokenCommands()
+    config = test_config(tmp_path / "data", extra_plugins=(plugin,), plugins={"hook_timeout_s": 0.2})
+    gw = await make_gateway(plugins=(plugin,), config=config)
+    slow = await gw.handle_inbound(trusted("/slow"))
+    assert slow is not None and slow.text == "slow but done"
+    broken = await gw.handle_inbound(trusted("/broken"))
+    assert broken is not None and broken.notice
+    assert "/broken did not complete" in broken.text and "Unknown" not in broken.text
+    nobody = await gw.handle_inbound(trusted("/nosuchthing"))
+    assert nobody is not None and "Unknown command /nosuchthing" in nobody.text
 
 
 async def test_handle_turn_protocol_can_be_replaced(make_gateway: Any) -> None:

@@ -15,12 +15,12 @@ from typing import Any
 from gateway.memory.edit.forget import forget
 from gateway.memory.edit.undo import KEEP_DAYS
 from gateway.testing import message
-from tests.background.nights import run_night
+from tests.background.nights import CURATION, EXTRACTION, bullets, read, run_night
 from tests.users.support import files_with, started
 
 
 async def test_a_forgotten_canary_is_only_in_the_undo_store_after_a_night_and_a_restart(
-    tmp_path: Path, make_gateway: Any, anthropic_llm: dict[str, Any]
+    tmp_path: Path, make_gateway: Any, anthropic_llm: dict[str, Any], fake_anthropic: Any
 ) -> None:
     canary = "KITHFORGET" + uuid.uuid4().hex[:10].upper()
     gw = await make_gateway(llm=anthropic_llm, background={"writer": {"turn_threshold": 1000, "idle_seconds": 3600}})
@@ -35,7 +35,11 @@ async def test_a_forgotten_canary_is_only_in_the_undo_store_after_a_night_and_a_
     report = await forget(gw, uid, text=canary, actor="test", confirm=True)
     assert report.status == "removed", report
     at = datetime.now(UTC) + timedelta(minutes=1)
+    # A real night: an extraction answer that parses, or the job would only wait for its retry.
+    fake_anthropic.enqueue(EXTRACTION, kind="extraction")
+    fake_anthropic.enqueue(CURATION, kind="curation")
     await run_night(gw, uid, at.strftime("%Y-%m-%dT%H:%M"), at.isoformat())
+    assert bullets(read(gw, uid, f"memories/{at.date().isoformat()}.md")), "the night wrote its memories"
     config = gw.config
     await gw.close()
     again = await started(config)

@@ -319,7 +319,10 @@ async def _apply(gateway: Services, user_id: str, lines: list[LineMatch], facts:
     paths = [f["path"] for f in files]
     points = await _reindex(gateway, user_id, paths, query)
     await gateway.hooks.memory_edited(gateway, user_id=user_id, paths=paths)
-    await _queue_scrub(gateway, forget_id, turns=bool(record["turns"]), points=points)
+    # A changed file counts even when its points were replaced by the file's own memory.index job
+    # before _reindex got to it (which then found nothing to do): its old points are only flagged
+    # deleted, and their text stays in the index files until the compaction.
+    await _queue_scrub(gateway, forget_id, turns=bool(record["turns"]), points=points + len(paths))
     await asyncio.to_thread(undo.expire, store.root)
     n_lines = sum(len(f["removed"]) for f in files)
     log.info("forget %s for %s by %s: %d lines in %d files, %d facts, %d index points", forget_id, user_id, actor,
