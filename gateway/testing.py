@@ -91,4 +91,45 @@ async def kith_gateway(tmp_path: Path) -> AsyncIterator[GatewayFactory]:
 
     yield factory
     for gw in reversed(opened):
-        await gw.close()
+        await close_within(gw, CLOSE_TIMEOUT_S)
+
+
+#: A gateway closes in well under a second when idle; one that has not closed after this fails its test
+#: with the stack of every task still running, instead of hanging until the runner's own timeout, which
+#: shows only the threads (all idle in the event loop's select).
+CLOSE_TIMEOUT_S = 60.0
+
+
+def task_stacks(loop: Any = None) -> str:
+    """The await chain of every task of ``loop`` (the running one by default) but the caller's
+    (Task.print_stack shows only a task's top frame): what a hang is waiting for."""
+    import asyncio
+    import io
+
+    out = io.StringIO()
+    current = asyncio.current_task() if loop is None else None
+    for task in asyncio.all_tasks(loop):
+        if task is current:
+            continue
+        print(f"--- {task.get_name()}", file=out)
+        awaited: Any = task.get_coro()
+        while awaited is not None:
+            frame = getattr(awaited, "cr_frame", None) or getattr(awaited, "gi_frame", None)
+            if frame is not None:
+                print(f"    {frame.f_code.co_filename}:{frame.f_lineno} {frame.f_code.co_name}", file=out)
+            nxt = getattr(awaited, "cr_await", None) or getattr(awaited, "gi_yieldfrom", None)
+            if nxt is None and frame is None:
+                print(f"    awaiting {awaited!r}", file=out)
+            awaited = nxt
+    return out.getvalue()
+
+
+async def close_within(gateway: Any, timeout: float) -> None:
+    import asyncio
+
+    closing = asyncio.ensure_future(gateway.close())
+    done, _ = await asyncio.wait({closing}, timeout=timeout)
+    if closing in done:
+        closing.result()
+        return
+    raise AssertionError(f"the gateway did not close within {timeout:.0f} s; its tasks:\n{task_stacks()}")

@@ -96,3 +96,44 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
         if item.get_closest_marker("timeout") is None and any(
                 item.get_closest_marker(m) for m in ("chaos", "soak", "fuzz")):
             item.add_marker(pytest.mark.timeout(3600))
+
+
+# ------------------------------------------------------------------------------- hang diagnosis
+
+def _dump_running_loops(nodeid: str) -> None:
+    """Shortly before pytest-timeout fails a test, print every task of each running event loop with its
+    whole await chain: pytest-timeout itself shows threads only, and a hung asyncio test's threads are
+    all idle in the loop's select."""
+    import asyncio
+    import gc
+    import sys
+
+    from gateway.testing import task_stacks
+
+    loops = [o for o in gc.get_objects() if isinstance(o, asyncio.AbstractEventLoop) and o.is_running()]
+    for loop in loops:
+        try:
+            stacks = task_stacks(loop)
+        except RuntimeError as exc:  # the set of tasks changed while it was read: not worth a retry
+            stacks = f"(could not read the tasks: {exc})"
+        print(f"\n+++ {nodeid}: tasks of a running event loop, before the timeout +++\n{stacks}",
+              file=sys.stderr, flush=True)  # fmt: skip
+
+
+_hang_timers: dict[str, Any] = {}
+
+
+def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> None:
+    import threading
+
+    if settings.timeout and settings.timeout > 2:
+        timer = threading.Timer(settings.timeout * 0.95, _dump_running_loops, args=(item.nodeid,))
+        timer.daemon = True
+        timer.start()
+        _hang_timers[item.nodeid] = timer
+
+
+def pytest_timeout_cancel_timer(item: pytest.Item) -> None:
+    timer = _hang_timers.pop(item.nodeid, None)
+    if timer is not None:
+        timer.cancel()

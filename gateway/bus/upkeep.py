@@ -35,8 +35,13 @@ async def _pause(w: Worker, seconds: float) -> None:
 
 
 async def heartbeat_loop(w: Worker) -> None:
-    while True:
-        await asyncio.sleep(w.heartbeat_s)
+    """Until the worker has drained its running jobs (``w.drained``); it also beats after ``stopping``."""
+    while not w.drained.is_set():
+        try:
+            await asyncio.wait_for(w.drained.wait(), timeout=w.heartbeat_s)
+            return
+        except TimeoutError:
+            pass
         try:
             await beat(w)
         except (RedisError, OSError) as exc:

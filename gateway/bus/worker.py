@@ -72,6 +72,8 @@ class Worker:
         self.running: Counter[str] = Counter()  # by stream: what ``JobSpec.concurrency`` caps
         self.slot_freed = asyncio.Event()
         self.stopping = asyncio.Event()
+        # Set once running jobs are drained: the heartbeat keeps their deliveries ours until then.
+        self.drained = asyncio.Event()
         self.promote_wake = asyncio.Event()
         self.settler = Settler(redis, scripts, keys, self.consumer, self._settled)
         self.claim_idle_ms = cfg.claim_idle_ms
@@ -131,6 +133,11 @@ class Worker:
             await self._drain()
             await self.settler.close(timeout=max(self.cfg.shutdown_grace_s, 1.0))
             await asyncio.gather(settle_task, return_exceptions=True)
+            # The heartbeat ends by itself on ``drained``, not by a cancel: a cancel that lands inside a
+            # Redis call can come back as a ConnectionError, which the loop retries, and the worker then
+            # waited on it for ever (seen under a loaded -n 4 run: stop_workers hung in this gather).
+            self.drained.set()
+            await asyncio.wait({beat}, timeout=max(self.heartbeat_s * 4, 2.0))
             beat.cancel()
             await asyncio.gather(beat, return_exceptions=True)
             await upkeep.leave(self)

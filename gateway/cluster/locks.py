@@ -41,6 +41,9 @@ class HeldLock:
     key: str
     token: str
     lost: bool = False  # a renewal found the lock gone (expired and taken): the hold was not exclusive
+    # The block ended: the renewer stops on this, not only on its cancel, which a Redis call can turn
+    # into a ConnectionError that the retry below would swallow (then ``gather`` on it never returned).
+    done: bool = False
 
 
 @contextlib.asynccontextmanager
@@ -53,6 +56,7 @@ async def redis_lock(redis: Redis, key: str, ttl: float = 30.0, *, wait: float |
     try:
         yield held
     finally:
+        held.done = True
         if renewer is not None:
             renewer.cancel()
             await asyncio.gather(renewer, return_exceptions=True)
@@ -82,14 +86,16 @@ async def release(redis: Redis, held: HeldLock, ttl: float) -> None:
 
 
 def keep(redis: Redis, held: HeldLock, ttl: float) -> asyncio.Task[None]:
-    """Renew ``held`` every ``ttl / 3`` until the returned task is cancelled."""
+    """Renew ``held`` every ``ttl / 3`` until ``held.done`` is set and the returned task cancelled."""
     return asyncio.create_task(_keep(redis, held, ttl), name=f"lock:{held.key}")
 
 
 async def _keep(redis: Redis, held: HeldLock, ttl: float) -> None:
     ttl_ms = str(math.ceil(ttl * 1000))
-    while True:
+    while not held.done:
         await asyncio.sleep(ttl / 3)
+        if held.done:
+            return
         try:
             if not int(await redis.eval(_EXTEND, 1, held.key, held.token, ttl_ms)):
                 held.lost = True

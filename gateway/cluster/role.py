@@ -206,6 +206,7 @@ class Cluster:
         try:
             yield held
         finally:
+            held.done = True
             renewer.cancel()
             # Released off the turn's path: the reply need not wait for one more round trip (the
             # person's next message finds it free; until then the key is still ours, checked by token).
