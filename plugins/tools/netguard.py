@@ -109,4 +109,5 @@ async def resolve_checked(host: str, port: int, allow: Allowlist) -> IPAddress:
         if not (is_public(ip) or host_allowed or allow.allows_ip(ip)):
             raise BlockedAddress(f"{host} resolves to a private or reserved address ({ip}); "
                                  "the operator can allow intranet hosts in tools.web_fetch.allow_hosts")
-    return addresses[0]
+    # IPv4 first: a host's IPv6 address is more often unreachable from a home server than its IPv4 one.
+    return next((ip for ip in addresses if ip.version == 4), addresses[0])
