@@ -7,17 +7,19 @@ hour skipped when clocks go forward) is refused instead of being guessed. ``cale
 acts when the model calls it: it says exactly what it would do and waits for the person's ``/approve``
 (``gateway.approvals``). It is not offered Off-The-Record, where nothing may leave a trace.
 
-The account (URL, user name, password) is stored encrypted (``plugins.tools.credentials``); its host
-must resolve to public addresses unless listed in ``tools.calendar.allow_hosts`` (the intranet's
-Nextcloud), checked before every use.
+The account (URL, user name, password) is stored encrypted (``plugins.tools.credentials``). Every
+request goes through the SSRF guard, pinned to the checked address (``plugins.tools.caldav_ops``): the
+host must resolve to public addresses unless listed in ``tools.calendar.allow_hosts`` (the intranet's
+Nextcloud), and plain http is refused unless it is listed there (the password is in every request).
 """
 
 from __future__ import annotations
 
-import asyncio
+import importlib.util
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import AsyncIterator, Mapping
+from contextlib import asynccontextmanager
 from datetime import UTC, date, datetime, time, timedelta, tzinfo
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -28,18 +30,17 @@ from gateway.tools import Tool, ToolContext, ToolError
 from gateway.types import ConversationKind, Reply, Turn
 from plugins.tools.caldav_ops import (
     Account,
+    CalDAV,
     CalendarError,
     Occurrence,
-    cancel_event,
-    create_event,
     in_zone,
-    list_events,
-    move_event,
-    open_calendar,
+    moved,
+    new_event,
+    without_occurrence,
 )
 from plugins.tools.common import str_arg
 from plugins.tools.credentials import CredentialError, CredentialStore
-from plugins.tools.netguard import Allowlist, BlockedAddress, resolve_checked
+from plugins.tools.netguard import Allowlist
 
 if TYPE_CHECKING:
     from gateway.services import Services
@@ -61,19 +62,40 @@ def person_zone(gateway: Services, user_id: str) -> tzinfo:
     return zone(user.timezone if user and user.timezone else gateway.config.timezone)
 
 
-async def _check_host(url: str, cfg: CalendarConfig) -> None:
-    parts = urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise CalendarError("the calendar URL must be an http:// or https:// URL")
+def _checked(account: Account, cfg: CalendarConfig) -> Allowlist:
+    """The guard's allowlist for this account; plain http only to an allowed (intranet) host, since the
+    password travels in every request."""
+    allow = Allowlist.parse(cfg.allow_hosts)
+    parts = urlsplit(account.url)
+    host = parts.hostname or ""
+    if parts.scheme == "http" and not allow.allows_host(host) and not _allowed_ip(allow, host):
+        raise CalendarError("the calendar URL must use https:// "
+                            "(plain http only for hosts in tools.calendar.allow_hosts)")
+    return allow
+
+
+def _allowed_ip(allow: Allowlist, host: str | None) -> bool:
+    import ipaddress
+
     try:
-        await resolve_checked(parts.hostname, parts.port or 443, Allowlist.parse(cfg.allow_hosts))
-    except BlockedAddress as exc:
-        raise CalendarError(str(exc).replace("tools.web_fetch", "tools.calendar")) from exc
+        return allow.allows_ip(ipaddress.ip_address(host or ""))
+    except ValueError:
+        return False
 
 
-async def account_calendar(gateway: Services, user_id: str) -> Any:
-    """The person's calendar, opened (in a thread); raises CalendarError."""
-    cfg = gateway.config.tools.calendar
+@asynccontextmanager
+async def connect(account: Account, cfg: CalendarConfig) -> AsyncIterator[CalDAV]:
+    """The account's calendar, found (discovery) and open; raises CalendarError."""
+    try:
+        dav = CalDAV(account, timeout_s=cfg.timeout_s, allow=_checked(account, cfg))
+    except ValueError as exc:
+        raise CalendarError(str(exc)) from exc
+    async with dav:
+        yield await dav.open()
+
+
+@asynccontextmanager
+async def person_calendar(gateway: Services, user_id: str) -> AsyncIterator[CalDAV]:
     try:
         values = credentials(gateway).get(user_id, CREDENTIAL)
     except CredentialError as exc:
@@ -82,8 +104,8 @@ async def account_calendar(gateway: Services, user_id: str) -> Any:
         raise CalendarError("no calendar is connected (/calendar connect)")
     account = Account(url=values.get("url", ""), username=values.get("username", ""),
                       password=values.get("password", ""), calendar=values.get("calendar", ""))
-    await _check_host(account.url, cfg)
-    return await asyncio.to_thread(open_calendar, account, cfg.timeout_s)
+    async with connect(account, gateway.config.tools.calendar) as dav:
+        yield dav
 
 
 # ------------------------------------------------------------------------------------------ times
@@ -143,9 +165,8 @@ async def calendar_list(ctx: ToolContext, args: Mapping[str, Any]) -> str:
 
 async def occurrences(gateway: Services, user_id: str, begin: datetime, end: datetime) -> list[Occurrence]:
     try:
-        cal = await account_calendar(gateway, user_id)
-        limit = gateway.config.tools.calendar.max_events
-        return await asyncio.to_thread(list_events, cal, begin, end, limit)
+        async with person_calendar(gateway, user_id) as dav:
+            return await dav.occurrences(begin, end, gateway.config.tools.calendar.max_events)
     except CalendarError as exc:
         raise ToolError(str(exc)) from exc
 
@@ -207,22 +228,28 @@ def calendar_preview(ctx: ToolContext, args: Mapping[str, Any]) -> str:
 async def calendar_change(ctx: ToolContext, args: Mapping[str, Any]) -> str:
     plan = _plan(ctx, args)
     try:
-        cal = await account_calendar(ctx.gateway, ctx.user_id)
-        if plan["action"] == "create":
-            uid = await asyncio.to_thread(create_event, cal, title=plan["title"], start=plan["start"],
-                                          end=plan["end"], rrule=plan["repeat"], location=plan["location"])
-            return f"Done: {describe(plan)} (id {uid})"
-        if plan["action"] == "move":
-            await asyncio.to_thread(move_event, cal, plan["id"], plan["new_start"], occurrence=plan["occurrence"])
-        else:
-            await asyncio.to_thread(cancel_event, cal, plan["id"], occurrence=plan["occurrence"])
+        async with person_calendar(ctx.gateway, ctx.user_id) as dav:
+            if plan["action"] == "create":
+                uid, ical = new_event(title=plan["title"], start=plan["start"], end=plan["end"], rrule=plan["repeat"],
+                                      location=plan["location"])
+                await dav.create(ical, uid)
+                return f"Done: {describe(plan)} (id {uid})"
+            stored = await dav.find(plan["id"])
+            if plan["action"] == "move":
+                await dav.put(stored.href, moved(stored.ical, plan["new_start"], occurrence=plan["occurrence"]),
+                              etag=stored.etag)
+            elif plan["occurrence"] is not None:
+                await dav.put(stored.href, without_occurrence(stored.ical, plan["occurrence"]), etag=stored.etag)
+            else:
+                await dav.delete(stored)
     except CalendarError as exc:
         raise ToolError(str(exc)) from exc
     return f"Done: {describe(plan)}"
 
 
 def _connected(gateway: Services, user_id: str) -> bool:
-    return gateway.config.tools.calendar.enabled and credentials(gateway).has(user_id, CREDENTIAL)
+    return (gateway.config.tools.calendar.enabled and importlib.util.find_spec("icalendar") is not None
+            and credentials(gateway).has(user_id, CREDENTIAL))
 
 
 LIST_TOOL = Tool(
@@ -304,9 +331,8 @@ async def calendar_command(gateway: Services, turn: Turn, args: str) -> Reply:
                           "the group has seen it.", notice=True)
     account = Account(url=parts[1], username=parts[2], password=parts[3], calendar=" ".join(parts[4:]))
     try:
-        await _check_host(account.url, cfg)
-        cal = await asyncio.to_thread(open_calendar, account, cfg.timeout_s)
-        name = await asyncio.to_thread(cal.get_display_name)
+        async with connect(account, cfg) as dav:
+            name = dav.calendar_name
     except CalendarError as exc:
         return Reply(text=f"Not connected: {exc}", notice=True)
     store.put(user_id, CREDENTIAL, {"url": account.url, "username": account.username,

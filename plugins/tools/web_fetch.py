@@ -22,13 +22,14 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urljoin, urlsplit
+from urllib.parse import urljoin
 
 from gateway.media.errors import MediaError
 from gateway.media.sandbox import sandbox
 from gateway.tools import Tool, ToolContext, ToolError
+from plugins.tools import pinned_http
 from plugins.tools.common import str_arg
-from plugins.tools.netguard import Allowlist, BlockedAddress, resolve_checked
+from plugins.tools.netguard import Allowlist, BlockedAddress
 
 if TYPE_CHECKING:
     import httpx
@@ -58,39 +59,13 @@ class Page:
     body: bytes
 
 
-def _origin(url: str) -> tuple[str, str, int]:
-    try:
-        parts = urlsplit(url)
-        port = parts.port
-    except ValueError as exc:
-        raise FetchError(f"not a valid URL: {url[:200]!r}") from exc
-    if parts.scheme not in ("http", "https"):
-        raise FetchError("only http:// and https:// URLs can be fetched")
-    if not parts.hostname or parts.username is not None or parts.password is not None:
-        raise FetchError("the URL needs a host and may not carry a user name or password")
-    return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80)
-
-
-async def _hop(client: httpx.AsyncClient, url: str, cfg: WebFetchConfig, allow: Allowlist) -> httpx.Response:
+async def _hop(http: httpx.AsyncClient, url: str, cfg: WebFetchConfig, allow: Allowlist) -> httpx.Response:
     """One request, to the checked address of the URL's host; the response is open (streamed)."""
-    import httpx
-
-    scheme, host, port = _origin(url)
+    headers = {"User-Agent": cfg.user_agent, "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.1"}
     try:
-        ip = await resolve_checked(host, port, allow)
-    except BlockedAddress as exc:
+        return await pinned_http.send(http, "GET", url, allow, headers=headers, stream=True)
+    except (ValueError, BlockedAddress) as exc:
         raise FetchError(str(exc)) from exc
-    target = httpx.URL(url)
-    pinned = target.copy_with(host=str(ip))
-    default_port = 443 if scheme == "https" else 80
-    host_header = host if ":" not in host else f"[{host}]"
-    if port != default_port:
-        host_header += f":{port}"
-    headers = {"Host": host_header, "User-Agent": cfg.user_agent,
-               "Accept": "text/html,application/xhtml+xml,text/plain;q=0.9,*/*;q=0.1"}
-    extensions = {"sni_hostname": host} if scheme == "https" else {}
-    request = client.build_request("GET", pinned, headers=headers, extensions=extensions)
-    return await client.send(request, stream=True)
 
 
 async def _read_capped(response: httpx.Response, max_bytes: int) -> bytes:
@@ -118,8 +93,7 @@ async def fetch(url: str, cfg: WebFetchConfig) -> Page:
     import httpx
 
     allow = Allowlist.parse(cfg.allow_hosts)
-    timeout = httpx.Timeout(cfg.timeout_s)
-    async with httpx.AsyncClient(trust_env=False, follow_redirects=False, timeout=timeout) as client:
+    async with pinned_http.client(cfg.timeout_s) as client:
         try:
             async with asyncio.timeout(cfg.timeout_s):
                 for _ in range(cfg.max_redirects + 1):

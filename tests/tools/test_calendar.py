@@ -1,5 +1,7 @@
 """The calendar tools (plugins/tools/calendar_tool.py) against a real CalDAV server: Radicale, started
-by the test on port 0 in tmp_path (its WSGI app in a thread), driven by the real ``caldav`` client.
+by the test on port 0 in tmp_path (its WSGI app in a thread), spoken to by kith's CalDAV client
+(plugins/tools/caldav_ops.py) through the SSRF guard, which reaches 127.0.0.1 only because the test
+allows it (``tools.calendar.allow_hosts``).
 
 One person connects their calendar, the model creates a weekly event across the end of summer time,
 lists it, moves one occurrence and cancels another, each change only after that person's /approve;
@@ -33,6 +35,10 @@ PASSWORD = "canary-Pa55word-7f3a"  # found nowhere but in the encrypted file
 BERLIN = ZoneInfo("Europe/Berlin")
 
 
+MKCALENDAR = ('<?xml version="1.0"?><c:mkcalendar xmlns:d="DAV:" xmlns:c="urn:ietf:params:xml:ns:caldav">'
+              '<d:set><d:prop><d:displayname>Personal</d:displayname></d:prop></d:set></c:mkcalendar>')
+
+
 class _Quiet(WSGIRequestHandler):
     def log_message(self, *args: Any) -> None:
         pass
@@ -41,7 +47,7 @@ class _Quiet(WSGIRequestHandler):
 @pytest.fixture
 def radicale(tmp_path: Path) -> Iterator[str]:
     """A Radicale server with user alice (htpasswd) and her calendar "Personal"; yields alice's URL."""
-    import caldav
+    import httpx
     import radicale as radicale_app
     import radicale.config
 
@@ -54,8 +60,11 @@ def radicale(tmp_path: Path) -> Iterator[str]:
     thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
     thread.start()
     url = f"http://127.0.0.1:{server.server_port}/alice/"
-    client = caldav.DAVClient(url=url, username="alice", password=PASSWORD, enable_rfc6764=False)
-    client.principal().make_calendar(name="Personal")
+    with httpx.Client(auth=("alice", PASSWORD), timeout=10) as http:
+        assert http.request("PROPFIND", url, headers={"Depth": "0"}).status_code == 207  # makes alice's home
+        made = http.request("MKCALENDAR", url + "personal/", content=MKCALENDAR.encode(),
+                            headers={"Content-Type": "application/xml"})
+        assert made.status_code == 201, made.text
     yield url
     server.shutdown()
     thread.join(5)
@@ -211,3 +220,62 @@ async def test_move_and_cancel_occurrences_deny_and_cancel_the_series(
 
     outcomes = [e.outcome for e in approvals(gw).audit]
     assert outcomes.count("requested") == 5 and outcomes.count("done") == 4 and outcomes.count("denied") == 1
+
+
+async def test_the_guard_keeps_the_password_off_private_hosts_and_plain_http(radicale: str) -> None:
+    from gateway.tool_settings import CalendarConfig
+    from plugins.tools.caldav_ops import Account, CalendarError
+    from plugins.tools.calendar_tool import connect
+
+    on = CalendarConfig(enabled=True)
+    with pytest.raises(CalendarError, match="private or reserved"):
+        async with connect(Account(radicale.replace("http:", "https:"), "alice", PASSWORD), on):
+            pass
+    with pytest.raises(CalendarError, match="must use https"):
+        async with connect(Account("http://calendar.example.com/dav/", "alice", PASSWORD), on):
+            pass
+    allowed = CalendarConfig(enabled=True, allow_hosts=["127.0.0.1"])
+    async with connect(Account(radicale, "alice", PASSWORD), allowed) as dav:
+        assert dav.calendar_name == "Personal"
+        with pytest.raises(CalendarError, match="another host"):
+            await dav.request("GET", "http://169.254.169.254/latest/")
+    assert PASSWORD not in repr(Account(radicale, "alice", PASSWORD))
+
+
+SERIES = """BEGIN:VCALENDAR
+VERSION:2.0
+PRODID:-//test//EN
+BEGIN:VEVENT
+UID:s1
+SUMMARY:Yoga
+DTSTART;TZID=Europe/Berlin:20261020T180000
+DTEND;TZID=Europe/Berlin:20261020T190000
+RRULE:FREQ=WEEKLY
+EXDATE;TZID=Europe/Berlin:20261103T180000
+END:VEVENT
+BEGIN:VEVENT
+UID:s1
+RECURRENCE-ID;TZID=Europe/Berlin:20261027T180000
+SUMMARY:Yoga (moved)
+DTSTART;TZID=Europe/Berlin:20261028T200000
+DTEND;TZID=Europe/Berlin:20261028T210000
+END:VEVENT
+BEGIN:VEVENT
+UID:m1
+SUMMARY:Every minute since 2000
+DTSTART:20000101T000000Z
+RRULE:FREQ=MINUTELY
+END:VEVENT
+END:VCALENDAR
+"""
+
+
+def test_expansion_keeps_local_time_honours_exdates_and_overrides_and_is_bounded() -> None:
+    from plugins.tools.caldav_ops import expand
+
+    start, end = datetime(2026, 10, 19, tzinfo=BERLIN), datetime(2026, 11, 17, tzinfo=BERLIN)
+    found = sorted((o.start.astimezone(BERLIN), o.title) for o in expand(SERIES, start, end)  # type: ignore[union-attr]
+                   if o.uid == "s1")
+    assert [(f"{s:%d %b %H:%M}", t) for s, t in found] == [
+        ("20 Oct 18:00", "Yoga"), ("28 Oct 20:00", "Yoga (moved)"), ("10 Nov 18:00", "Yoga")]
+    assert expand("not a calendar", start, end) == []
