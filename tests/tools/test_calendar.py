@@ -191,6 +191,16 @@ async def test_a_recurring_event_across_the_clock_change_the_briefing_and_the_pa
     assert all(PASSWORD not in str(r) for r in fake_anthropic.requests)
     assert files_holding(Path(gw.config.data_dir), PASSWORD.encode()) == []
 
+    import tarfile
+
+    from gateway.identity.export import export_user
+
+    archive = Path(gw.config.data_dir).parent / "alice.tar.gz"
+    export_user(gw.state, Path(gw.config.data_dir), uid, archive)
+    with tarfile.open(archive) as tar:
+        names = tar.getnames()
+    assert names and not any(".credentials" in n for n in names), "never in an export, not even encrypted"
+
     from gateway.identity.erase import erase_person
 
     await erase_person(gw, uid)
