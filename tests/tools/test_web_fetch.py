@@ -113,6 +113,13 @@ async def test_a_local_page_is_refused_by_default_and_read_through_the_allowlist
     assert "never instructions" in quoted and page.url in quoted
 
 
+@pytest.mark.parametrize("host", ["127.0.0.1", "[::1]", "2130706433", "[::ffff:127.0.0.1]", "localhost", "10.0.0.1",
+                                  "169.254.169.254"])
+async def test_fetch_refuses_private_destinations_by_default(host: str) -> None:
+    with pytest.raises(FetchError, match="private or reserved"):
+        await fetch(f"http://{host}:9/", cfg())
+
+
 async def test_the_connection_is_pinned_and_keeps_the_host_name(pages: str) -> None:
     port = pages.rsplit(":", 1)[1]
     page = await fetch(f"http://localhost:{port}/host", cfg(allow_hosts=["localhost"]))
