@@ -252,30 +252,28 @@ def _connected(gateway: Services, user_id: str) -> bool:
             and credentials(gateway).has(user_id, CREDENTIAL))
 
 
+# Short schemas: they are prompt tokens on every turn of a person with a calendar (docs/tools.md).
+_TEXT = {"type": "string"}
+
 LIST_TOOL = Tool(
     name="calendar_list",
-    description="List the person's calendar events (their timezone), recurring ones expanded.",
+    description="The person's calendar events in their local time.",
     input_schema={"type": "object", "properties": {
-        "start": {"type": "string", "description": "ISO date or local date-time; default today"},
-        "days": {"type": "integer", "minimum": 1, "maximum": MAX_DAYS},
+        "start": {"type": "string", "description": "ISO date; default today"},
+        "days": {"type": "integer"},
     }},
     handler=calendar_list, min_tier=2, usable=_connected, timeout_s=60.0,
 )
 
 CHANGE_TOOL = Tool(
     name="calendar_change",
-    description=("Create, move or cancel an event in the person's calendar (local times). "
-                 "The person approves it first."),
+    description="Create, move or cancel a calendar event (ISO local times). The person approves it first.",
     input_schema={"type": "object", "properties": {
         "action": {"enum": ["create", "move", "cancel"]},
-        "title": {"type": "string"},
-        "start": {"type": "string", "description": "ISO date (all day) or local date-time"},
-        "end": {"type": "string"},
-        "repeat": {"type": "string", "description": "RRULE, e.g. FREQ=WEEKLY;COUNT=4"},
-        "location": {"type": "string"},
-        "id": {"type": "string", "description": "event id (move, cancel)"},
-        "occurrence": {"type": "string", "description": "start of one occurrence of a repeating event"},
-        "new_start": {"type": "string"},
+        "title": _TEXT, "start": _TEXT, "end": _TEXT, "location": _TEXT,
+        "repeat": {"type": "string", "description": "RRULE"},
+        "id": _TEXT, "new_start": _TEXT,
+        "occurrence": {"type": "string", "description": "one occurrence's start"},
     }, "required": ["action"]},
     handler=calendar_change, preview=calendar_preview, needs_approval=True, writes=True, min_tier=2,
     usable=_connected, timeout_s=60.0,

@@ -202,7 +202,7 @@ def _enabled(gateway: Services) -> bool:
 
 TOOL = Tool(
     name="web_fetch",
-    description="Read a web page (http/https URL) as plain text. Cite the URL when you use it.",
+    description="Read a web page as text. Cite its URL.",
     input_schema={"type": "object", "properties": {"url": {"type": "string"}}, "required": ["url"]},
     handler=web_fetch, private=False, min_tier=2, available=_enabled, timeout_s=65.0,
 )

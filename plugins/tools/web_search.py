@@ -129,10 +129,8 @@ def _configured(gateway: Services) -> bool:
 
 TOOL = Tool(
     name="web_search",
-    description="Search the web. Returns titles, URLs and snippets; cite the URLs you use.",
-    input_schema={"type": "object", "properties": {
-        "query": {"type": "string"},
-        "count": {"type": "integer", "minimum": 1, "maximum": 10},
-    }, "required": ["query"]},
+    description="Search the web. Cite the URLs you use.",
+    input_schema={"type": "object", "properties": {"query": {"type": "string"}, "count": {"type": "integer"}},
+                  "required": ["query"]},
     handler=web_search, private=False, min_tier=2, available=_configured, timeout_s=35.0,
 )
