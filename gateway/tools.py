@@ -277,6 +277,14 @@ async def run_approved(gateway: Services, turn: Turn, approval_id: str) -> tuple
         return False, why
     ctx = ToolContext(gateway=gateway, turn=turn, tier=tier, user_id=turn.user.user_id)
     call = ToolCall(id=f"approval-{pending.approval_id}", name=tool.name, input=pending.args)
+    try:  # the policy may have changed while the call waited
+        veto = await gateway.hooks.before_tool_call(gateway, turn, call)
+    except Exception:
+        log.exception("gateway_before_tool_call failed for approved %s; refusing the call", call.name)
+        veto = "a policy check failed"
+    if veto is not None:
+        book.record(pending, "refused")
+        return False, f"the call was refused: {veto}"
     book.record(pending, "approved")
     result = await _invoke(tool, ctx, call, tool.handler)
     book.record(pending, "failed" if result.is_error else "done")
