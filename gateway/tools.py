@@ -272,6 +272,9 @@ async def run_approved(gateway: Services, turn: Turn, approval_id: str) -> tuple
         return False, f"{pending.tool} is no longer available"
     tier = tier_of(gateway, turn)
     why = refusal(gateway, turn, tool, tier)
+    # A command turn has no session, so ``turn.otr`` cannot say it: ask the sessions.
+    if not why and tool.writes and gateway.sessions.is_otr(turn.user, turn.message):
+        why = f"{tool.name} writes, and this conversation is Off-The-Record: nothing is stored"
     if why:
         book.record(pending, "refused")
         return False, why

@@ -231,6 +231,16 @@ async def test_move_and_cancel_occurrences_deny_and_cancel_the_series(
     outcomes = [e.outcome for e in approvals(gw).audit]
     assert outcomes.count("requested") == 5 and outcomes.count("done") == 4 and outcomes.count("denied") == 1
 
+    # Off-The-Record: the calendar is read, never changed, and an approval waiting from before is refused.
+    approval = await change(gw, fake_anthropic, {"action": "create", "title": "Secret", "start": "2026-10-20"})
+    await command(gw, "/otr on")
+    fake_anthropic.enqueue("ok")
+    await gw.handle_inbound(dm("what's on?"))
+    assert "calendar_list" in fake_anthropic.tool_names() and "calendar_change" not in fake_anthropic.tool_names()
+    assert "Off-The-Record" in await command(gw, f"/approve {approval}")
+    await command(gw, "/otr off")
+    assert await listing(gw, fake_anthropic) == []
+
 
 async def test_the_guard_keeps_the_password_off_private_hosts_and_plain_http(radicale: str) -> None:
     from gateway.tool_settings import CalendarConfig
