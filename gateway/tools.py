@@ -99,6 +99,8 @@ class Tool:
             raise ValueError(f"tool {self.name!r}: input_schema must be a JSON Schema of type 'object'")
         if self.item:
             loads(4, self.item)  # an unknown tier item fails at registration, not mid-turn
+        if self.needs_approval and self.preview is None:
+            raise ValueError(f"tool {self.name!r}: needs_approval needs a preview (what the person approves)")
 
     def loads_at(self, tier: int) -> bool:
         if self.item:
@@ -242,8 +244,7 @@ def approvals(gateway: Services) -> Approvals:
 
 async def _ask_approval(gateway: Services, tool: Tool, ctx: ToolContext, call: ToolCall) -> ToolResult:
     """Check the input and park the call; the model is told to ask the person."""
-    if tool.preview is None:
-        return _error(call, f"{tool.name} needs approval but cannot describe its action")
+    assert tool.preview is not None  # Tool.__post_init__
     checked = await _invoke(tool, ctx, call, tool.preview)
     if checked.is_error:
         return checked
