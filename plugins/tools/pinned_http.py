@@ -10,6 +10,7 @@ caller checks each hop).
 
 from __future__ import annotations
 
+import ssl
 from collections.abc import Mapping
 from urllib.parse import urlsplit
 
@@ -32,8 +33,10 @@ def origin(url: str) -> tuple[str, str, int]:
     return parts.scheme, parts.hostname, port or (443 if parts.scheme == "https" else 80)
 
 
-def client(timeout_s: float) -> httpx.AsyncClient:
-    return httpx.AsyncClient(trust_env=False, follow_redirects=False, timeout=httpx.Timeout(timeout_s))
+def client(timeout_s: float, *, verify: ssl.SSLContext | bool = True) -> httpx.AsyncClient:
+    """``verify``: the system's CAs (certifi) unless a test hands its own."""
+    return httpx.AsyncClient(trust_env=False, follow_redirects=False, timeout=httpx.Timeout(timeout_s),
+                             verify=verify)
 
 
 async def send(http: httpx.AsyncClient, method: str, url: str, allow: Allowlist, *,
