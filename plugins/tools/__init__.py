@@ -31,6 +31,7 @@ plugin (``plugins.tools``) and registers them here, in this order. It may import
 
 from __future__ import annotations
 
+import importlib.util
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -73,6 +74,25 @@ def gateway_register_tools(register: ToolRegistry) -> None:
 @hookimpl
 def gateway_register_jobs(register: JobRegistry) -> None:
     register(reminders.reminder_due, name=reminders.REMINDER_JOB, timeout=60, max_tries=5)
+
+
+def problems(config: Config) -> list[str]:
+    """What pydantic cannot check: a tool turned on without the extra it needs."""
+    found = []
+    missing = [m for m in ("icalendar", "cryptography") if importlib.util.find_spec(m) is None]
+    if config.tools.calendar.enabled and missing:
+        found.append(f"tools.calendar.enabled: the calendar needs {', '.join(missing)} "
+                     "(pip install 'kith[calendar]')")
+    return found
+
+
+@hookimpl
+def gateway_configure(config: Config) -> None:
+    from gateway.config import ConfigError
+
+    found = problems(config)
+    if found:
+        raise ConfigError(found, "tools")
 
 
 @hookimpl

@@ -299,3 +299,16 @@ def test_expansion_keeps_local_time_honours_exdates_and_overrides_and_is_bounded
     assert [(f"{s:%d %b %H:%M}", t) for s, t in found] == [
         ("20 Oct 18:00", "Yoga"), ("28 Oct 20:00", "Yoga (moved)"), ("10 Nov 18:00", "Yoga")]
     assert expand("not a calendar", start, end) == []
+
+
+def test_the_calendar_without_its_extra_is_a_config_problem(monkeypatch: pytest.MonkeyPatch) -> None:
+    import importlib.util
+
+    import plugins.tools
+    from gateway.config import Config
+
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "icalendar" else real(name, *a))
+    assert plugins.tools.problems(Config(tools={"calendar": {"enabled": True}})) == [
+        "tools.calendar.enabled: the calendar needs icalendar (pip install 'kith[calendar]')"]
+    assert plugins.tools.problems(Config()) == []
