@@ -29,6 +29,7 @@ from gateway.configtypes import ConfigError as ConfigError  # public here: plugi
 from gateway.mcp.settings import McpConfig
 from gateway.memory.background.settings import BackgroundConfig
 from gateway.memory.settings import MemoryConfig
+from gateway.tool_settings import ToolsConfig
 
 # Pillow's Image.MAX_IMAGE_PIXELS as kith sets it (gateway/media/images.py): media.max_pixels stays under it.
 PILLOW_MAX_PIXELS = 89_478_485
@@ -522,6 +523,7 @@ class Config(Section):
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
     media: MediaConfig = Field(default_factory=MediaConfig)
+    tools: ToolsConfig = Field(default_factory=ToolsConfig)  # web fetch, web search, calendar (docs/tools.md)
     # Sections owned by third-party plugins, validated by them in gateway_configure.
     extensions: dict[str, Any] = Field(default_factory=dict)
 

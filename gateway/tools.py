@@ -14,6 +14,11 @@ turn may use:
 The runner checks the same rules again when the model calls a tool (a model can name a tool it was
 not offered), asks ``gateway_before_tool_call`` for a veto, and turns every failure into an error
 result the model can read: a tool never fails the turn.
+
+A tool that acts on the world (``needs_approval``: create or cancel an event, send a message) is not
+run when the model calls it: its ``preview`` checks the input and says what exactly will happen, the
+call waits in ``gateway.approvals`` and the model is told to ask the person, whose ``/approve ID``
+runs it (``run_approved``) with this turn's gates checked again.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
+from gateway.approvals import APPROVALS, Approvals
 from gateway.memory.files.errors import MemoryStoreError
 from gateway.registry import Registry
 from gateway.turn.tiers import TIER_OF_ITEM, loads, tier_of
@@ -81,6 +87,10 @@ class Tool:
     available: Callable[[Services], bool] | None = None  # e.g. needs the memory index or the job bus
     timeout_s: float = 15.0
     plugin: str = ""
+    # Per person: e.g. they connected a calendar (``available`` is for the whole gateway).
+    usable: Callable[[Services, str], bool] | None = None
+    needs_approval: bool = False  # acts on the world: runs only after the person's /approve (gateway.approvals)
+    preview: ToolHandler | None = None  # for needs_approval: check the input, say what will happen
 
     def __post_init__(self) -> None:
         if not self.name or len(self.name) > 64 or not set(self.name) <= _NAME_OK:
@@ -89,6 +99,8 @@ class Tool:
             raise ValueError(f"tool {self.name!r}: input_schema must be a JSON Schema of type 'object'")
         if self.item:
             loads(4, self.item)  # an unknown tier item fails at registration, not mid-turn
+        if self.needs_approval and self.preview is None:
+            raise ValueError(f"tool {self.name!r}: needs_approval needs a preview (what the person approves)")
 
     def loads_at(self, tier: int) -> bool:
         if self.item:
@@ -132,6 +144,8 @@ def refusal(gateway: Services, turn: Turn, tool: Tool, tier: int) -> str:
         return f"{tool.name} writes memory, and this conversation is Off-The-Record: nothing is stored"
     if tool.available is not None and not tool.available(gateway):
         return f"{tool.name} is not available right now"
+    if tool.usable is not None and not tool.usable(gateway, turn.user.user_id):
+        return f"{tool.name} is not set up for this person"
     return ""
 
 
@@ -196,9 +210,15 @@ async def run_tool(gateway: Services, turn: Turn, tools: Mapping[str, Tool], cal
         return _error(call, f"the call was refused: {veto}")
     assert turn.user is not None  # refusal() checked it
     ctx = ToolContext(gateway=gateway, turn=turn, tier=tier, user_id=turn.user.user_id)
+    if tool.needs_approval:
+        return await _ask_approval(gateway, tool, ctx, call)
+    return await _invoke(tool, ctx, call, tool.handler)
+
+
+async def _invoke(tool: Tool, ctx: ToolContext, call: ToolCall, handler: ToolHandler) -> ToolResult:
     try:
         async with asyncio.timeout(tool.timeout_s):
-            out = tool.handler(ctx, call.input)
+            out = handler(ctx, call.input)
             if inspect.isawaitable(out):
                 out = await out
     except ToolError as exc:
@@ -214,5 +234,73 @@ async def run_tool(gateway: Services, turn: Turn, tools: Mapping[str, Tool], cal
     text = str(out)
     if len(text) > MAX_RESULT_CHARS:
         text = text[:MAX_RESULT_CHARS] + f"\n[... cut at {MAX_RESULT_CHARS} characters]"
-    log.info("tool %s ran for turn %s (%d chars)", call.name, turn.turn_id, len(text))
+    log.info("tool %s ran for turn %s (%d chars)", call.name, ctx.turn.turn_id, len(text))
     return ToolResult(call_id=call.id, name=call.name, content=text)
+
+
+def approvals(gateway: Services) -> Approvals:
+    return gateway.stash.setdefault(APPROVALS, Approvals(ttl_s=gateway.config.tools.approval_ttl_s))
+
+
+async def _ask_approval(gateway: Services, tool: Tool, ctx: ToolContext, call: ToolCall) -> ToolResult:
+    """Check the input and park the call; the model is told to ask the person."""
+    assert tool.preview is not None  # Tool.__post_init__
+    checked = await _invoke(tool, ctx, call, tool.preview)
+    if checked.is_error:
+        return checked
+    pending = approvals(gateway).request(user_id=ctx.user_id, tool=tool.name, args=call.input, summary=checked.content)
+    minutes = max(1, round(approvals(gateway).ttl_s / 60))
+    text = (f"NOT DONE YET: this needs the person's approval. Tell them exactly this and that they can answer "
+            f"/approve {pending.approval_id} or /deny {pending.approval_id} (expires in {minutes} min):\n"
+            f"{pending.summary}")
+    return ToolResult(call_id=call.id, name=call.name, content=text)
+
+
+async def run_approved(gateway: Services, turn: Turn, approval_id: str) -> tuple[bool, str]:
+    """``/approve ID`` from ``turn``'s speaker: run the parked call if it is theirs and still pending,
+    with the gates checked again for the approving turn (no approving from a group or OTR when the tool
+    may not run there). (done, what to tell the person)."""
+    if turn.user is None:
+        return False, "no user is known for this conversation"
+    book = approvals(gateway)
+    pending, why = book.take(approval_id, turn.user.user_id)
+    if pending is None:
+        return False, why
+    registered = gateway.stash.get(TOOLS)
+    tool = registered.get(pending.tool) if registered is not None else None
+    if tool is None:
+        book.record(pending, "refused: tool gone")
+        return False, f"{pending.tool} is no longer available"
+    tier = tier_of(gateway, turn)
+    why = refusal(gateway, turn, tool, tier)
+    # A command turn has no session, so ``turn.otr`` cannot say it: ask the sessions.
+    if not why and tool.writes and gateway.sessions.is_otr(turn.user, turn.message):
+        why = f"{tool.name} writes, and this conversation is Off-The-Record: nothing is stored"
+    if why:
+        book.record(pending, "refused")
+        return False, why
+    ctx = ToolContext(gateway=gateway, turn=turn, tier=tier, user_id=turn.user.user_id)
+    call = ToolCall(id=f"approval-{pending.approval_id}", name=tool.name, input=pending.args)
+    try:  # the policy may have changed while the call waited
+        veto = await gateway.hooks.before_tool_call(gateway, turn, call)
+    except Exception:
+        log.exception("gateway_before_tool_call failed for approved %s; refusing the call", call.name)
+        veto = "a policy check failed"
+    if veto is not None:
+        book.record(pending, "refused")
+        return False, f"the call was refused: {veto}"
+    book.record(pending, "approved")
+    result = await _invoke(tool, ctx, call, tool.handler)
+    book.record(pending, "failed" if result.is_error else "done")
+    return not result.is_error, result.content
+
+
+def deny(gateway: Services, turn: Turn, approval_id: str) -> str:
+    if turn.user is None:
+        return "no user is known for this conversation"
+    book = approvals(gateway)
+    pending, why = book.take(approval_id, turn.user.user_id)
+    if pending is None:
+        return why
+    book.record(pending, "denied")
+    return f"Denied; nothing was done: {pending.summary}"

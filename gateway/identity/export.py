@@ -34,7 +34,9 @@ from gateway.state import State
 
 FORMAT = "kith-user-export"
 VERSION = 1
-SKIP_DIRS = {".locks", ".forgotten"}  # lock files; undo records of /forget (what the person asked to forget)
+# lock files; undo records of /forget (what the person asked to forget); tool credentials (docs/tools.md:
+# encrypted with a key the export does not carry, and a secret never leaves in an export)
+SKIP_DIRS = {".locks", ".forgotten", ".credentials"}
 
 README = """# kith export of {name} ({user_id})
 

@@ -10,6 +10,10 @@
 | ``tasks`` | 4 | yes | add / list / complete / reopen tasks in ``TASKS.json`` |
 | ``memory_remember`` | 2 | yes | keep one line in ``REMEMBERED.md`` (``gateway.memory.edit.remember``) |
 | ``memory_forget`` | 2 | yes | forget matching lines, facts and index points (``gateway.memory.edit.forget``) |
+| ``web_fetch`` | 2 | no | a web page's readable text, SSRF-guarded (``tools.web_fetch.enabled``) |
+| ``web_search`` | 2 | no | SearXNG or Brave results (``tools.web_search.backend``) |
+| ``calendar_list`` | 2 | no | the person's CalDAV events, in their timezone (once they ``/calendar connect``) |
+| ``calendar_change`` | 2 | yes | create, move or cancel an event, after the person's ``/approve`` |
 
 Every tool works on the speaker's own root through the guarded store (containment, size cap, lock,
 atomic replace, audit line with ``source="tool:<name>"``, the turn id and ``trust="model"``), so
@@ -27,10 +31,19 @@ plugin (``plugins.tools``) and registers them here, in this order. It may import
 
 from __future__ import annotations
 
+import importlib.util
+from datetime import datetime
+from typing import TYPE_CHECKING
+
 from gateway.bus.registry import JobRegistry
+from gateway.delivery.sections import BriefingSection
 from gateway.hookspecs import hookimpl
 from gateway.tools import Tool, ToolRegistry
+from gateway.turn.command_registry import CommandRegistry
+from gateway.types import Reply, Turn
 from plugins.tools import (
+    approvals,
+    calendar_tool,
     follow_links,
     memory_forget,
     memory_get,
@@ -39,10 +52,17 @@ from plugins.tools import (
     reminders,
     scratchpad,
     tasks,
+    web_fetch,
+    web_search,
 )
 
 TOOLS: tuple[Tool, ...] = (memory_search.TOOL, memory_get.TOOL, reminders.TOOL, scratchpad.TOOL, tasks.TOOL,
-                           memory_remember.TOOL, memory_forget.TOOL, follow_links.TOOL)
+                           memory_remember.TOOL, memory_forget.TOOL, follow_links.TOOL,
+                           web_fetch.TOOL, web_search.TOOL, calendar_tool.LIST_TOOL, calendar_tool.CHANGE_TOOL)
+
+if TYPE_CHECKING:
+    from gateway.config import Config
+    from gateway.services import Services
 
 
 @hookimpl
@@ -54,3 +74,46 @@ def gateway_register_tools(register: ToolRegistry) -> None:
 @hookimpl
 def gateway_register_jobs(register: JobRegistry) -> None:
     register(reminders.reminder_due, name=reminders.REMINDER_JOB, timeout=60, max_tries=5)
+
+
+def problems(config: Config) -> list[str]:
+    """What pydantic cannot check: a tool turned on without the extra it needs."""
+    found = []
+    missing = [m for m in ("icalendar", "cryptography") if importlib.util.find_spec(m) is None]
+    if config.tools.calendar.enabled and missing:
+        found.append(f"tools.calendar.enabled: the calendar needs {', '.join(missing)} "
+                     "(pip install 'kith[calendar]')")
+    return found
+
+
+@hookimpl
+def gateway_configure(config: Config) -> None:
+    from gateway.config import ConfigError
+
+    found = problems(config)
+    if found:
+        raise ConfigError(found, "tools")
+
+
+@hookimpl
+def gateway_register_commands(register: CommandRegistry, config: Config) -> None:
+    for name, text in approvals.HELP.items():
+        register(name, text)
+    register("calendar", calendar_tool.COMMAND_HELP)
+
+
+@hookimpl
+async def gateway_handle_command(gateway: Services, turn: Turn, command: str, args: str) -> Reply | None:
+    if turn.user is None:
+        return None
+    if command in approvals.HELP:
+        return await approvals.approval_command(gateway, turn, command, args)
+    if command == "calendar":
+        return await calendar_tool.calendar_command(gateway, turn, args)
+    return None
+
+
+@hookimpl
+async def gateway_briefing_sections(gateway: Services, user_id: str, now: datetime) -> list[BriefingSection] | None:
+    section = await calendar_tool.agenda(gateway, user_id, now)
+    return [section] if section is not None else None

@@ -1,0 +1,90 @@
+"""A person's credentials for the services tools reach (a CalDAV account), encrypted at rest.
+
+One Fernet key (AES-128-CBC + HMAC-SHA256, ``cryptography``) per data dir in ``<data_dir>/secrets.key``,
+mode 0600, made on first use; each secret in ``<data_dir>/users/<user_id>/.credentials/<name>.enc``,
+mode 0600. The dot folder is reserved in the person's root (the guarded memory store never lists,
+reads, indexes or exports a dot name), and it goes with the root when ``kith users delete`` erases
+the person. The plain values exist only in memory, when a tool needs them; nothing here logs them.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from pathlib import Path
+from typing import Any
+
+KEY_FILE = "secrets.key"
+FOLDER = ".credentials"
+_NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
+_USER = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+
+
+class CredentialError(Exception):
+    pass
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` with mode 0600 from the first byte (temp file, fsync, rename)."""
+    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
+    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+    try:
+        os.write(fd, data)
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+
+
+class CredentialStore:
+    def __init__(self, data_dir: Path) -> None:
+        self.data_dir = Path(data_dir)
+
+    def _fernet(self) -> Any:
+        from cryptography.fernet import Fernet
+
+        key_path = self.data_dir / KEY_FILE
+        try:
+            key = key_path.read_bytes().strip()
+        except FileNotFoundError:
+            key = Fernet.generate_key()
+            _write_private(key_path, key)
+        return Fernet(key)
+
+    def _path(self, user_id: str, name: str) -> Path:
+        if not _USER.match(user_id) or not _NAME.match(name):
+            raise CredentialError("bad user id or credential name")
+        return self.data_dir / "users" / user_id / FOLDER / f"{name}.enc"
+
+    def put(self, user_id: str, name: str, values: dict[str, str]) -> None:
+        token = self._fernet().encrypt(json.dumps(values).encode())
+        _write_private(self._path(user_id, name), token)
+
+    def get(self, user_id: str, name: str) -> dict[str, str] | None:
+        path = self._path(user_id, name)
+        try:
+            token = path.read_bytes()
+        except (FileNotFoundError, NotADirectoryError):
+            return None
+        from cryptography.fernet import InvalidToken
+
+        try:
+            values = json.loads(self._fernet().decrypt(token))
+        except (InvalidToken, ValueError) as exc:
+            raise CredentialError(f"the stored {name} credentials cannot be read (another key?)") from exc
+        return values if isinstance(values, dict) else None
+
+    def has(self, user_id: str, name: str) -> bool:
+        try:
+            return self._path(user_id, name).is_file()
+        except CredentialError:
+            return False
+
+    def delete(self, user_id: str, name: str) -> bool:
+        try:
+            self._path(user_id, name).unlink()
+        except FileNotFoundError:
+            return False
+        return True
