@@ -13,12 +13,13 @@ from pydantic import Field, SecretStr
 
 from gateway.channels import ChannelAccess
 from gateway.config import is_loopback_host
+from gateway.delivery.stream import StreamingOptions
 
 if TYPE_CHECKING:
     from gateway.config import Config
 
 
-class TelegramConfig(ChannelAccess):
+class TelegramConfig(ChannelAccess, StreamingOptions):
     token: SecretStr | None = None
     mode: Literal["polling", "webhook"] = "polling"
     webhook_secret: SecretStr | None = None
