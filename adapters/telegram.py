@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import itertools
 import json
 import logging
 from collections.abc import Sequence
@@ -36,7 +37,7 @@ import aiohttp
 from aiohttp import web
 from telegram import BotCommand, Message, PhotoSize, ReplyParameters, Update
 from telegram.constants import ChatAction, ParseMode
-from telegram.error import BadRequest, InvalidToken, RetryAfter, TelegramError
+from telegram.error import BadRequest, EndPointNotFound, InvalidToken, RetryAfter, TelegramError
 from telegram.ext import Application, ContextTypes, TypeHandler
 from telegram.request import HTTPXRequest
 
@@ -46,6 +47,7 @@ from adapters.download import check_declared, download, mib
 from adapters.ratelimit import RateLimiter, with_retry
 from adapters.telegram_config import TelegramConfig
 from gateway.adapter import Adapter, AdapterAuthError
+from gateway.delivery.stream import StreamedReply
 from gateway.logs import install_redaction
 from gateway.media.errors import AttachmentUnavailable, TooLarge
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
@@ -157,8 +159,10 @@ class TelegramAdapter(Adapter):
         self._limiter = RateLimiter(
             per_key_rate=cfg.send_rate_per_s, per_key_burst=cfg.send_burst, global_rate=30, global_burst=30
         )
-        self.stats = {"updates": 0, "webhook_rejected": 0, "webhook_bad_payload": 0, "sent": 0}
+        self.stats = {"updates": 0, "webhook_rejected": 0, "webhook_bad_payload": 0, "sent": 0, "streamed": 0}
         self._albums: dict[str, list[InboundMessage]] = {}
+        self._drafts_ok = True
+        self._draft_ids = itertools.count(1)
         self._album_arrived: dict[str, asyncio.Event] = {}
 
     # ----------------------------------------------------------------------------------- lifecycle
@@ -259,6 +263,9 @@ class TelegramAdapter(Adapter):
 
     def health(self) -> dict[str, Any]:
         return {"mode": self.cfg.mode, "bot": self._bot_username, **self.stats}
+
+    def next_draft_id(self) -> int:
+        return next(self._draft_ids)
 
     # ------------------------------------------------------------------------------------- webhook
     def routes(self) -> list[web.RouteDef]:
@@ -404,11 +411,32 @@ class TelegramAdapter(Adapter):
         return tuple(_attachment(kind, item) for kind, item in items)
 
     async def _turn(self, message: InboundMessage, native: Message) -> None:
-        reply = await while_showing(self._typing(int(message.conversation_id)), self.gateway.handle_inbound(message))
+        chat_id = int(message.conversation_id)
+        reply_to = native.message_id if message.kind is ConversationKind.GROUP else None
+        stream = self._streamer(chat_id, reply_to, private=message.raw.get("chat_type") == "private")
+        reply: Reply | None = None
+        try:
+            reply = await while_showing(self._typing(chat_id), self.gateway.handle_inbound(
+                message, on_delta=stream.feed if stream is not None else None))
+        finally:
+            if stream is not None and reply is None:
+                await stream.abort()
         if reply is None:
             return
-        reply_to = native.message_id if message.kind is ConversationKind.GROUP else None
-        await self._deliver(int(message.conversation_id), self.reply_chunks(reply), reply_to=reply_to)
+        if stream is not None and await stream.finish(reply.text):
+            self.stats["streamed"] += 1
+            return
+        await self._deliver(chat_id, self.reply_chunks(reply), reply_to=reply_to)
+
+    def _streamer(self, chat_id: int, reply_to: int | None, *, private: bool) -> StreamedReply[int] | None:
+        app = self._app
+        if not self.cfg.stream or app is None:
+            return None
+        # Drafts only exist in private chats; a server that refused one is not asked again.
+        drafts = private and self.cfg.stream_drafts and self._drafts_ok
+        target = _ChatTarget(self, app, chat_id, reply_to, drafts=drafts)
+        return StreamedReply(target, limit=self.max_message_chars, retry_after=retry_after_seconds,
+                             settings=self.cfg.stream_settings(), what=f"telegram {chat_id}")
 
     async def _typing(self, chat_id: int) -> None:
         await asyncio.sleep(_TYPING_DELAY_S)
@@ -468,18 +496,99 @@ class TelegramAdapter(Adapter):
 
     async def _send_one(
         self, app: Application[Any, Any, Any, Any, Any, Any], chat_id: int, chunk: str, params: ReplyParameters | None
-    ) -> None:
+    ) -> Message:
         if self.cfg.parse_mode == "html":
             try:
-                await app.bot.send_message(
+                return await app.bot.send_message(
                     chat_id, markdown_to_telegram_html(chunk), parse_mode=ParseMode.HTML, reply_parameters=params
                 )
-                return
             except BadRequest as exc:
                 if "parse" not in str(exc).lower():
                     raise
                 log.info("telegram: HTML rejected (%s); sending the chunk as plain text", exc)
-        await app.bot.send_message(chat_id, chunk, reply_parameters=params)
+        return await app.bot.send_message(chat_id, chunk, reply_parameters=params)
+
+    async def _edit_one(self, app: Application[Any, Any, Any, Any, Any, Any], chat_id: int, message_id: int,
+                        chunk: str) -> None:
+        try:
+            if self.cfg.parse_mode == "html":
+                try:
+                    await app.bot.edit_message_text(markdown_to_telegram_html(chunk), chat_id, message_id,
+                                                    parse_mode=ParseMode.HTML)
+                    return
+                except BadRequest as exc:
+                    if "parse" not in str(exc).lower():
+                        raise
+            await app.bot.edit_message_text(chunk, chat_id, message_id)
+        except BadRequest as exc:
+            # Two texts that render alike (a trailing "*" the Markdown swallowed): nothing to change.
+            if "not modified" not in str(exc).lower():
+                raise
+
+    async def _draft_one(self, app: Application[Any, Any, Any, Any, Any, Any], chat_id: int, draft_id: int,
+                         chunk: str) -> None:
+        try:
+            if self.cfg.parse_mode == "html":
+                try:
+                    await app.bot.send_message_draft(chat_id, draft_id, markdown_to_telegram_html(chunk),
+                                                     parse_mode=ParseMode.HTML)
+                    return
+                except BadRequest as exc:
+                    if "parse" not in str(exc).lower():
+                        raise
+            await app.bot.send_message_draft(chat_id, draft_id, chunk)
+        except (BadRequest, EndPointNotFound, InvalidToken):  # PTB reads a 404 (no such method) as InvalidToken
+            self._drafts_ok = False  # a Bot API server without drafts: edits from the next reply on
+            raise
+
+
+class _ChatTarget:
+    """A Telegram chat a reply streams into (``gateway.delivery.stream.MessageTarget``): the message in
+    progress is a draft (``sendMessageDraft``, private chats) sealed by ``sendMessage``, or a message
+    edited as it grows (``editMessageText``). Handles are message ids, or draft ids for drafts."""
+
+    def __init__(self, adapter: TelegramAdapter, app: Application[Any, Any, Any, Any, Any, Any], chat_id: int,
+                 reply_to: int | None, *, drafts: bool) -> None:
+        self.drafts = drafts
+        self._adapter, self._app, self._chat_id, self._reply_to = adapter, app, chat_id, reply_to
+        self._draft_ids: set[int] = set()
+
+    async def _paced(self) -> None:
+        await self._adapter._limiter.acquire(str(self._chat_id))  # the chat's and the bot's overall rate
+
+    async def _send(self, text: str) -> int:
+        params = ReplyParameters(self._reply_to, allow_sending_without_reply=True) if self._reply_to else None
+        sent = await self._adapter._send_one(self._app, self._chat_id, text, params)
+        self._reply_to = None  # only the first message quotes the question
+        self._adapter.stats["sent"] += 1
+        return int(sent.message_id)
+
+    async def post(self, text: str) -> int:
+        await self._paced()
+        if not self.drafts:
+            return await self._send(text)
+        draft_id = self._adapter.next_draft_id()
+        await self._adapter._draft_one(self._app, self._chat_id, draft_id, text)
+        self._draft_ids.add(draft_id)
+        return draft_id
+
+    async def edit(self, handle: int, text: str) -> None:
+        await self._paced()
+        if handle in self._draft_ids:
+            await self._adapter._draft_one(self._app, self._chat_id, handle, text)
+        else:
+            await self._adapter._edit_one(self._app, self._chat_id, handle, text)
+
+    async def seal(self, handle: int | None, text: str) -> int:
+        await self._paced()
+        self._draft_ids.discard(handle or 0)  # the kept message replaces the draft, which lapses
+        return await self._send(text)
+
+    async def delete(self, handle: int) -> None:
+        if handle in self._draft_ids:
+            return  # a draft lapses by itself
+        await self._paced()
+        await self._app.bot.delete_message(self._chat_id, handle)
 
 
 def _attachment(kind: str, item: Any) -> Attachment:
