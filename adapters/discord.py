@@ -39,6 +39,7 @@ from adapters.discord_config import DiscordConfig
 from adapters.download import check_declared, download
 from adapters.ratelimit import RateLimiter, with_retry
 from gateway.adapter import Adapter, AdapterAuthError
+from gateway.delivery.stream import StreamedReply
 from gateway.media.errors import AttachmentUnavailable
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 from gateway.util.tasks import while_showing
@@ -95,7 +96,7 @@ class DiscordAdapter(Adapter):
         self._limiter = RateLimiter(
             per_key_rate=cfg.send_rate_per_s, per_key_burst=cfg.send_burst, global_rate=40, global_burst=40
         )
-        self.stats = {"messages": 0, "sent": 0, "connects": 0}
+        self.stats = {"messages": 0, "sent": 0, "connects": 0, "streamed": 0}
 
     # ----------------------------------------------------------------------------------- lifecycle
     def _make_client(self) -> discord.Client:
@@ -231,20 +232,36 @@ class DiscordAdapter(Adapter):
         if inbound is None:
             return
         self.stats["messages"] += 1
+        reference = message if inbound.kind is ConversationKind.GROUP else None
+        stream = self._streamer(message.channel, reference)
+        reply: Reply | None = None
         try:
-            reply = await while_showing(self._typing(message.channel), self.gateway.handle_inbound(inbound))
+            reply = await while_showing(self._typing(message.channel), self.gateway.handle_inbound(
+                inbound, on_delta=stream.feed if stream is not None else None))
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("discord: turn for message %s failed", message.id)
             return
+        finally:
+            if stream is not None and reply is None:
+                await stream.abort()
         if reply is None:
             return
-        reference = message if inbound.kind is ConversationKind.GROUP else None
         try:
+            if stream is not None and await stream.finish(reply.text):
+                self.stats["streamed"] += 1
+                return
             await self._deliver(message.channel, self.reply_chunks(reply), reference=reference)
         except Exception:
             log.exception("discord: delivering the reply to message %s failed", message.id)
+
+    def _streamer(self, channel: Any, reference: discord.Message | None) -> StreamedReply[discord.Message] | None:
+        if not self.cfg.stream:
+            return None
+        return StreamedReply(_ChannelTarget(self, channel, reference), limit=self.max_message_chars,
+                             retry_after=retry_after_seconds, settings=self.cfg.stream_settings(),
+                             what=f"discord {channel.id}")
 
     @staticmethod
     async def _typing(channel: Any) -> None:
@@ -296,6 +313,36 @@ class DiscordAdapter(Adapter):
                 what="discord send",
             )
             self.stats["sent"] += 1
+
+
+class _ChannelTarget:
+    """A Discord channel a reply streams into (``gateway.delivery.stream.MessageTarget``): one message
+    posted, then edited as it grows. discord.py waits out a 429 itself (its ``retry_after``); one it
+    gives up on reaches the helper as an ``HTTPException`` with status 429."""
+
+    drafts = False
+
+    def __init__(self, adapter: DiscordAdapter, channel: Any, reference: discord.Message | None) -> None:
+        self._adapter, self._channel, self._reference = adapter, channel, reference
+
+    async def post(self, text: str) -> discord.Message:
+        await self._adapter._limiter.acquire(str(self._channel.id))
+        sent: discord.Message = await self._channel.send(
+            text, reference=self._reference, mention_author=False, allowed_mentions=discord.AllowedMentions.none())
+        self._reference = None  # only the first message quotes the question
+        self._adapter.stats["sent"] += 1
+        return sent
+
+    async def edit(self, handle: discord.Message, text: str) -> None:
+        await self._adapter._limiter.acquire(str(self._channel.id))
+        await handle.edit(content=text, allowed_mentions=discord.AllowedMentions.none())
+
+    async def seal(self, handle: discord.Message | None, text: str) -> discord.Message:
+        return await self.post(text)  # never called: no drafts on Discord
+
+    async def delete(self, handle: discord.Message) -> None:
+        await self._adapter._limiter.acquire(str(self._channel.id))
+        await handle.delete()
 
 
 def _guard_parsers(client: discord.Client) -> None:

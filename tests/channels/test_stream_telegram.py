@@ -11,44 +11,20 @@ from __future__ import annotations
 import asyncio
 import itertools
 from collections.abc import AsyncIterator
-from dataclasses import dataclass, field
 from typing import Any
 
 import pytest
 
 from adapters._split import markdown_to_telegram_html
 from adapters.telegram import TelegramAdapter
-from gateway.types import InboundMessage, Reply
 from gateway.util.text import split_text
+from tests.channels.stream_stub import StreamingStub, show, words
 from tests.channels.stub import StubGateway
 from tests.fakes.telegram_api import Event, FakeTelegram
 
 TOKEN = "123456:TEST-token"
 INTERVAL = 0.05
 SLACK = 0.01  # timer granularity between our clock and the fake's
-
-
-@dataclass
-class StreamingStub(StubGateway):
-    """Answers every message with ``script`` fed piece by piece to ``on_delta``, ``gap`` seconds apart."""
-
-    script: list[str] = field(default_factory=list)
-    gap: float = 0.004
-    final: str | None = None  # the reply the turn returns (default: the streamed text)
-
-    async def handle_inbound(self, message: InboundMessage, *, on_delta: Any = None) -> Reply | None:
-        self.inbound.append(message)
-        for piece in self.script:
-            if on_delta is not None:
-                result = on_delta(piece)
-                if asyncio.iscoroutine(result):
-                    await result
-            await asyncio.sleep(self.gap)
-        return Reply(text=self.final if self.final is not None else "".join(self.script))
-
-
-def words(n: int, width: int = 7) -> list[str]:
-    return [f"w{i:0{width - 2}d} " for i in range(n)]
 
 
 @pytest.fixture
@@ -82,15 +58,6 @@ async def settled(fake: FakeTelegram, chat_id: int, expected: list[str], timeout
         if asyncio.get_running_loop().time() > deadline:
             raise AssertionError(f"the chat shows {fake.shown(chat_id)!r}")
         await asyncio.sleep(0.02)
-
-
-def show(events: list[Event], start: float) -> str:
-    """The platform's view of a streamed reply, for a person to read (and the report)."""
-    lines = []
-    for e in events:
-        text = e.text if len(e.text) <= 70 else f"{e.text[:30]}…{e.text[-30:]} ({len(e.text)} chars)"
-        lines.append(f"+{e.at - start:6.3f}s {e.method:<17} msg {e.message_id:<3} {text!r}")
-    return "\n".join(lines)
 
 
 async def test_a_reply_appears_and_grows_by_throttled_edits(rig) -> None:  # type: ignore[no-untyped-def]

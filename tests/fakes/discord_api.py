@@ -9,6 +9,10 @@ CDN: ``attachment()`` stores a file and returns the attachment object a MESSAGE_
 a signed ``url`` (``?ex=&is=&hm=`` as Discord signs them) served by ``GET /attachments/<channel>/<id>/<name>``;
 an unsigned or unknown URL answers 404 like the real CDN.
 
+Streaming: ``PATCH``/``DELETE`` of a message the bot created; ``timeline`` records every create, edit
+and delete (and each 429, ``throttle_edits`` of them for the next edits) with its arrival time, and
+``channel_messages`` what each message shows now.
+
 Switches: ``drop()`` closes every gateway connection, ``silent`` stops heartbeat ACKs and events on
 open connections (a zombie connection), ``reject_token`` closes new sessions with 4004 and 401s REST.
 """
@@ -19,6 +23,7 @@ import asyncio
 import hashlib
 import itertools
 import json
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -58,6 +63,15 @@ class CreatedMessage:
 
 
 @dataclass
+class Event:
+    at: float  # time.monotonic() when the request arrived
+    method: str  # create, edit, delete, or "429 edit"
+    channel_id: int
+    message_id: str
+    content: str
+
+
+@dataclass
 class CdnFile:
     data: bytes
     content_type: str
@@ -71,7 +85,10 @@ class FakeDiscord(FakeServer):
     silent: bool = False
     reject_token: bool = False
     throttle_next: int = 0
+    throttle_edits: int = 0
     created: list[CreatedMessage] = field(default_factory=list)
+    timeline: list[Event] = field(default_factory=list)
+    channel_messages: dict[tuple[int, str], str] = field(default_factory=dict)
     typing: list[int] = field(default_factory=list)
     identifies: int = 0
     cdn: dict[str, CdnFile] = field(default_factory=dict)  # path -> file
@@ -92,6 +109,8 @@ class FakeDiscord(FakeServer):
         router.add_get("/api/v10/gateway/bot", self._gateway_info)
         router.add_post("/api/v10/channels/{cid}/typing", self._typing)
         router.add_post("/api/v10/channels/{cid}/messages", self._create_message)
+        router.add_patch("/api/v10/channels/{cid}/messages/{mid}", self._edit_message)
+        router.add_delete("/api/v10/channels/{cid}/messages/{mid}", self._delete_message)
         router.add_get("/attachments/{cid}/{aid}/{name}", self._cdn_get)
 
     @property
@@ -158,7 +177,47 @@ class FakeDiscord(FakeServer):
         cid = int(request.match_info["cid"])
         ref = (data.get("message_reference") or {}).get("message_id")
         self.created.append(CreatedMessage(cid, content, str(ref) if ref else None))
-        return _json(self._message(cid, user_payload(BOT_ID, BOT_NAME, bot=True), content))
+        payload = self._message(cid, user_payload(BOT_ID, BOT_NAME, bot=True), content)
+        self.channel_messages[(cid, payload["id"])] = content
+        self.timeline.append(Event(time.monotonic(), "create", cid, payload["id"], content))
+        return _json(payload)
+
+    async def _edit_message(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return _json({"message": "401: Unauthorized", "code": 0}, status=401)
+        cid, mid = int(request.match_info["cid"]), request.match_info["mid"]
+        if self.throttle_edits > 0:
+            self.throttle_edits -= 1
+            self.timeline.append(Event(time.monotonic(), "429 edit", cid, mid, ""))
+            return _json({"message": "You are being rate limited.", "retry_after": 0.3, "global": False},
+                         status=429, headers={"Via": "1.1 google", "X-RateLimit-Limit": "5",
+                                              "X-RateLimit-Remaining": "0", "X-RateLimit-Reset-After": "0.3",
+                                              "X-RateLimit-Bucket": "fake-edit", "Retry-After": "1"})
+        if (cid, mid) not in self.channel_messages:
+            return _json({"message": "Unknown Message", "code": 10008}, status=404)
+        content = (await request.json()).get("content") or ""
+        if len(content) > 2000:
+            return _json({"message": "Invalid Form Body", "code": 50035}, status=400)
+        self.channel_messages[(cid, mid)] = content
+        self.timeline.append(Event(time.monotonic(), "edit", cid, mid, content))
+        payload = self._message(cid, user_payload(BOT_ID, BOT_NAME, bot=True), content,
+                                edited_timestamp=datetime.now(UTC).isoformat())
+        payload["id"] = mid
+        return _json(payload)
+
+    async def _delete_message(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return _json({"message": "401: Unauthorized", "code": 0}, status=401)
+        cid, mid = int(request.match_info["cid"]), request.match_info["mid"]
+        if self.channel_messages.pop((cid, mid), None) is None:
+            return _json({"message": "Unknown Message", "code": 10008}, status=404)
+        self.timeline.append(Event(time.monotonic(), "delete", cid, mid, ""))
+        return web.Response(status=204)
+
+    def shown(self, channel_id: int) -> list[str]:
+        """What the channel shows now, oldest message first."""
+        return [text for (cid, mid), text in sorted(self.channel_messages.items(), key=lambda kv: int(kv[0][1]))
+                if cid == channel_id]
 
     async def wait_created(self, count: int, timeout: float = 30.0) -> list[CreatedMessage]:
         return await arrived(self.created, count, "messages created", timeout)
