@@ -6,6 +6,9 @@ RetryAfter). Switches for tests: ``stalled`` (getUpdates never answers), ``revok
 401s from now on), ``throttle_next`` (next sendMessage calls answer 429), ``throttle`` (method name ->
 how many of its next calls answer 429).
 
+Buttons: ``reply_markup`` is kept with each sent message (``Sent.buttons()``), ``make_callback`` builds
+the update of a press, ``answerCallbackQuery`` and ``editMessageReplyMarkup`` are recorded.
+
 Streaming: ``editMessageText`` (400 "message is not modified" for the same text, as Telegram answers),
 ``sendMessageDraft`` (private chats only) and ``deleteMessage``; ``timeline`` records every send,
 edit, draft and delete with the time it arrived, ``chat_messages`` what each message shows now.
@@ -40,6 +43,13 @@ class Sent:
     text: str
     parse_mode: str | None
     reply_to: int | None
+    reply_markup: dict[str, Any] | None = None
+    message_id: int = 0
+
+    def buttons(self) -> dict[str, str]:
+        """label -> callback_data of an inline keyboard."""
+        rows = (self.reply_markup or {}).get("inline_keyboard") or []
+        return {b["text"]: b["callback_data"] for row in rows for b in row}
 
 
 @dataclass
@@ -72,6 +82,9 @@ class FakeTelegram(FakeServer):
     timeline: list[Event] = field(default_factory=list)
     chat_messages: dict[tuple[int, int], str] = field(default_factory=dict)
     not_modified: int = 0  # edits that changed nothing (Telegram refuses them)
+    answered: list[dict[str, Any]] = field(default_factory=list)  # answerCallbackQuery calls
+    markup_removed: list[tuple[int, int]] = field(default_factory=list)  # (chat, message) keyboards taken away
+    _callback_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(9001))
     actions: list[tuple[int, str]] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)
     webhook: dict[str, Any] = field(default_factory=dict)
@@ -217,8 +230,9 @@ class FakeTelegram(FakeServer):
         if not 1 <= len(text) <= 4096:
             return self._error(400, "Bad Request: message is too long")
         reply = params.get("reply_parameters") or {}
-        self.sent.append(Sent(chat_id, text, params.get("parse_mode"), reply.get("message_id")))
         mid = next(self._message_ids.setdefault(chat_id, itertools.count(1)))
+        self.sent.append(Sent(chat_id, text, params.get("parse_mode"), reply.get("message_id"),
+                              params.get("reply_markup"), mid))
         self.chat_messages[(chat_id, mid)] = text
         self.timeline.append(Event(time.monotonic(), "sendMessage", chat_id, mid, text))
         chat = {"id": chat_id, "type": "private" if chat_id > 0 else "group", "title": "g"}
@@ -261,6 +275,28 @@ class FakeTelegram(FakeServer):
             return self._error(400, "Bad Request: message to delete not found")
         self.timeline.append(Event(time.monotonic(), "deleteMessage", chat_id, mid, ""))
         return self._ok(True)
+
+    async def _m_answerCallbackQuery(self, params: dict[str, Any]) -> web.Response:
+        self.answered.append(params)
+        return self._ok(True)
+
+    async def _m_editMessageReplyMarkup(self, params: dict[str, Any]) -> web.Response:
+        key = (int(params["chat_id"]), int(params["message_id"]))
+        if key not in self.chat_messages:
+            return self._error(400, "Bad Request: message to edit not found")
+        self.markup_removed.append(key)
+        return self._ok(True)
+
+    def make_callback(self, *, user_id: int, message: Sent, data: str, first_name: str = "Ada") -> dict[str, Any]:
+        """A ``callback_query`` update: ``user_id`` pressed the button ``data`` under ``message``."""
+        chat: dict[str, Any] = {"id": message.chat_id, "type": "private", "first_name": first_name}
+        if message.chat_id < 0:
+            chat = {"id": message.chat_id, "type": "supergroup", "title": "group"}
+        return {"update_id": next(self._update_ids), "callback_query": {
+            "id": str(next(self._callback_ids)), "chat_instance": "ci", "data": data,
+            "from": {"id": user_id, "is_bot": False, "first_name": first_name},
+            "message": {"message_id": message.message_id, "date": int(time.time()), "chat": chat,
+                        "text": message.text, "from": {"id": BOT_ID, "is_bot": True, "first_name": "Kith"}}}}
 
     def shown(self, chat_id: int) -> list[str]:
         """What the chat shows now, oldest message first (drafts are not messages)."""

@@ -1,0 +1,101 @@
+"""Confirmation buttons through the real gateway: a ``/link`` confirmed by pressing "Confirm link"
+on Telegram (inline keyboard, PTB against the fake Bot API) and on Discord (a component, discord.py
+against the fake gateway), while a press by anyone else changes nothing. Typed commands still work."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from tests.channels.rig import ADA_TG, start_rig, wait_for
+
+
+def _code(text: str) -> str:
+    found = re.search(r"link code is ([A-Z0-9-]+)", text)
+    assert found, text
+    return found.group(1).rstrip(".")
+
+
+def _typed_confirm(text: str) -> str:
+    found = re.search(r"/link confirm ([A-Z0-9]{4})\b", text)
+    assert found, text
+    return f"/link confirm {found.group(1)}"
+
+
+async def test_telegram_confirm_button_completes_a_link_and_a_stranger_changes_nothing(tmp_path: Path) -> None:
+    rig = await start_rig(tmp_path)
+    try:
+        links = rig.gw.identities.links
+        await rig.tg_say("/link")
+        code = _code((await rig.tg.wait_sent(1))[0].text)
+        assert rig.tg.sent[0].buttons() == {}  # nothing to confirm yet: no keyboard
+        await rig.nc_say(f"/link {code}")
+        asked_nc = (await rig.nc.wait_posts(1))[0].message
+        told = (await rig.tg.wait_sent(2))[1]  # the Telegram side is asked in its own chat, with buttons
+        buttons = told.buttons()
+        assert list(buttons) == ["Confirm link", "Cancel"], told
+        assert all(len(data.encode()) <= 64 for data in buttons.values())  # Telegram's callback_data limit
+        assert _typed_confirm(told.text).split()[-1] not in "".join(buttons.values())  # no secret in the data
+
+        # Another account presses "Confirm link" (a forwarded message, a shared screen): refused, no effect.
+        await rig.tg.push(rig.tg.make_callback(user_id=ADA_TG + 1, message=told, data=buttons["Confirm link"]))
+        await wait_for(lambda: len(rig.tg.answered) == 1, what="the stranger's press answered")
+        assert rig.tg.answered[0].get("text") == "This button is not for you."
+        ((request, side),) = links.involving("telegram", str(ADA_TG))
+        assert not request.party(side).confirmed and len(rig.tg.sent) == 2
+
+        # Ada presses it: her side is confirmed, the keyboard goes away.
+        await rig.tg.push(rig.tg.make_callback(user_id=ADA_TG, message=told, data=buttons["Confirm link"]))
+        confirmed = (await rig.tg.wait_sent(3))[2]
+        assert confirmed.text.startswith("Confirmed here"), confirmed.text
+        assert (ADA_TG, told.message_id) in rig.tg.markup_removed
+
+        # A used button changes nothing either (a double tap, a second device).
+        await rig.tg.push(rig.tg.make_callback(user_id=ADA_TG, message=told, data=buttons["Cancel"]))
+        await wait_for(lambda: len(rig.tg.answered) == 3, what="the second press answered")
+        assert "expired" in rig.tg.answered[2].get("text", "")
+
+        # The Nextcloud side confirms by typing, as before: linked.
+        await rig.nc_say(_typed_confirm(asked_nc))
+        assert "Linked" in (await rig.nc.wait_posts(2))[1].message
+        assert len({r["user_id"] for r in rig.select_rows("SELECT user_id FROM identities")}) == 1
+    finally:
+        await rig.stop()
+
+
+# ------------------------------------------------------------------------------ the offers themselves
+
+
+def test_only_host_notices_offer_buttons() -> None:
+    from gateway.delivery.buttons import offered
+    from gateway.types import Reply
+
+    link = "... reply `/link confirm AB2C` here within 9 minutes. If you don't know that account, reply `/link cancel`."
+    assert [b.command for b in offered(Reply(text=link, notice=True))] == ["/link confirm AB2C", "/link cancel"]
+    forget = "This would forget 3 lines:\n- ...\nReply /forget confirm to remove exactly this, or /forget cancel."
+    assert [b.label for b in offered(Reply(text=forget, notice=True))] == ["Forget it", "Keep it"]
+    assert offered(Reply(text=link)) == ()  # the model quoting a command offers nothing
+    assert offered(Reply(text="Linked.", notice=True)) == ()
+
+
+def test_a_press_counts_once_for_its_person_in_its_conversation() -> None:
+    from gateway.delivery.buttons import Button, ButtonOffers
+
+    now = [0.0]
+    offers = ButtonOffers(ttl_s=60, max_offers=4, clock=lambda: now[0])
+    yes, no = offers.offer((Button("Yes", "/forget confirm"), Button("No", "/forget cancel")),
+                           conversation_id="c1", account_id="a1")
+    assert offers.press(yes.token, conversation_id="c1", account_id="a2").outcome == "not_yours"
+    assert offers.press(yes.token, conversation_id="c2", account_id="a1").outcome == "not_yours"
+    assert offers.press("kith:forged", conversation_id="c1", account_id="a1").outcome == "expired"
+    pressed = offers.press(yes.token, conversation_id="c1", account_id="a1")
+    assert pressed.outcome == "ok" and pressed.button == yes.button
+    assert offers.press(no.token, conversation_id="c1", account_id="a1").outcome == "expired"  # used up together
+    (dm,) = offers.offer((Button("Yes", "/link confirm X"),), conversation_id="dm", account_id=None)
+    assert offers.press(dm.token, conversation_id="dm", account_id="whoever").outcome == "ok"
+    (late,) = offers.offer((Button("Yes", "/x"),), conversation_id="c", account_id="a")
+    now[0] = 61
+    assert offers.press(late.token, conversation_id="c", account_id="a").outcome == "expired"
+    for _ in range(10):
+        offers.offer((Button("Yes", "/x"),), conversation_id="c", account_id="a")
+    assert len(offers) == 4  # bounded: the oldest offers go first
