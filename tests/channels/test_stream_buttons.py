@@ -7,7 +7,7 @@ from __future__ import annotations
 import re
 from pathlib import Path
 
-from tests.channels.rig import ADA_TG, start_rig, wait_for
+from tests.channels.rig import ADA_DC, ADA_TG, start_rig, wait_for
 
 
 def _code(text: str) -> str:
@@ -62,6 +62,41 @@ async def test_telegram_confirm_button_completes_a_link_and_a_stranger_changes_n
     finally:
         await rig.stop()
 
+
+
+async def test_discord_components_confirm_a_link_and_a_stranger_changes_nothing(tmp_path: Path) -> None:
+    rig = await start_rig(tmp_path)
+    try:
+        links = rig.gw.identities.links
+        await rig.tg_say("/link")
+        code = _code((await rig.tg.wait_sent(1))[0].text)
+        await rig.dc_say(f"/link {code}")
+        asked = (await rig.dc.wait_created(1))[0]  # the turn's answer on Discord, with buttons
+        assert list(asked.buttons()) == ["Confirm link", "Cancel"], asked
+        told_tg = (await rig.tg.wait_sent(2))[1]
+        assert list(told_tg.buttons()) == ["Confirm link", "Cancel"]
+
+        stranger = await rig.dc.press(user_id=ADA_DC + 7, message=asked, custom_id=asked.buttons()["Confirm link"])
+        await wait_for(lambda: len(rig.dc.interaction_responses) == 1, what="the stranger's press answered")
+        answer = rig.dc.interaction_responses[0]
+        assert answer["id"] == stranger and answer["type"] == 4  # a message only the presser sees
+        assert answer["data"]["content"] == "This button is not for you." and answer["data"]["flags"] == 64
+        ((request, side),) = links.involving("discord", str(ADA_DC))
+        assert not request.party(side).confirmed and len(rig.dc.created) == 1
+
+        await rig.dc.press(user_id=ADA_DC, message=asked, custom_id=asked.buttons()["Confirm link"])
+        confirmed = (await rig.dc.wait_created(2))[1]
+        assert confirmed.content.startswith("Confirmed here"), confirmed.content
+        assert rig.dc.interaction_responses[1]["type"] == 7  # the message updated: its buttons removed
+        assert rig.dc.interaction_responses[1]["data"]["components"] == []
+
+        # Telegram confirms with its own button: linked on both sides.
+        await rig.tg.push(rig.tg.make_callback(user_id=ADA_TG, message=told_tg, data=told_tg.buttons()["Confirm link"]))
+        assert "Linked" in (await rig.tg.wait_sent(3))[2].text
+        assert "Linked" in (await rig.dc.wait_created(3))[2].content
+        assert len({r["user_id"] for r in rig.select_rows("SELECT user_id FROM identities")}) == 1
+    finally:
+        await rig.stop()
 
 # ------------------------------------------------------------------------------ the offers themselves
 

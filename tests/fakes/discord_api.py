@@ -13,6 +13,10 @@ Streaming: ``PATCH``/``DELETE`` of a message the bot created; ``timeline`` recor
 and delete (and each 429, ``throttle_edits`` of them for the next edits) with its arrival time, and
 ``channel_messages`` what each message shows now.
 
+Buttons: a created message keeps its ``components`` (``CreatedMessage.buttons()``); ``press()``
+dispatches the INTERACTION_CREATE of a button press, and its callback (``POST /interactions/<id>/<token>
+/callback``, answered once) is recorded in ``interaction_responses``.
+
 Switches: ``drop()`` closes every gateway connection, ``silent`` stops heartbeat ACKs and events on
 open connections (a zombie connection), ``reject_token`` closes new sessions with 4004 and 401s REST.
 """
@@ -60,6 +64,13 @@ class CreatedMessage:
     channel_id: int
     content: str
     reference: str | None
+    components: list[dict[str, Any]] | None = None
+    message_id: str = ""
+
+    def buttons(self) -> dict[str, str]:
+        """label -> custom_id of the message's buttons."""
+        return {c["label"]: c["custom_id"] for row in self.components or [] for c in row.get("components", [])
+                if c.get("type") == 2}
 
 
 @dataclass
@@ -89,6 +100,8 @@ class FakeDiscord(FakeServer):
     created: list[CreatedMessage] = field(default_factory=list)
     timeline: list[Event] = field(default_factory=list)
     channel_messages: dict[tuple[int, str], str] = field(default_factory=dict)
+    interaction_responses: list[dict[str, Any]] = field(default_factory=list)  # {"id", "type", "data"}
+    _interactions: dict[str, str] = field(default_factory=dict)  # id -> token, until answered
     typing: list[int] = field(default_factory=list)
     identifies: int = 0
     cdn: dict[str, CdnFile] = field(default_factory=dict)  # path -> file
@@ -110,6 +123,7 @@ class FakeDiscord(FakeServer):
         router.add_post("/api/v10/channels/{cid}/typing", self._typing)
         router.add_post("/api/v10/channels/{cid}/messages", self._create_message)
         router.add_patch("/api/v10/channels/{cid}/messages/{mid}", self._edit_message)
+        router.add_post("/api/v10/interactions/{iid}/{itoken}/callback", self._interaction_callback)
         router.add_delete("/api/v10/channels/{cid}/messages/{mid}", self._delete_message)
         router.add_get("/attachments/{cid}/{aid}/{name}", self._cdn_get)
 
@@ -176,8 +190,10 @@ class FakeDiscord(FakeServer):
             return _json({"message": "Invalid Form Body", "code": 50035}, status=400)
         cid = int(request.match_info["cid"])
         ref = (data.get("message_reference") or {}).get("message_id")
-        self.created.append(CreatedMessage(cid, content, str(ref) if ref else None))
-        payload = self._message(cid, user_payload(BOT_ID, BOT_NAME, bot=True), content)
+        payload = self._message(cid, user_payload(BOT_ID, BOT_NAME, bot=True), content,
+                                components=data.get("components") or [])
+        self.created.append(CreatedMessage(cid, content, str(ref) if ref else None, data.get("components"),
+                                           payload["id"]))
         self.channel_messages[(cid, payload["id"])] = content
         self.timeline.append(Event(time.monotonic(), "create", cid, payload["id"], content))
         return _json(payload)
@@ -213,6 +229,42 @@ class FakeDiscord(FakeServer):
             return _json({"message": "Unknown Message", "code": 10008}, status=404)
         self.timeline.append(Event(time.monotonic(), "delete", cid, mid, ""))
         return web.Response(status=204)
+
+    async def _interaction_callback(self, request: web.Request) -> web.Response:
+        iid, itoken = request.match_info["iid"], request.match_info["itoken"]
+        if self._interactions.get(iid) != itoken:
+            return _json({"message": "Unknown interaction", "code": 10062}, status=404)
+        del self._interactions[iid]  # an interaction is answered once
+        body = await request.json()
+        self.interaction_responses.append({"id": iid, **body})
+        return _json({"interaction": {"id": iid, "type": 3}})
+
+    async def press(self, *, user_id: int, message: CreatedMessage, custom_id: str, name: str = "ada") -> str:
+        """``user_id`` presses the button ``custom_id`` under ``message`` (INTERACTION_CREATE); its id."""
+        iid, itoken = snowflake(), f"itoken-{snowflake()}"
+        self._interactions[iid] = itoken
+        user = user_payload(user_id, name)
+        bot_message = self._message(message.channel_id, user_payload(BOT_ID, BOT_NAME, bot=True), message.content,
+                                    components=message.components or [])
+        bot_message["id"] = message.message_id
+        payload: dict[str, Any] = {
+            "id": iid, "application_id": str(BOT_ID), "type": 3, "token": itoken, "version": 1,
+            "data": {"custom_id": custom_id, "component_type": 2}, "channel_id": str(message.channel_id),
+            "message": bot_message, "locale": "en-US", "app_permissions": "0", "entitlements": [],
+            "authorizing_integration_owners": {}, "attachment_size_limit": 26214400,
+        }
+        if message.channel_id == TEXT_CHANNEL_ID:
+            payload |= {"guild_id": str(GUILD_ID), "context": 0,
+                        "channel": {"id": str(TEXT_CHANNEL_ID), "type": 0, "guild_id": str(GUILD_ID),
+                                    "name": "general", "position": 0, "permission_overwrites": [], "nsfw": False,
+                                    "parent_id": None},
+                        "member": {"user": user, "roles": [], "joined_at": datetime.now(UTC).isoformat(),
+                                   "deaf": False, "mute": False, "flags": 0, "permissions": "0"}}
+        else:
+            payload |= {"user": user, "context": 1,
+                        "channel": {"id": str(message.channel_id), "type": 1, "recipients": [user], "flags": 0}}
+        await self.dispatch("INTERACTION_CREATE", payload)
+        return iid
 
     def shown(self, channel_id: int) -> list[str]:
         """What the channel shows now, oldest message first."""
