@@ -45,6 +45,7 @@ from adapters.download import check_declared, download
 from adapters.ratelimit import RateLimiter, with_retry
 from adapters.slack_config import SlackConfig
 from gateway.adapter import Adapter, AdapterAuthError
+from gateway.delivery.stream import StreamedReply
 from gateway.logs import install_redaction
 from gateway.media.errors import AttachmentUnavailable
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
@@ -103,7 +104,7 @@ class SlackAdapter(Adapter):
         self._limiter = RateLimiter(per_key_rate=cfg.send_rate_per_s, per_key_burst=cfg.send_burst,
                                     global_rate=20, global_burst=20)  # fmt: skip
         self.stats = {"events": 0, "sent": 0, "webhook_rejected": 0, "webhook_replayed": 0, "webhook_bad_payload": 0,
-                      "envelopes": 0}  # fmt: skip
+                      "envelopes": 0, "streamed": 0}  # fmt: skip
 
     # ----------------------------------------------------------------------------------- lifecycle
     async def run(self) -> None:
@@ -290,15 +291,32 @@ class SlackAdapter(Adapter):
         return self._dm_of[user]
 
     async def _turn(self, message: InboundMessage) -> None:
-        reply = await self.gateway.handle_inbound(message)
-        if reply is None:
-            return
         thread = ""
         if message.kind is ConversationKind.GROUP:
             thread = str(message.raw.get("thread_ts") or (message.raw.get("ts") if self.cfg.reply_in_thread else ""))
         elif message.raw.get("thread_ts"):
             thread = str(message.raw["thread_ts"])  # a DM thread stays a thread
+        stream = self._streamer(message.conversation_id, thread)
+        reply: Reply | None = None
+        try:
+            reply = await self.gateway.handle_inbound(message, on_delta=stream.feed if stream is not None else None)
+        finally:
+            if stream is not None and reply is None:
+                await stream.abort()
+        if reply is None:
+            return
+        if stream is not None and await stream.finish(reply.text):
+            self.stats["streamed"] += 1
+            return
         await self._deliver(message.conversation_id, self.reply_chunks(reply), thread=thread)
+
+    def _streamer(self, channel: str, thread: str) -> StreamedReply[str] | None:
+        web_client = self._web
+        if not self.cfg.stream or web_client is None:
+            return None
+        return StreamedReply(_ChannelTarget(self, web_client, channel, thread), limit=self.max_message_chars,
+                             retry_after=retry_after_seconds, settings=self.cfg.stream_settings(),
+                             what=f"slack {channel}")
 
 
     # --------------------------------------------------------------------------------------- media
@@ -347,6 +365,37 @@ class SlackAdapter(Adapter):
         if self._web is None:
             raise RuntimeError("slack adapter is not connected")
         return self._web
+
+
+class _ChannelTarget:
+    """A conversation a reply streams into (``gateway.delivery.stream.MessageTarget``): ``chat.postMessage``
+    (in the thread, if any), then ``chat.update`` of it, ``chat.delete`` for a surplus one. Handles are
+    message timestamps (``ts``)."""
+
+    drafts = False
+
+    def __init__(self, adapter: SlackAdapter, web_client: AsyncWebClient, channel: str, thread: str) -> None:
+        self._adapter, self._web, self._channel, self._thread = adapter, web_client, channel, thread
+
+    async def post(self, text: str) -> str:
+        await self._adapter._limiter.acquire(self._channel)
+        args: dict[str, Any] = {"channel": self._channel, "text": to_mrkdwn(text)}
+        if self._thread:
+            args["thread_ts"] = self._thread
+        posted = await self._web.chat_postMessage(**args)
+        self._adapter.stats["sent"] += 1
+        return str(posted["ts"])
+
+    async def edit(self, handle: str, text: str) -> None:
+        await self._adapter._limiter.acquire(self._channel)
+        await self._web.chat_update(channel=self._channel, ts=handle, text=to_mrkdwn(text))
+
+    async def seal(self, handle: str | None, text: str) -> str:
+        return await self.post(text)  # never called: no drafts on Slack
+
+    async def delete(self, handle: str) -> None:
+        await self._adapter._limiter.acquire(self._channel)
+        await self._web.chat_delete(channel=self._channel, ts=handle)
 
 
 async def _checked(call: Any, what: str) -> Any:

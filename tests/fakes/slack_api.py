@@ -3,7 +3,8 @@
 Web API: ``POST /api/<method>`` with a bearer token (or ``token`` in the form), answered as Slack
 does: HTTP 200 with ``{"ok": false, "error": ...}`` for a refused token, 429 + ``Retry-After`` when
 throttled. Methods: ``auth.test``, ``apps.connections.open`` (app token; answers a ``ws://`` URL of
-this server), ``chat.postMessage``, ``conversations.open``, and the three steps of
+this server), ``chat.postMessage``, ``chat.update`` and ``chat.delete`` (``messages``, ``timeline``,
+``throttle_updates``), ``conversations.open``, and the three steps of
 ``files_upload_v2`` (``files.getUploadURLExternal``, a POST of the bytes, ``files.completeUploadExternal``).
 Files the test adds are served at ``/files/<id>`` to the bot token only.
 
@@ -43,6 +44,9 @@ class FakeSlack(FakeServer):
     revoked: bool = False
     throttle_next: int = 0
     posted: list[dict[str, Any]] = field(default_factory=list)  # chat.postMessage arguments
+    throttle_updates: int = 0  # the next chat.update calls answer 429 with Retry-After: 1
+    messages: dict[str, str] = field(default_factory=dict)  # ts -> text, as posted and updated
+    timeline: list[dict[str, Any]] = field(default_factory=list)  # every post, update, delete (and 429) with its time
     uploads: dict[str, dict[str, Any]] = field(default_factory=dict)  # file id -> {"name", "data", "channel"}
     files: dict[str, tuple[bytes, str]] = field(default_factory=dict)
     downloads: list[str] = field(default_factory=list)
@@ -137,6 +141,10 @@ class FakeSlack(FakeServer):
         if method == "chat.postMessage" and self.throttle_next > 0:
             self.throttle_next -= 1
             return web.json_response({"ok": False, "error": "ratelimited"}, status=429, headers={"Retry-After": "0"})
+        if method == "chat.update" and self.throttle_updates > 0:
+            self.throttle_updates -= 1
+            self.timeline.append({"at": time.monotonic(), "method": "429 chat.update", "ts": args.get("ts")})
+            return web.json_response({"ok": False, "error": "ratelimited"}, status=429, headers={"Retry-After": "1"})
         handler = getattr(self, "_m_" + method.replace(".", "_"), None)
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"})
@@ -152,7 +160,28 @@ class FakeSlack(FakeServer):
     def _m_chat_postMessage(self, args: dict[str, Any]) -> dict[str, Any]:
         ts = f"{int(time.time())}.{next(self._ids):06d}"
         self.posted.append({**args, "ts": ts})
+        self.messages[ts] = str(args.get("text", ""))
+        self.timeline.append({"at": time.monotonic(), "method": "chat.postMessage", "ts": ts, "text": args.get("text")})
         return {"channel": args.get("channel"), "ts": ts, "message": {"text": args.get("text"), "ts": ts}}
+
+    def _m_chat_update(self, args: dict[str, Any]) -> dict[str, Any]:
+        ts = str(args.get("ts", ""))
+        if ts not in self.messages:
+            return {"ok": False, "error": "message_not_found"}
+        self.messages[ts] = str(args.get("text", ""))
+        self.timeline.append({"at": time.monotonic(), "method": "chat.update", "ts": ts, "text": args.get("text")})
+        return {"channel": args.get("channel"), "ts": ts, "text": args.get("text")}
+
+    def _m_chat_delete(self, args: dict[str, Any]) -> dict[str, Any]:
+        ts = str(args.get("ts", ""))
+        if self.messages.pop(ts, None) is None:
+            return {"ok": False, "error": "message_not_found"}
+        self.timeline.append({"at": time.monotonic(), "method": "chat.delete", "ts": ts})
+        return {"channel": args.get("channel"), "ts": ts}
+
+    def shown(self) -> list[str]:
+        """The bot's messages as they read now, oldest first."""
+        return [text for _, text in sorted(self.messages.items())]
 
     def _m_conversations_open(self, args: dict[str, Any]) -> dict[str, Any]:
         return {"channel": {"id": "D" + str(args.get("users", "")).split(",")[0]}}
