@@ -366,8 +366,9 @@ class MatrixAdapter(Adapter):
             return
         try:
             await asyncio.sleep(0.8)  # strangers' messages are dropped before this and show no typing
-            await api.set_typing(room_id, timeout=_TYPING_MS)  # type: ignore[arg-type]
-            await asyncio.Event().wait()
+            while True:  # renewed before it lapses: a long answer or tool call keeps showing it
+                await api.set_typing(room_id, timeout=_TYPING_MS)  # type: ignore[arg-type]
+                await asyncio.sleep(_TYPING_MS / 1000 * 0.8)
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.shield(api.set_typing(room_id, timeout=0))  # type: ignore[arg-type]

@@ -90,3 +90,16 @@ async def test_a_long_reply_splits_stably(rig) -> None:  # type: ignore[no-untyp
     await fake.say(DM, ADA, "long")
     await settled(fake, DM, split_text(text, 300))
     assert not fake.redacted
+
+
+async def test_typing_is_renewed_while_a_long_turn_runs(rig, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    import adapters.matrix
+
+    monkeypatch.setattr(adapters.matrix, "_TYPING_MS", 200)  # renewed every 160 ms instead of every 24 s
+    fake, gw, _adapter = await rig(stream=False)
+    gw.script = ["thinking..."] * 25
+    gw.gap = 0.05  # a turn of 1.25 s: typing starts after 0.8 s
+    await fake.say(DM, ADA, "think hard")
+    await fake.wait_sent(1)
+    shown = [on for room, on in fake.typing if room == DM]
+    assert shown.count(True) >= 2 and shown[-1] is False  # renewed, then cleared when the answer came
