@@ -494,8 +494,9 @@ class TelegramAdapter(Adapter):
         app = self._app
         if not self.cfg.stream or app is None:
             return None
-        # Drafts only exist in private chats; a server that refused one is not asked again.
-        drafts = private and self.cfg.stream_drafts and self._drafts_ok
+        # Drafts only exist in private chats (and in PTB from 22.6 on; pyproject allows 22.0); a server
+        # that refused one is not asked again.
+        drafts = private and self.cfg.stream_drafts and self._drafts_ok and hasattr(app.bot, "send_message_draft")
         target = _ChatTarget(self, app, chat_id, reply_to, drafts=drafts)
         return StreamedReply(target, limit=self.max_message_chars, retry_after=retry_after_seconds,
                              settings=self.cfg.stream_settings(), what=f"telegram {chat_id}")
@@ -614,13 +615,13 @@ class TelegramAdapter(Adapter):
 class _ChatTarget:
     """A Telegram chat a reply streams into (``gateway.delivery.stream.MessageTarget``): the message in
     progress is a draft (``sendMessageDraft``, private chats) sealed by ``sendMessage``, or a message
-    edited as it grows (``editMessageText``). Handles are message ids, or draft ids for drafts."""
+    edited as it grows (``editMessageText``). Handles are message ids; a draft's is its id negated, so
+    the two never meet."""
 
     def __init__(self, adapter: TelegramAdapter, app: Application[Any, Any, Any, Any, Any, Any], chat_id: int,
                  reply_to: int | None, *, drafts: bool) -> None:
         self.drafts = drafts
         self._adapter, self._app, self._chat_id, self._reply_to = adapter, app, chat_id, reply_to
-        self._draft_ids: set[int] = set()
 
     async def _paced(self) -> None:
         await self._adapter._limiter.acquire(str(self._chat_id))  # the chat's and the bot's overall rate
@@ -638,23 +639,21 @@ class _ChatTarget:
             return await self._send(text)
         draft_id = self._adapter.next_draft_id()
         await self._adapter._draft_one(self._app, self._chat_id, draft_id, text)
-        self._draft_ids.add(draft_id)
-        return draft_id
+        return -draft_id
 
     async def edit(self, handle: int, text: str) -> None:
         await self._paced()
-        if handle in self._draft_ids:
-            await self._adapter._draft_one(self._app, self._chat_id, handle, text)
+        if handle < 0:
+            await self._adapter._draft_one(self._app, self._chat_id, -handle, text)
         else:
             await self._adapter._edit_one(self._app, self._chat_id, handle, text)
 
     async def seal(self, handle: int | None, text: str) -> int:
         await self._paced()
-        self._draft_ids.discard(handle or 0)  # the kept message replaces the draft, which lapses
-        return await self._send(text)
+        return await self._send(text)  # the kept message; the draft lapses by itself
 
     async def delete(self, handle: int) -> None:
-        if handle in self._draft_ids:
+        if handle < 0:
             return  # a draft lapses by itself
         await self._paced()
         await self._app.bot.delete_message(self._chat_id, handle)
