@@ -170,10 +170,10 @@ class StreamedReply(Generic[H]):
         """Show ``text``: seal every full chunk past the sealed ones, then the rest in progress."""
         while True:
             body, rest, reopen = take_chunk(text[self._offset :], self._limit, self._reopen)
-            if not rest:
+            if not rest.strip():
                 break
-            # ``rest`` starts at a visible character, so whitespace at the cut is all here already
-            # and the cut is the one the whole reply gets.
+            # Something visible follows the cut, so the whitespace at it is all here already and
+            # the cut is the one the whole reply gets.
             await self._seal(body)
             self._offset = len(text) - len(rest)
             self._reopen = reopen
