@@ -17,6 +17,7 @@ class StreamingStub(StubGateway):
     script: list[str] = field(default_factory=list)
     gap: float = 0.004
     final: str | None = None  # the reply the turn returns (default: the streamed text)
+    notice: bool = False  # the reply is a host notice (a command's answer), not the model's
 
     async def handle_inbound(self, message: InboundMessage, *, on_delta: Any = None) -> Reply | None:
         self.inbound.append(message)
@@ -26,7 +27,7 @@ class StreamingStub(StubGateway):
                 if asyncio.iscoroutine(result):
                     await result
             await asyncio.sleep(self.gap)
-        return Reply(text=self.final if self.final is not None else "".join(self.script))
+        return Reply(text=self.final if self.final is not None else "".join(self.script), notice=self.notice)
 
 
 def words(n: int, width: int = 7) -> list[str]:

@@ -98,6 +98,44 @@ async def test_discord_components_confirm_a_link_and_a_stranger_changes_nothing(
     finally:
         await rig.stop()
 
+
+async def test_telegram_forget_buttons_send_the_command_as_the_person(tmp_path: Path) -> None:
+    """Adapter level (stub host): the keyboard under a /forget confirmation, a press turned into the
+    person's "/forget confirm", the other button of the message used up with it."""
+    import asyncio
+
+    from adapters.telegram import TelegramAdapter
+    from tests.channels.stream_stub import StreamingStub
+    from tests.channels.stub import StubGateway
+    from tests.fakes.telegram_api import FakeTelegram
+
+    token = "123456:TEST-token"
+    async with FakeTelegram(token=token) as fake:
+        cfg = {"enabled": True, "token": token, "base_url": fake.base_url, "poll_timeout_s": 1,
+               "send_rate_per_s": 1000, "send_burst": 1000, "parse_mode": "plain"}
+        async with StreamingStub(StubGateway.with_channels(tmp_path, telegram=cfg).config) as gw:
+            adapter = TelegramAdapter(gw)  # type: ignore[arg-type]
+            gw.start(adapter)
+            await asyncio.wait_for(adapter.ready.wait(), 10)
+            gw.final, gw.notice = ("This would forget 3 lines:\n- USER.md:4: locker code 1234\n"
+                                   "Reply /forget confirm to remove exactly this, or /forget cancel."), True
+            await fake.push(fake.make_update(user_id=42, text="/forget locker"))
+            asked = (await fake.wait_sent(1))[0]
+            buttons = asked.buttons()
+            assert list(buttons) == ["Forget it", "Keep it"]
+            gw.final = "Forgotten."
+            await fake.push(fake.make_callback(user_id=43, message=asked, data=buttons["Forget it"]))
+            await fake.push(fake.make_callback(user_id=42, message=asked, data=buttons["Forget it"]))
+            await fake.wait_sent(2)
+            assert [m.text for m in gw.inbound] == ["/forget locker", "/forget confirm"]
+            assert gw.inbound[1].account_id == "42" and gw.inbound[1].conversation_id == "42"
+            await fake.push(fake.make_callback(user_id=42, message=asked, data=buttons["Keep it"]))
+            await wait_for(lambda: len(fake.answered) == 3, what="three presses answered")
+            # (PTB handles updates concurrently: the first two presses may be answered in either order)
+            assert sorted(str(a.get("text")) for a in fake.answered) == [
+                "None", "This button has expired; type the command instead.", "This button is not for you."]
+            assert len(gw.inbound) == 2
+
 # ------------------------------------------------------------------------------ the offers themselves
 
 
