@@ -9,7 +9,8 @@ adapter implements (``MessageTarget``): post, edit, delete.
 * **Throttled.** Two calls to the platform are at least ``interval_s`` apart (the platform's edit
   rate); text that arrives meanwhile is shown by the next edit, so a fast model means bigger steps,
   never more calls. A rate-limit answer (the adapter's ``retry_after`` extractor names the wait) pushes
-  the next call back by that wait, and the call is tried again.
+  the next call back by that wait; then the text as it is by then goes out (while finishing: the same
+  call is tried again).
 * **Final text exact.** ``finish`` always makes the last call carry the reply as the turn returned it,
   even when a plugin changed it after the stream (a note appended, an error notice instead): what
   was streamed is then rewritten message by message, surplus messages deleted.
@@ -89,6 +90,10 @@ class StreamingOptions(Section):
         return StreamSettings(interval_s=self.stream_interval_s, first_after_chars=self.stream_first_chars)
 
 
+class _Deferred(Exception):
+    """A call while streaming was rate limited: the pump tries again later with fresher text."""
+
+
 @dataclass(slots=True)
 class _Posted(Generic[H]):
     handle: H
@@ -157,6 +162,8 @@ class StreamedReply(Generic[H]):
                 self._busy = True
                 try:
                     await self._render(self._text(), final=False)
+                except _Deferred:
+                    self._dirty.set()  # after the wait the platform asked for, with the text as it is then
                 finally:
                     self._busy = False
         except asyncio.CancelledError:
@@ -217,6 +224,8 @@ class StreamedReply(Generic[H]):
             await self._sleep(wait)
 
     async def _call(self, op: Callable[[], Awaitable[T]]) -> T:
+        """``op`` at its turn. Rate limited while streaming: ``_Deferred`` (the pump's next round sends
+        the text as it is by then, not this stale one); while finishing: the same call, tried again."""
         settings = self._settings
         for attempt in range(1, settings.attempts + 1):
             await self._pace()
@@ -232,6 +241,8 @@ class StreamedReply(Generic[H]):
                 wait = min(max(wait, settings.interval_s), settings.max_retry_wait_s)
                 log.info("%s: rate limited, next call in %.2fs", self._what, wait)
                 self._next_at = self._clock() + wait
+                if not self._closed:
+                    raise _Deferred from None
                 continue
             self._next_at = self._clock() + settings.interval_s
             return result

@@ -154,6 +154,8 @@ async def test_a_rate_limit_is_honoured_and_the_text_catches_up() -> None:
     assert await stream.finish(stream._text())
     refused = next(i for i, c in enumerate(platform.calls) if c[1] == "edit")
     assert platform.calls[refused + 1][0] - platform.calls[refused][0] >= 7.0
+    # after the wait the text as it is then goes out, not the refused (stale) one again
+    assert len(platform.calls[refused + 1][3]) > len(platform.calls[refused][3])
     assert stream.stats["rate_limited"] == 1
     assert platform.shown() == [stream._text().strip()]
 
