@@ -1,9 +1,10 @@
 """Buttons for the host's confirmations: pressing one is typing its command, and only its person may.
 
 The host's notices ask for a typed answer (``/link confirm AB12``, ``/forget confirm``); a platform
-with buttons (Telegram inline keyboards, Discord components) offers them as well, and the typed
-commands keep working. ``offered(reply)`` says which buttons a reply offers: only a host notice offers
-any, never a model's words (which could quote a command).
+with buttons (Telegram inline keyboards, Discord components, Slack Block Kit) offers them as well, and
+the typed commands keep working. ``offered(reply)`` says which buttons a reply offers: only a host
+notice asking the question offers any, never a model's words (which could quote a command) nor a text
+that merely names the commands (``/help``).
 
 ``ButtonOffers`` remembers each offer under a random token, the only thing the platform carries back
 (Telegram's ``callback_data``, Discord's ``custom_id``), with who may press it: the account the reply
@@ -29,7 +30,10 @@ from gateway.types import Reply
 __all__ = ["Button", "ButtonOffers", "Offer", "Press", "offered"]
 
 PREFIX = "kith:"  # callback data / custom ids that are ours
-_LINK = re.compile(r"/link confirm ([A-Z2-9]{4})\b")
+# The questions themselves (gateway/identity/link_command.py, gateway/memory/edit/forget.py), not any
+# text naming the commands: /help lists "/link confirm CODE" and "/forget confirm" too.
+_LINK = re.compile(r"reply `/link confirm ([A-Z2-9]{4})` here")
+_FORGET = "Reply /forget confirm to remove"
 
 
 @dataclass(frozen=True, slots=True)
@@ -39,16 +43,16 @@ class Button:
 
 
 def offered(reply: Reply) -> tuple[Button, ...]:
-    """The confirmation buttons ``reply`` offers: none unless it is a host notice naming the command."""
+    """The confirmation buttons ``reply`` offers: none unless it is a host notice asking the question."""
     if not reply.notice:
         return ()
     text = reply.text
     if (found := _LINK.search(text)) is not None:
         buttons = [Button("Confirm link", f"/link confirm {found.group(1)}")]
-        if "/link cancel" in text:
+        if "reply `/link cancel`" in text:
             buttons.append(Button("Cancel", "/link cancel"))
         return tuple(buttons)
-    if "/forget confirm" in text:
+    if _FORGET in text:
         buttons = [Button("Forget it", "/forget confirm")]
         if "/forget cancel" in text:
             buttons.append(Button("Keep it", "/forget cancel"))

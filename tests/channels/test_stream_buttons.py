@@ -149,6 +149,12 @@ def test_only_host_notices_offer_buttons() -> None:
     assert [b.label for b in offered(Reply(text=forget, notice=True))] == ["Forget it", "Keep it"]
     assert offered(Reply(text=link)) == ()  # the model quoting a command offers nothing
     assert offered(Reply(text="Linked.", notice=True)) == ()
+    from gateway.turn.commands import BUILTIN_HELP
+    from plugins.remember import HELP
+
+    listing = "\n".join([*BUILTIN_HELP.values(), *HELP.values()])  # /help names the commands: no question
+    assert "/link confirm CODE" in listing and "/forget confirm" in listing
+    assert offered(Reply(text=listing, notice=True)) == ()
 
 
 def test_a_press_counts_once_for_its_person_in_its_conversation() -> None:
