@@ -157,6 +157,32 @@ def test_only_host_notices_offer_buttons() -> None:
     assert offered(Reply(text=listing, notice=True)) == ()
 
 
+def test_the_host_questions_as_worded_today_offer_buttons() -> None:
+    """The wording the buttons key on, taken from where the questions are written (a rewording that
+    drops it fails here, not silently in a chat)."""
+    from datetime import UTC, datetime, timedelta
+
+    from gateway.delivery.buttons import offered
+    from gateway.identity.link_command import prompt
+    from gateway.identity.linking import LinkRequest, Party
+    from gateway.memory.edit.forget import ForgetReport
+    from gateway.types import Reply
+
+    asking = ForgetReport("confirm", "f1", "locker", message="This would forget 3 lines:").describe()
+    assert [b.command for b in offered(Reply(text=asking, notice=True))] == ["/forget confirm", "/forget cancel"]
+    done = ForgetReport("removed", "f1", "locker", message="Forgotten.").describe()
+    assert offered(Reply(text=done, notice=True)) == ()
+    def party(channel: str, account_id: str, token: str) -> Party:
+        return Party(user_id="u", channel=channel, account_id=account_id, conversation_id="c", name="ada",
+                     token=token, confirmed=False)
+
+    request = LinkRequest(code="7XK2", issuer=party("telegram", "1", "AB2C"), redeemer=party("discord", "2", "QW3E"),
+                          expires_at=datetime.now(UTC) + timedelta(minutes=9))
+    for side, token in (("issuer", "AB2C"), ("redeemer", "QW3E")):
+        text = prompt(request, side)  # type: ignore[arg-type]
+        assert [b.command for b in offered(Reply(text=text, notice=True))] == [f"/link confirm {token}", "/link cancel"]
+
+
 def test_a_press_counts_once_for_its_person_in_its_conversation() -> None:
     from gateway.delivery.buttons import Button, ButtonOffers
 
