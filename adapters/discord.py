@@ -39,6 +39,9 @@ from adapters.discord_config import DiscordConfig
 from adapters.download import check_declared, download
 from adapters.ratelimit import RateLimiter, with_retry
 from gateway.adapter import Adapter, AdapterAuthError
+from gateway.delivery.buttons import PREFIX as BUTTON_PREFIX
+from gateway.delivery.buttons import ButtonOffers, offered
+from gateway.delivery.stream import StreamedReply
 from gateway.media.errors import AttachmentUnavailable
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 from gateway.util.tasks import while_showing
@@ -95,7 +98,8 @@ class DiscordAdapter(Adapter):
         self._limiter = RateLimiter(
             per_key_rate=cfg.send_rate_per_s, per_key_burst=cfg.send_burst, global_rate=40, global_burst=40
         )
-        self.stats = {"messages": 0, "sent": 0, "connects": 0}
+        self.stats = {"messages": 0, "sent": 0, "connects": 0, "streamed": 0, "buttons": 0}
+        self._buttons = ButtonOffers()
 
     # ----------------------------------------------------------------------------------- lifecycle
     def _make_client(self) -> discord.Client:
@@ -128,10 +132,17 @@ class DiscordAdapter(Adapter):
             self._tasks.add(task)
             task.add_done_callback(self._tasks.discard)
 
+        async def on_interaction(interaction: discord.Interaction) -> None:
+            press = self._on_interaction(client, interaction)
+            task = asyncio.create_task(press, name=f"discord:press:{interaction.id}")
+            self._tasks.add(task)
+            task.add_done_callback(self._tasks.discard)
+
         client.event(on_socket_raw_receive)
         client.event(on_connect)
         client.event(on_ready)
         client.event(on_message)
+        client.event(on_interaction)
         _guard_parsers(client)
         return client
 
@@ -231,20 +242,89 @@ class DiscordAdapter(Adapter):
         if inbound is None:
             return
         self.stats["messages"] += 1
+        await self._answer(inbound, message.channel, message if inbound.kind is ConversationKind.GROUP else None)
+
+    async def _answer(self, inbound: InboundMessage, channel: Any, reference: discord.Message | None) -> None:
+        """Run the turn of ``inbound`` and deliver its reply to ``channel`` (streamed where it can be)."""
+        stream = self._streamer(channel, reference)
+        reply: Reply | None = None
         try:
-            reply = await while_showing(self._typing(message.channel), self.gateway.handle_inbound(inbound))
+            reply = await while_showing(self._typing(channel), self.gateway.handle_inbound(
+                inbound, on_delta=stream.feed if stream is not None else None))
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("discord: turn for message %s failed", message.id)
+            log.exception("discord: turn for message %s failed", inbound.message_id)
             return
+        finally:
+            if stream is not None and reply is None:
+                await stream.abort()
         if reply is None:
             return
-        reference = message if inbound.kind is ConversationKind.GROUP else None
         try:
-            await self._deliver(message.channel, self.reply_chunks(reply), reference=reference)
+            if stream is not None and await stream.finish(reply.text):
+                self.stats["streamed"] += 1
+                return
+            view = self._offer(reply, inbound.conversation_id, inbound.account_id)
+            await self._deliver(channel, self.reply_chunks(reply), reference=reference, view=view)
         except Exception:
-            log.exception("discord: delivering the reply to message %s failed", message.id)
+            log.exception("discord: delivering the reply to message %s failed", inbound.message_id)
+
+    def _offer(self, reply: Reply, conversation_id: str, account_id: str | None) -> discord.ui.View | None:
+        """The buttons of a confirmation (``account_id`` None: a DM, where only its person sees them)."""
+        wanted = offered(reply)
+        if not wanted:
+            return None
+        view = discord.ui.View(timeout=None)
+        for i, made in enumerate(self._buttons.offer(wanted, conversation_id=conversation_id, account_id=account_id)):
+            style = discord.ButtonStyle.primary if i == 0 else discord.ButtonStyle.secondary
+            view.add_item(discord.ui.Button(label=made.button.label, custom_id=made.token, style=style))
+        # Stopped before it is sent, so discord.py does not keep it: presses come to on_interaction,
+        # where the offer (not the view) decides who may press.
+        view.stop()
+        return view
+
+    async def _on_interaction(self, client: discord.Client, interaction: discord.Interaction) -> None:
+        try:
+            await self._on_press(client, interaction)
+        except asyncio.CancelledError:
+            raise
+        except Exception:
+            log.exception("discord: button press %s failed", interaction.id)
+
+    async def _on_press(self, client: discord.Client, interaction: discord.Interaction) -> None:
+        """A press of a component: one of ours, by its person, runs its command as their message."""
+        if interaction.type is not discord.InteractionType.component:
+            return
+        data = interaction.data or {}
+        token = str(data.get("custom_id", ""))
+        user, channel_id = interaction.user, interaction.channel_id
+        if not token.startswith(BUTTON_PREFIX) or user is None or user.bot or channel_id is None:
+            return
+        self.touch()
+        press = self._buttons.press(token, conversation_id=str(channel_id), account_id=str(user.id))
+        if press.button is None:
+            log.info("discord: button press refused (%s)", press.outcome)
+            await interaction.response.send_message(press.notice, ephemeral=True)
+            return
+        await interaction.response.edit_message(view=None)  # a used button goes away
+        dm = interaction.guild_id is None
+        inbound = InboundMessage(
+            channel=self.name, account_id=str(user.id), display_name=user.display_name,
+            conversation_id=str(channel_id), kind=ConversationKind.DM if dm else ConversationKind.GROUP,
+            text=press.button.command, message_id=f"button:{interaction.id}", timestamp=interaction.created_at,
+            mentioned=True, raw={"guild_id": str(interaction.guild_id or ""), "button": True},
+        )
+        self.stats["buttons"] += 1
+        channel = client.get_partial_messageable(channel_id)
+        await self._answer(inbound, channel, None if dm else interaction.message)
+
+    def _streamer(self, channel: Any, reference: discord.Message | None) -> StreamedReply[discord.Message] | None:
+        if not self.cfg.stream:
+            return None
+        return StreamedReply(_ChannelTarget(self, channel, reference), limit=self.max_message_chars,
+                             retry_after=retry_after_seconds, settings=self.cfg.stream_settings(),
+                             what=f"discord {channel.id}")
 
     @staticmethod
     async def _typing(channel: Any) -> None:
@@ -282,20 +362,56 @@ class DiscordAdapter(Adapter):
         client = self._client
         if client is None or client.is_closed():
             raise RuntimeError("discord adapter is not connected")
-        await self._deliver(client.get_partial_messageable(int(address.conversation_id)), self.reply_chunks(reply))
+        # In a DM only its person can see (and press) the buttons; a group gets none outside a turn.
+        view = self._offer(reply, address.conversation_id, None) if address.kind is ConversationKind.DM else None
+        await self._deliver(client.get_partial_messageable(int(address.conversation_id)), self.reply_chunks(reply),
+                            view=view)
 
-    async def _deliver(self, channel: Any, chunks: list[str], *, reference: discord.Message | None = None) -> None:
+    async def _deliver(self, channel: Any, chunks: list[str], *, reference: discord.Message | None = None,
+                       view: discord.ui.View | None = None) -> None:
         for i, chunk in enumerate(chunks):
             await self._limiter.acquire(str(channel.id))
             ref = reference if i == 0 else None
+            extra = {"view": view} if view is not None and i == len(chunks) - 1 else {}
             await with_retry(
-                lambda chunk=chunk, ref=ref: channel.send(
-                    chunk, reference=ref, mention_author=False, allowed_mentions=discord.AllowedMentions.none()
+                lambda chunk=chunk, ref=ref, extra=extra: channel.send(
+                    chunk, reference=ref, mention_author=False, allowed_mentions=discord.AllowedMentions.none(),
+                    **extra,
                 ),
                 retry_after=retry_after_seconds,
                 what="discord send",
             )
             self.stats["sent"] += 1
+
+
+class _ChannelTarget:
+    """A Discord channel a reply streams into (``gateway.delivery.stream.MessageTarget``): one message
+    posted, then edited as it grows. discord.py waits out a 429 itself (its ``retry_after``); one it
+    gives up on reaches the helper as an ``HTTPException`` with status 429."""
+
+    drafts = False
+
+    def __init__(self, adapter: DiscordAdapter, channel: Any, reference: discord.Message | None) -> None:
+        self._adapter, self._channel, self._reference = adapter, channel, reference
+
+    async def post(self, text: str) -> discord.Message:
+        await self._adapter._limiter.acquire(str(self._channel.id))
+        sent: discord.Message = await self._channel.send(
+            text, reference=self._reference, mention_author=False, allowed_mentions=discord.AllowedMentions.none())
+        self._reference = None  # only the first message quotes the question
+        self._adapter.stats["sent"] += 1
+        return sent
+
+    async def edit(self, handle: discord.Message, text: str) -> None:
+        await self._adapter._limiter.acquire(str(self._channel.id))
+        await handle.edit(content=text, allowed_mentions=discord.AllowedMentions.none())
+
+    async def seal(self, handle: discord.Message | None, text: str) -> discord.Message:
+        return await self.post(text)  # never called: no drafts on Discord
+
+    async def delete(self, handle: discord.Message) -> None:
+        await self._adapter._limiter.acquire(str(self._channel.id))
+        await handle.delete()
 
 
 def _guard_parsers(client: discord.Client) -> None:

@@ -11,12 +11,13 @@ from typing import TYPE_CHECKING
 from pydantic import Field, SecretStr
 
 from gateway.channels import ChannelAccess
+from gateway.delivery.stream import StreamingOptions
 
 if TYPE_CHECKING:
     from gateway.config import Config
 
 
-class DiscordConfig(ChannelAccess):
+class DiscordConfig(ChannelAccess, StreamingOptions):
     token: SecretStr | None = None
     api_base: str | None = None  # REST base, e.g. http://127.0.0.1:P/api/v10 (tests: a local fake)
     gateway_url: str | None = None  # gateway websocket, e.g. ws://127.0.0.1:P/ (tests: a local fake)

@@ -43,6 +43,7 @@ from adapters.download import check_declared, download
 from adapters.matrix_config import MatrixConfig, mxc_download_path
 from adapters.ratelimit import RateLimiter, with_retry
 from gateway.adapter import Adapter, AdapterAuthError
+from gateway.delivery.stream import StreamedReply
 from gateway.logs import install_redaction
 from gateway.media.errors import AttachmentUnavailable
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
@@ -94,7 +95,8 @@ class MatrixAdapter(Adapter):
         self._limiter = RateLimiter(per_key_rate=cfg.send_rate_per_s, per_key_burst=cfg.send_burst,
                                     global_rate=10, global_burst=20)  # fmt: skip
         self._store = Path(gateway.config.data_dir) / "channels" / "matrix" / "sync.json"
-        self.stats = {"syncs": 0, "events": 0, "sent": 0, "joined": 0, "encrypted_ignored": 0, "refused": 0}
+        self.stats = {"syncs": 0, "events": 0, "sent": 0, "joined": 0, "encrypted_ignored": 0, "refused": 0,
+                      "streamed": 0}
 
     # ----------------------------------------------------------------------------------- lifecycle
     async def run(self) -> None:
@@ -333,12 +335,30 @@ class MatrixAdapter(Adapter):
                           size=size if isinstance(size, int) and size >= 0 else 0, platform_id=url)  # fmt: skip
 
     async def _turn(self, message: InboundMessage) -> None:
-        reply = await while_showing(self._typing(message.conversation_id), self.gateway.handle_inbound(message))
+        reply_to = message.message_id if message.kind is ConversationKind.GROUP else ""
+        stream = self._streamer(message.conversation_id, reply_to)
+        reply: Reply | None = None
+        try:
+            reply = await while_showing(self._typing(message.conversation_id), self.gateway.handle_inbound(
+                message, on_delta=stream.feed if stream is not None else None))
+        finally:
+            if stream is not None and reply is None:
+                await stream.abort()
         if reply is None:
             return
-        reply_to = message.message_id if message.kind is ConversationKind.GROUP else ""
+        if stream is not None and await stream.finish(reply.text):
+            self.stats["streamed"] += 1
+            return
         await self._deliver(message.conversation_id, self.reply_chunks(reply), reply_to=reply_to,
                             notice=reply.notice)  # fmt: skip
+
+    def _streamer(self, room_id: str, reply_to: str) -> StreamedReply[str] | None:
+        api = self._api
+        if not self.cfg.stream or api is None:
+            return None
+        return StreamedReply(_RoomTarget(self, api, room_id, reply_to), limit=self.max_message_chars,
+                             retry_after=retry_after_seconds, settings=self.cfg.stream_settings(),
+                             what=f"matrix {room_id}")
 
     async def _typing(self, room_id: str) -> None:
         api = self._api
@@ -346,8 +366,9 @@ class MatrixAdapter(Adapter):
             return
         try:
             await asyncio.sleep(0.8)  # strangers' messages are dropped before this and show no typing
-            await api.set_typing(room_id, timeout=_TYPING_MS)  # type: ignore[arg-type]
-            await asyncio.Event().wait()
+            while True:  # renewed before it lapses: a long answer or tool call keeps showing it
+                await api.set_typing(room_id, timeout=_TYPING_MS)  # type: ignore[arg-type]
+                await asyncio.sleep(_TYPING_MS / 1000 * 0.8)
         finally:
             with contextlib.suppress(Exception):
                 await asyncio.shield(api.set_typing(room_id, timeout=0))  # type: ignore[arg-type]
@@ -406,6 +427,45 @@ class MatrixAdapter(Adapter):
         if self._api is None:
             raise RuntimeError("matrix adapter is not connected")
         return self._api
+
+
+class _RoomTarget:
+    """A room a reply streams into (``gateway.delivery.stream.MessageTarget``): an ``m.text`` event, then
+    edits of it (``m.replace`` with ``m.new_content``, the fallback body starred as clients expect), a
+    redaction for a surplus one. Handles are event ids."""
+
+    drafts = False
+
+    def __init__(self, adapter: MatrixAdapter, api: ClientAPI, room_id: str, reply_to: str) -> None:
+        self._adapter, self._api, self._room, self._reply_to = adapter, api, room_id, reply_to
+
+    async def _send(self, content: dict[str, Any]) -> str:
+        await self._adapter._limiter.acquire(self._room)
+        event_id = str(await self._api.send_message_event(self._room, EventType.ROOM_MESSAGE, content,  # type: ignore[arg-type]
+                                                          txn_id=f"kith{uuid.uuid4().hex}"))  # fmt: skip
+        self._adapter._ours.append(event_id)
+        return event_id
+
+    async def post(self, text: str) -> str:
+        content: dict[str, Any] = {"msgtype": "m.text", "body": text}
+        if self._reply_to:
+            content["m.relates_to"] = {"m.in_reply_to": {"event_id": self._reply_to}}
+            self._reply_to = ""  # only the first message quotes the question
+        event_id = await self._send(content)
+        self._adapter.stats["sent"] += 1
+        return event_id
+
+    async def edit(self, handle: str, text: str) -> None:
+        new = {"msgtype": "m.text", "body": text}
+        await self._send({"msgtype": "m.text", "body": f"* {text}", "m.new_content": new,
+                          "m.relates_to": {"rel_type": "m.replace", "event_id": handle}})
+
+    async def seal(self, handle: str | None, text: str) -> str:
+        return await self.post(text)  # never called: no drafts on Matrix
+
+    async def delete(self, handle: str) -> None:
+        await self._adapter._limiter.acquire(self._room)
+        await self._api.redact(self._room, handle)  # type: ignore[arg-type]
 
 
 def _rooms(rooms: Any, section: str) -> list[tuple[str, dict[str, Any]]]:

@@ -19,6 +19,7 @@ import aiohttp
 from pydantic import Field, SecretStr, field_validator
 
 from gateway.channels import ChannelAccess, ChannelRegistry
+from gateway.delivery.stream import StreamingOptions
 from gateway.hookspecs import hookimpl
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ log = logging.getLogger("kith.adapters.matrix")
 EXTRA = "pip install 'kith[matrix]'"
 
 
-class MatrixConfig(ChannelAccess):
+class MatrixConfig(ChannelAccess, StreamingOptions):
     homeserver: str = ""  # client-server API base, e.g. https://matrix.example.org
     access_token: SecretStr | None = None  # of the bot's account (docs/channels.md#matrix)
     user_id: str = ""  # @kith:example.org; asked from the homeserver (whoami) when empty
@@ -39,6 +40,8 @@ class MatrixConfig(ChannelAccess):
     dm_rooms: list[str] = Field(default_factory=list)  # room ids to treat as one-to-one
     edits: Literal["answer", "ignore"] = "answer"  # an edited message (m.replace) is a turn of its own
     max_body_chars: int = Field(16_000, ge=100, le=65_536)  # replies are split to fit
+    # Every edit is an event, and Synapse lets a user send ~0.2 events/s after a burst of 10.
+    stream_interval_s: float = Field(2.0, ge=0.01, le=60)
 
     @field_validator("homeserver")
     @classmethod

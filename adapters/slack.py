@@ -45,10 +45,14 @@ from adapters.download import check_declared, download
 from adapters.ratelimit import RateLimiter, with_retry
 from adapters.slack_config import SlackConfig
 from gateway.adapter import Adapter, AdapterAuthError
+from gateway.delivery.buttons import PREFIX as BUTTON_PREFIX
+from gateway.delivery.buttons import ButtonOffers, Offer, offered
+from gateway.delivery.stream import StreamedReply
 from gateway.logs import install_redaction
 from gateway.media.errors import AttachmentUnavailable
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 from gateway.util.tasks import EventTasks
+from gateway.util.text import split_text
 
 if TYPE_CHECKING:
     from gateway.services import Services
@@ -99,11 +103,12 @@ class SlackAdapter(Adapter):
         self._verifier = SignatureVerifier(cfg.signing_secret.get_secret_value()) if cfg.signing_secret else None
         self._seen: dict[str, float] = {}  # signature -> when it stops being acceptable anyway
         self._dm_of: dict[str, str] = {}  # user -> their DM channel with the bot
+        self._buttons = ButtonOffers()
         self._tasks = EventTasks(log, "slack: handling an event")
         self._limiter = RateLimiter(per_key_rate=cfg.send_rate_per_s, per_key_burst=cfg.send_burst,
                                     global_rate=20, global_burst=20)  # fmt: skip
         self.stats = {"events": 0, "sent": 0, "webhook_rejected": 0, "webhook_replayed": 0, "webhook_bad_payload": 0,
-                      "envelopes": 0}  # fmt: skip
+                      "envelopes": 0, "streamed": 0, "buttons": 0}  # fmt: skip
 
     # ----------------------------------------------------------------------------------- lifecycle
     async def run(self) -> None:
@@ -165,6 +170,8 @@ class SlackAdapter(Adapter):
             self._event_callback(request.payload)
         elif request.type == "slash_commands" and isinstance(request.payload, dict):
             self._tasks.spawn(self._slash(request.payload))
+        elif request.type == "interactive" and isinstance(request.payload, dict):
+            self._tasks.spawn(self._interactive(request.payload))
 
     # ------------------------------------------------------------------------------------ Events API
     def routes(self) -> list[web.RouteDef]:
@@ -198,6 +205,15 @@ class SlackAdapter(Adapter):
         self.touch()
         if request.content_type == "application/x-www-form-urlencoded":
             form = dict(parse_qsl(body.decode("utf-8", "replace"), keep_blank_values=True))
+            if "payload" in form:  # interactivity (a button pressed), signed like everything else
+                try:
+                    interaction = json.loads(form["payload"])
+                except ValueError:
+                    return self._bad("interactivity payload not JSON")
+                if not isinstance(interaction, dict):
+                    return self._bad("interactivity payload not an object")
+                self._tasks.spawn(self._interactive(interaction))
+                return web.Response(status=200)
             if "command" not in form:
                 return self._bad("form without a command")
             self._tasks.spawn(self._slash(form))
@@ -290,15 +306,78 @@ class SlackAdapter(Adapter):
         return self._dm_of[user]
 
     async def _turn(self, message: InboundMessage) -> None:
-        reply = await self.gateway.handle_inbound(message)
-        if reply is None:
-            return
         thread = ""
         if message.kind is ConversationKind.GROUP:
             thread = str(message.raw.get("thread_ts") or (message.raw.get("ts") if self.cfg.reply_in_thread else ""))
         elif message.raw.get("thread_ts"):
             thread = str(message.raw["thread_ts"])  # a DM thread stays a thread
-        await self._deliver(message.conversation_id, self.reply_chunks(reply), thread=thread)
+        stream = self._streamer(message.conversation_id, thread)
+        reply: Reply | None = None
+        try:
+            reply = await self.gateway.handle_inbound(message, on_delta=stream.feed if stream is not None else None)
+        finally:
+            if stream is not None and reply is None:
+                await stream.abort()
+        if reply is None:
+            return
+        if stream is not None and await stream.finish(reply.text):
+            self.stats["streamed"] += 1
+            return
+        buttons = self._offer(reply, message.conversation_id, message.account_id)
+        await self._deliver(message.conversation_id, self.reply_chunks(reply), thread=thread, buttons=buttons)
+
+    def _offer(self, reply: Reply, conversation_id: str, account_id: str | None) -> list[Offer]:
+        """The buttons of a confirmation (``account_id`` None: a DM, which only its person sees)."""
+        wanted = offered(reply)
+        if not wanted:
+            return []
+        return self._buttons.offer(wanted, conversation_id=conversation_id, account_id=account_id)
+
+    async def _interactive(self, payload: dict[str, Any]) -> None:
+        """A Block Kit button pressed: one of ours, by its person, runs its command as their message."""
+        if payload.get("type") != "block_actions":
+            return
+        actions, user, channel = payload.get("actions"), payload.get("user"), payload.get("channel")
+        container = payload.get("container") if isinstance(payload.get("container"), dict) else {}
+        if not (isinstance(actions, list) and actions and isinstance(actions[0], dict)
+                and isinstance(user, dict) and isinstance(channel, dict)):
+            return
+        token, user_id, channel_id = str(actions[0].get("action_id") or ""), str(user.get("id") or ""), \
+            str(channel.get("id") or "")  # fmt: skip
+        if not token.startswith(BUTTON_PREFIX) or not user_id or not channel_id or user_id == self.bot_user_id:
+            return
+        self.touch()
+        web_client = self._require()
+        press = self._buttons.press(token, conversation_id=channel_id, account_id=user_id)
+        if press.button is None:
+            log.info("slack: button press refused (%s)", press.outcome)
+            await web_client.chat_postEphemeral(channel=channel_id, user=user_id, text=press.notice)
+            return
+        ts = str(container.get("message_ts") or "")
+        message = payload.get("message") if isinstance(payload.get("message"), dict) else {}
+        if ts:
+            with contextlib.suppress(SlackApiError):  # cosmetic: the used buttons go away
+                await web_client.chat_update(channel=channel_id, ts=ts, text=str(message.get("text") or ""),
+                                             blocks=[b for b in message.get("blocks") or []
+                                                     if isinstance(b, dict) and b.get("type") != "actions"])
+        thread = str(container.get("thread_ts") or "")
+        inbound = InboundMessage(
+            channel=self.name, account_id=user_id, conversation_id=channel_id,
+            kind=ConversationKind.DM if channel_id.startswith("D") else ConversationKind.GROUP,
+            text=press.button.command, display_name=str(user.get("name") or user.get("username") or ""),
+            message_id=f"button:{payload.get('trigger_id') or actions[0].get('action_ts') or time.time_ns()}",
+            mentioned=True, raw={"ts": ts, "thread_ts": thread, "button": True},
+        )  # fmt: skip
+        self.stats["buttons"] += 1
+        await self._turn(inbound)
+
+    def _streamer(self, channel: str, thread: str) -> StreamedReply[str] | None:
+        web_client = self._web
+        if not self.cfg.stream or web_client is None:
+            return None
+        return StreamedReply(_ChannelTarget(self, web_client, channel, thread), limit=self.max_message_chars,
+                             retry_after=retry_after_seconds, settings=self.cfg.stream_settings(),
+                             what=f"slack {channel}")
 
 
     # --------------------------------------------------------------------------------------- media
@@ -330,13 +409,18 @@ class SlackAdapter(Adapter):
 
     # ------------------------------------------------------------------------------------ outbound
     async def send(self, address: ConversationAddress, reply: Reply) -> None:
-        await self._deliver(address.conversation_id, self.reply_chunks(reply))
+        # In a DM only its person sees (and can press) the buttons; a channel gets none outside a turn.
+        buttons = self._offer(reply, address.conversation_id, None) if address.kind is ConversationKind.DM else []
+        await self._deliver(address.conversation_id, self.reply_chunks(reply), buttons=buttons)
 
-    async def _deliver(self, channel: str, chunks: list[str], *, thread: str = "") -> None:
+    async def _deliver(self, channel: str, chunks: list[str], *, thread: str = "",
+                       buttons: list[Offer] | None = None) -> None:
         web_client = self._require()
-        for chunk in chunks:
+        for i, chunk in enumerate(chunks):
             await self._limiter.acquire(channel)
             args: dict[str, Any] = {"channel": channel, "text": to_mrkdwn(chunk)}
+            if buttons and i == len(chunks) - 1:
+                args["blocks"] = _blocks(args["text"], buttons)
             if thread:
                 args["thread_ts"] = thread
             await with_retry(lambda args=args: web_client.chat_postMessage(**args),  # type: ignore[misc]
@@ -347,6 +431,48 @@ class SlackAdapter(Adapter):
         if self._web is None:
             raise RuntimeError("slack adapter is not connected")
         return self._web
+
+
+def _blocks(mrkdwn: str, buttons: list[Offer]) -> list[dict[str, Any]]:
+    """The message as Block Kit: its text (the ``text`` argument becomes the notification's), then the
+    buttons, whose ``action_id`` is the offer's token. A section holds 3,000 characters at most."""
+    blocks: list[dict[str, Any]] = [{"type": "section", "text": {"type": "mrkdwn", "text": part}}
+                                    for part in split_text(mrkdwn, 3000)]
+    blocks.append({"type": "actions", "block_id": "kith_confirm", "elements": [
+        {"type": "button", "text": {"type": "plain_text", "text": o.button.label}, "action_id": o.token,
+         "value": "press", **({"style": "primary"} if i == 0 else {})} for i, o in enumerate(buttons)]})
+    return blocks
+
+
+class _ChannelTarget:
+    """A conversation a reply streams into (``gateway.delivery.stream.MessageTarget``): ``chat.postMessage``
+    (in the thread, if any), then ``chat.update`` of it, ``chat.delete`` for a surplus one. Handles are
+    message timestamps (``ts``)."""
+
+    drafts = False
+
+    def __init__(self, adapter: SlackAdapter, web_client: AsyncWebClient, channel: str, thread: str) -> None:
+        self._adapter, self._web, self._channel, self._thread = adapter, web_client, channel, thread
+
+    async def post(self, text: str) -> str:
+        await self._adapter._limiter.acquire(self._channel)
+        args: dict[str, Any] = {"channel": self._channel, "text": to_mrkdwn(text)}
+        if self._thread:
+            args["thread_ts"] = self._thread
+        posted = await self._web.chat_postMessage(**args)
+        self._adapter.stats["sent"] += 1
+        return str(posted["ts"])
+
+    async def edit(self, handle: str, text: str) -> None:
+        await self._adapter._limiter.acquire(self._channel)
+        await self._web.chat_update(channel=self._channel, ts=handle, text=to_mrkdwn(text))
+
+    async def seal(self, handle: str | None, text: str) -> str:
+        return await self.post(text)  # never called: no drafts on Slack
+
+    async def delete(self, handle: str) -> None:
+        await self._adapter._limiter.acquire(self._channel)
+        await self._web.chat_delete(channel=self._channel, ts=handle)
 
 
 async def _checked(call: Any, what: str) -> Any:

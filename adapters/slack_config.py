@@ -18,6 +18,7 @@ from pydantic import Field, SecretStr, field_validator
 
 from gateway.channels import ChannelAccess, ChannelRegistry
 from gateway.config import is_loopback_host
+from gateway.delivery.stream import StreamingOptions
 from gateway.hookspecs import hookimpl
 
 if TYPE_CHECKING:
@@ -29,7 +30,7 @@ EXTRA = "pip install 'kith[slack]'"
 SLACK_API = "https://slack.com/api/"
 
 
-class SlackConfig(ChannelAccess):
+class SlackConfig(ChannelAccess, StreamingOptions):
     bot_token: SecretStr | None = None  # xoxb-...: the Web API (chat.postMessage, files)
     mode: Literal["socket", "events"] = "socket"  # Socket Mode needs no public URL
     app_token: SecretStr | None = None  # xapp-... with connections:write, for Socket Mode
@@ -41,6 +42,7 @@ class SlackConfig(ChannelAccess):
     reply_in_thread: bool = True  # in channels, answer in the thread of the message
     slash_command: str = "/kith"  # `/kith link CODE` runs `/link CODE` (Slack keeps `/link` for itself)
     stall_after_s: float = Field(60, ge=0)  # Socket Mode silent (no pong) this long -> reconnect
+    stream_interval_s: float = Field(1.2, ge=0.01, le=60)  # chat.update is a Tier 3 method: ~50 a minute
 
     @field_validator("webhook_path", "slash_command")
     @classmethod

@@ -25,18 +25,28 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import hmac
+import itertools
 import json
 import logging
 from collections.abc import Sequence
 from dataclasses import replace
-from datetime import timedelta
+from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING, Any, ClassVar
 
 import aiohttp
 from aiohttp import web
-from telegram import BotCommand, Message, PhotoSize, ReplyParameters, Update
+from telegram import (
+    BotCommand,
+    CallbackQuery,
+    InlineKeyboardButton,
+    InlineKeyboardMarkup,
+    Message,
+    PhotoSize,
+    ReplyParameters,
+    Update,
+)
 from telegram.constants import ChatAction, ParseMode
-from telegram.error import BadRequest, InvalidToken, RetryAfter, TelegramError
+from telegram.error import BadRequest, EndPointNotFound, InvalidToken, RetryAfter, TelegramError
 from telegram.ext import Application, ContextTypes, TypeHandler
 from telegram.request import HTTPXRequest
 
@@ -46,6 +56,9 @@ from adapters.download import check_declared, download, mib
 from adapters.ratelimit import RateLimiter, with_retry
 from adapters.telegram_config import TelegramConfig
 from gateway.adapter import Adapter, AdapterAuthError
+from gateway.delivery.buttons import PREFIX as BUTTON_PREFIX
+from gateway.delivery.buttons import ButtonOffers, offered
+from gateway.delivery.stream import StreamedReply
 from gateway.logs import install_redaction
 from gateway.media.errors import AttachmentUnavailable, TooLarge
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
@@ -57,6 +70,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kith.adapters.telegram")
 
 SECRET_HEADER = "X-Telegram-Bot-Api-Secret-Token"
+ALLOWED_UPDATES = ["message", "callback_query"]  # messages, and presses of our confirmation buttons
 _MAX_UPDATE_BYTES = 256 * 1024  # real updates are a few KB; a 4096-char text is ~16 KB of JSON
 _TYPING_DELAY_S = 0.8  # dropped messages (strangers) finish before this and never show typing
 _TYPING_EVERY_S = 4.5  # Telegram shows "typing" for ~5 s per sendChatAction
@@ -157,8 +171,12 @@ class TelegramAdapter(Adapter):
         self._limiter = RateLimiter(
             per_key_rate=cfg.send_rate_per_s, per_key_burst=cfg.send_burst, global_rate=30, global_burst=30
         )
-        self.stats = {"updates": 0, "webhook_rejected": 0, "webhook_bad_payload": 0, "sent": 0}
+        self.stats = {"updates": 0, "webhook_rejected": 0, "webhook_bad_payload": 0, "sent": 0, "streamed": 0,
+                      "buttons": 0}
         self._albums: dict[str, list[InboundMessage]] = {}
+        self._drafts_ok = True
+        self._buttons = ButtonOffers()
+        self._draft_ids = itertools.count(1)
         self._album_arrived: dict[str, asyncio.Event] = {}
 
     # ----------------------------------------------------------------------------------- lifecycle
@@ -200,14 +218,14 @@ class TelegramAdapter(Adapter):
                 assert app.updater is not None
                 await app.updater.start_polling(
                     timeout=self.cfg.poll_timeout_s,
-                    allowed_updates=["message"],
+                    allowed_updates=ALLOWED_UPDATES,
                     error_callback=self._poll_error,
                 )
             elif self.cfg.webhook_url:
                 await app.bot.set_webhook(
                     self.cfg.webhook_url,
                     secret_token=self.cfg.webhook_secret.get_secret_value() if self.cfg.webhook_secret else None,
-                    allowed_updates=["message"],
+                    allowed_updates=ALLOWED_UPDATES,
                 )
             self.mark_connected()
             self.ready.set()
@@ -260,6 +278,9 @@ class TelegramAdapter(Adapter):
     def health(self) -> dict[str, Any]:
         return {"mode": self.cfg.mode, "bot": self._bot_username, **self.stats}
 
+    def next_draft_id(self) -> int:
+        return next(self._draft_ids)
+
     # ------------------------------------------------------------------------------------- webhook
     def routes(self) -> list[web.RouteDef]:
         if self.cfg.mode != "webhook":
@@ -301,6 +322,14 @@ class TelegramAdapter(Adapter):
 
     # ------------------------------------------------------------------------------------- inbound
     async def _on_update(self, update: Update, context: ContextTypes.DEFAULT_TYPE) -> None:
+        if update.callback_query is not None:
+            try:
+                await self._on_button(update.callback_query)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("telegram: button press %s failed", update.callback_query.id)
+            return
         try:
             message = self.normalize(update)
         except Exception as exc:
@@ -316,7 +345,8 @@ class TelegramAdapter(Adapter):
                 return  # a later part of an album: the first part's handler takes the turn
             message = merged
         try:
-            await self._turn(message, update.message)  # type: ignore[arg-type]
+            native = update.message
+            await self._turn(message, native.message_id if native is not None else None)
         except asyncio.CancelledError:
             raise
         except Exception:
@@ -403,12 +433,73 @@ class TelegramAdapter(Adapter):
                 items.append((kind, item))
         return tuple(_attachment(kind, item) for kind, item in items)
 
-    async def _turn(self, message: InboundMessage, native: Message) -> None:
-        reply = await while_showing(self._typing(int(message.conversation_id)), self.gateway.handle_inbound(message))
+    async def _turn(self, message: InboundMessage, question_id: int | None) -> None:
+        chat_id = int(message.conversation_id)
+        reply_to = question_id if message.kind is ConversationKind.GROUP else None
+        stream = self._streamer(chat_id, reply_to, private=message.raw.get("chat_type") == "private")
+        reply: Reply | None = None
+        try:
+            reply = await while_showing(self._typing(chat_id), self.gateway.handle_inbound(
+                message, on_delta=stream.feed if stream is not None else None))
+        finally:
+            if stream is not None and reply is None:
+                await stream.abort()
         if reply is None:
             return
-        reply_to = native.message_id if message.kind is ConversationKind.GROUP else None
-        await self._deliver(int(message.conversation_id), self.reply_chunks(reply), reply_to=reply_to)
+        if stream is not None and await stream.finish(reply.text):
+            self.stats["streamed"] += 1
+            return
+        buttons = self._offer(reply, message.conversation_id, message.account_id)
+        await self._deliver(chat_id, self.reply_chunks(reply), reply_to=reply_to, buttons=buttons)
+
+    def _offer(self, reply: Reply, conversation_id: str, account_id: str | None) -> InlineKeyboardMarkup | None:
+        """The inline keyboard of a confirmation, its buttons pressable by ``account_id`` only."""
+        wanted = offered(reply)
+        if not wanted or account_id is None:
+            return None
+        offers = self._buttons.offer(wanted, conversation_id=conversation_id, account_id=account_id)
+        return InlineKeyboardMarkup([[InlineKeyboardButton(o.button.label, callback_data=o.token) for o in offers]])
+
+    async def _on_button(self, query: CallbackQuery) -> None:
+        """A press of an inline button: one of ours, by its person, runs its command as their message."""
+        self.touch()
+        msg, user = query.message, query.from_user
+        chat = msg.chat if msg is not None else None
+        data = query.data or ""
+        if chat is None or user is None or user.is_bot or not data.startswith(BUTTON_PREFIX):
+            await query.answer()
+            return
+        press = self._buttons.press(data, conversation_id=str(int(chat.id)), account_id=str(int(user.id)))
+        if press.button is None:
+            log.info("telegram: button press refused (%s)", press.outcome)
+            await query.answer(press.notice, show_alert=True)
+            return
+        await query.answer()
+        app = self._app
+        if app is not None and msg is not None:
+            with contextlib.suppress(TelegramError):  # cosmetic: a used button goes away
+                await app.bot.edit_message_reply_markup(chat.id, msg.message_id, reply_markup=None)
+        private = chat.type == "private"
+        inbound = InboundMessage(
+            channel=self.name, account_id=str(int(user.id)), display_name=user.full_name or "",
+            conversation_id=str(int(chat.id)), kind=ConversationKind.DM if private else ConversationKind.GROUP,
+            text=press.button.command, message_id=f"{int(chat.id)}:button:{query.id}",
+            timestamp=datetime.now(UTC), mentioned=True,
+            raw={"chat_type": chat.type, "username": user.username or "", "button": True, "file_unique_ids": ()},
+        )
+        self.stats["buttons"] += 1
+        await self._turn(inbound, msg.message_id if msg is not None else None)
+
+    def _streamer(self, chat_id: int, reply_to: int | None, *, private: bool) -> StreamedReply[int] | None:
+        app = self._app
+        if not self.cfg.stream or app is None:
+            return None
+        # Drafts only exist in private chats (and in PTB from 22.6 on; pyproject allows 22.0); a server
+        # that refused one is not asked again.
+        drafts = private and self.cfg.stream_drafts and self._drafts_ok and hasattr(app.bot, "send_message_draft")
+        target = _ChatTarget(self, app, chat_id, reply_to, drafts=drafts)
+        return StreamedReply(target, limit=self.max_message_chars, retry_after=retry_after_seconds,
+                             settings=self.cfg.stream_settings(), what=f"telegram {chat_id}")
 
     async def _typing(self, chat_id: int) -> None:
         await asyncio.sleep(_TYPING_DELAY_S)
@@ -450,36 +541,122 @@ class TelegramAdapter(Adapter):
     # ------------------------------------------------------------------------------------ outbound
 
     async def send(self, address: ConversationAddress, reply: Reply) -> None:
-        await self._deliver(int(address.conversation_id), self.reply_chunks(reply))
+        # A private chat's id is its person's account id: only they may press its buttons.
+        person = address.conversation_id if address.kind is ConversationKind.DM else None
+        buttons = self._offer(reply, address.conversation_id, person)
+        await self._deliver(int(address.conversation_id), self.reply_chunks(reply), buttons=buttons)
 
-    async def _deliver(self, chat_id: int, chunks: list[str], *, reply_to: int | None = None) -> None:
+    async def _deliver(self, chat_id: int, chunks: list[str], *, reply_to: int | None = None,
+                       buttons: InlineKeyboardMarkup | None = None) -> None:
         app = self._app
         if app is None:
             raise RuntimeError("telegram adapter is not connected")
         for i, chunk in enumerate(chunks):
             params = ReplyParameters(reply_to, allow_sending_without_reply=True) if reply_to and i == 0 else None
+            markup = buttons if i == len(chunks) - 1 else None
             await self._limiter.acquire(str(chat_id))
             await with_retry(
-                lambda chunk=chunk, params=params: self._send_one(app, chat_id, chunk, params),
+                lambda chunk=chunk, params=params, markup=markup: self._send_one(app, chat_id, chunk, params, markup),
                 retry_after=retry_after_seconds,
                 what="telegram sendMessage",
             )
             self.stats["sent"] += 1
 
     async def _send_one(
-        self, app: Application[Any, Any, Any, Any, Any, Any], chat_id: int, chunk: str, params: ReplyParameters | None
-    ) -> None:
+        self, app: Application[Any, Any, Any, Any, Any, Any], chat_id: int, chunk: str, params: ReplyParameters | None,
+        markup: InlineKeyboardMarkup | None = None,
+    ) -> Message:
         if self.cfg.parse_mode == "html":
             try:
-                await app.bot.send_message(
-                    chat_id, markdown_to_telegram_html(chunk), parse_mode=ParseMode.HTML, reply_parameters=params
+                return await app.bot.send_message(
+                    chat_id, markdown_to_telegram_html(chunk), parse_mode=ParseMode.HTML, reply_parameters=params,
+                    reply_markup=markup,
                 )
-                return
             except BadRequest as exc:
                 if "parse" not in str(exc).lower():
                     raise
                 log.info("telegram: HTML rejected (%s); sending the chunk as plain text", exc)
-        await app.bot.send_message(chat_id, chunk, reply_parameters=params)
+        return await app.bot.send_message(chat_id, chunk, reply_parameters=params, reply_markup=markup)
+
+    async def _edit_one(self, app: Application[Any, Any, Any, Any, Any, Any], chat_id: int, message_id: int,
+                        chunk: str) -> None:
+        try:
+            if self.cfg.parse_mode == "html":
+                try:
+                    await app.bot.edit_message_text(markdown_to_telegram_html(chunk), chat_id, message_id,
+                                                    parse_mode=ParseMode.HTML)
+                    return
+                except BadRequest as exc:
+                    if "parse" not in str(exc).lower():
+                        raise
+            await app.bot.edit_message_text(chunk, chat_id, message_id)
+        except BadRequest as exc:
+            # Two texts that render alike (a trailing "*" the Markdown swallowed): nothing to change.
+            if "not modified" not in str(exc).lower():
+                raise
+
+    async def _draft_one(self, app: Application[Any, Any, Any, Any, Any, Any], chat_id: int, draft_id: int,
+                         chunk: str) -> None:
+        try:
+            if self.cfg.parse_mode == "html":
+                try:
+                    await app.bot.send_message_draft(chat_id, draft_id, markdown_to_telegram_html(chunk),
+                                                     parse_mode=ParseMode.HTML)
+                    return
+                except BadRequest as exc:
+                    if "parse" not in str(exc).lower():
+                        raise
+            await app.bot.send_message_draft(chat_id, draft_id, chunk)
+        except (BadRequest, EndPointNotFound, InvalidToken):  # PTB reads a 404 (no such method) as InvalidToken
+            self._drafts_ok = False  # a Bot API server without drafts: edits from the next reply on
+            raise
+
+
+class _ChatTarget:
+    """A Telegram chat a reply streams into (``gateway.delivery.stream.MessageTarget``): the message in
+    progress is a draft (``sendMessageDraft``, private chats) sealed by ``sendMessage``, or a message
+    edited as it grows (``editMessageText``). Handles are message ids; a draft's is its id negated, so
+    the two never meet."""
+
+    def __init__(self, adapter: TelegramAdapter, app: Application[Any, Any, Any, Any, Any, Any], chat_id: int,
+                 reply_to: int | None, *, drafts: bool) -> None:
+        self.drafts = drafts
+        self._adapter, self._app, self._chat_id, self._reply_to = adapter, app, chat_id, reply_to
+
+    async def _paced(self) -> None:
+        await self._adapter._limiter.acquire(str(self._chat_id))  # the chat's and the bot's overall rate
+
+    async def _send(self, text: str) -> int:
+        params = ReplyParameters(self._reply_to, allow_sending_without_reply=True) if self._reply_to else None
+        sent = await self._adapter._send_one(self._app, self._chat_id, text, params)
+        self._reply_to = None  # only the first message quotes the question
+        self._adapter.stats["sent"] += 1
+        return int(sent.message_id)
+
+    async def post(self, text: str) -> int:
+        await self._paced()
+        if not self.drafts:
+            return await self._send(text)
+        draft_id = self._adapter.next_draft_id()
+        await self._adapter._draft_one(self._app, self._chat_id, draft_id, text)
+        return -draft_id
+
+    async def edit(self, handle: int, text: str) -> None:
+        await self._paced()
+        if handle < 0:
+            await self._adapter._draft_one(self._app, self._chat_id, -handle, text)
+        else:
+            await self._adapter._edit_one(self._app, self._chat_id, handle, text)
+
+    async def seal(self, handle: int | None, text: str) -> int:
+        await self._paced()
+        return await self._send(text)  # the kept message; the draft lapses by itself
+
+    async def delete(self, handle: int) -> None:
+        if handle < 0:
+            return  # a draft lapses by itself
+        await self._paced()
+        await self._app.bot.delete_message(self._chat_id, handle)
 
 
 def _attachment(kind: str, item: Any) -> Attachment:

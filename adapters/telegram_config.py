@@ -13,12 +13,13 @@ from pydantic import Field, SecretStr
 
 from gateway.channels import ChannelAccess
 from gateway.config import is_loopback_host
+from gateway.delivery.stream import StreamingOptions
 
 if TYPE_CHECKING:
     from gateway.config import Config
 
 
-class TelegramConfig(ChannelAccess):
+class TelegramConfig(ChannelAccess, StreamingOptions):
     token: SecretStr | None = None
     mode: Literal["polling", "webhook"] = "polling"
     webhook_secret: SecretStr | None = None
@@ -28,6 +29,8 @@ class TelegramConfig(ChannelAccess):
     poll_timeout_s: int = Field(30, ge=0, le=50)  # getUpdates long-poll seconds
     stall_after_s: float = Field(120, ge=0)  # no Bot API answer for this long -> restart the poller
     parse_mode: Literal["html", "plain"] = "html"  # Markdown from the model rendered as Telegram HTML
+    # Streaming in private chats shows a draft (sendMessageDraft) rather than a message edited as it grows.
+    stream_drafts: bool = True
 
     def problems(self, config: Config, path: str) -> list[str]:
         found = []

@@ -10,6 +10,11 @@ An adapter turns platform events into ``InboundMessage`` values, hands them to
 jittered exponential backoff, except after ``AdapterAuthError``, which stops only this adapter.
 ``run`` calls ``mark_connected()`` once it is connected and serving: until then health says
 ``starting``, so ``/healthz`` never reports an adapter running while it is still connecting.
+
+A platform that can edit messages streams a reply as the model writes it: pass
+``gateway.delivery.stream.StreamedReply.feed`` to ``handle_inbound`` as ``on_delta`` and ``finish`` it
+with the reply (the built-in Telegram, Discord, Matrix and Slack adapters show how). A platform with
+buttons offers the host's confirmations through ``gateway.delivery.buttons``.
 """
 
 from __future__ import annotations

@@ -35,27 +35,35 @@ def split_text(text: str, limit: int) -> list[str]:
     if limit < _FENCE_RESERVE * 2:
         raise ValueError(f"limit {limit} too small")
     text = text.strip()
-    if not text:
-        return []
     chunks: list[str] = []
     reopen = ""  # fence line to reopen at the start of the next chunk ("" = not inside a fence)
     while text:
-        budget = limit - len(reopen) - (len(reopen) and 1)
-        if len(text) <= budget:
-            piece, text = text, ""
-        else:
-            cut = _cut_point(text, budget - _FENCE_RESERVE)
-            piece, text = text[:cut], text[cut:].lstrip("\n ")
-        body = f"{reopen}\n{piece}" if reopen else piece
-        fences = re.findall(r"^```[^\n]*$", body, flags=re.M)
-        if len(fences) % 2 == 1 and text:
-            # Chunk ends inside a code block: close it here, reopen with the same language next.
-            body = body.rstrip() + "\n" + _FENCE
-            # A very long info string would eat the budget; reopening plain is still correct.
-            reopen = fences[-1] if len(fences[-1]) <= _FENCE_RESERVE - 4 else _FENCE
-        else:
-            reopen = ""
-        body = body.rstrip()
+        body, text, reopen = take_chunk(text, limit, reopen)
         if body:
             chunks.append(body)
     return chunks
+
+
+def take_chunk(text: str, limit: int, reopen: str = "") -> tuple[str, str, str]:
+    """One step of ``split_text``: (the first chunk, the text after it, the fence line the next chunk
+    reopens). ``text`` is stripped at the start; ``reopen`` is what the previous step returned.
+
+    The cut depends only on the first ``limit`` characters and on whether anything follows, so a
+    reply streamed in pieces is cut where the whole reply would be (gateway/delivery/stream.py).
+    """
+    budget = limit - len(reopen) - (len(reopen) and 1)
+    if len(text) <= budget:
+        piece, text = text, ""
+    else:
+        cut = _cut_point(text, budget - _FENCE_RESERVE)
+        piece, text = text[:cut], text[cut:].lstrip("\n ")
+    body = f"{reopen}\n{piece}" if reopen else piece
+    fences = re.findall(r"^```[^\n]*$", body, flags=re.M)
+    if len(fences) % 2 == 1 and text:
+        # Chunk ends inside a code block: close it here, reopen with the same language next.
+        body = body.rstrip() + "\n" + _FENCE
+        # A very long info string would eat the budget; reopening plain is still correct.
+        reopen = fences[-1] if len(fences[-1]) <= _FENCE_RESERVE - 4 else _FENCE
+    else:
+        reopen = ""
+    return body.rstrip(), text, reopen

@@ -9,6 +9,14 @@ CDN: ``attachment()`` stores a file and returns the attachment object a MESSAGE_
 a signed ``url`` (``?ex=&is=&hm=`` as Discord signs them) served by ``GET /attachments/<channel>/<id>/<name>``;
 an unsigned or unknown URL answers 404 like the real CDN.
 
+Streaming: ``PATCH``/``DELETE`` of a message the bot created; ``timeline`` records every create, edit
+and delete (and each 429, ``throttle_edits`` of them for the next edits) with its arrival time, and
+``channel_messages`` what each message shows now.
+
+Buttons: a created message keeps its ``components`` (``CreatedMessage.buttons()``); ``press()``
+dispatches the INTERACTION_CREATE of a button press, and its callback (``POST /interactions/<id>/<token>
+/callback``, answered once) is recorded in ``interaction_responses``.
+
 Switches: ``drop()`` closes every gateway connection, ``silent`` stops heartbeat ACKs and events on
 open connections (a zombie connection), ``reject_token`` closes new sessions with 4004 and 401s REST.
 """
@@ -19,6 +27,7 @@ import asyncio
 import hashlib
 import itertools
 import json
+import time
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from typing import Any
@@ -55,6 +64,22 @@ class CreatedMessage:
     channel_id: int
     content: str
     reference: str | None
+    components: list[dict[str, Any]] | None = None
+    message_id: str = ""
+
+    def buttons(self) -> dict[str, str]:
+        """label -> custom_id of the message's buttons."""
+        return {c["label"]: c["custom_id"] for row in self.components or [] for c in row.get("components", [])
+                if c.get("type") == 2}
+
+
+@dataclass
+class Event:
+    at: float  # time.monotonic() when the request arrived
+    method: str  # create, edit, delete, or "429 edit"
+    channel_id: int
+    message_id: str
+    content: str
 
 
 @dataclass
@@ -71,7 +96,12 @@ class FakeDiscord(FakeServer):
     silent: bool = False
     reject_token: bool = False
     throttle_next: int = 0
+    throttle_edits: int = 0
     created: list[CreatedMessage] = field(default_factory=list)
+    timeline: list[Event] = field(default_factory=list)
+    channel_messages: dict[tuple[int, str], str] = field(default_factory=dict)
+    interaction_responses: list[dict[str, Any]] = field(default_factory=list)  # {"id", "type", "data"}
+    _interactions: dict[str, str] = field(default_factory=dict)  # id -> token, until answered
     typing: list[int] = field(default_factory=list)
     identifies: int = 0
     cdn: dict[str, CdnFile] = field(default_factory=dict)  # path -> file
@@ -92,6 +122,9 @@ class FakeDiscord(FakeServer):
         router.add_get("/api/v10/gateway/bot", self._gateway_info)
         router.add_post("/api/v10/channels/{cid}/typing", self._typing)
         router.add_post("/api/v10/channels/{cid}/messages", self._create_message)
+        router.add_patch("/api/v10/channels/{cid}/messages/{mid}", self._edit_message)
+        router.add_post("/api/v10/interactions/{iid}/{itoken}/callback", self._interaction_callback)
+        router.add_delete("/api/v10/channels/{cid}/messages/{mid}", self._delete_message)
         router.add_get("/attachments/{cid}/{aid}/{name}", self._cdn_get)
 
     @property
@@ -157,8 +190,86 @@ class FakeDiscord(FakeServer):
             return _json({"message": "Invalid Form Body", "code": 50035}, status=400)
         cid = int(request.match_info["cid"])
         ref = (data.get("message_reference") or {}).get("message_id")
-        self.created.append(CreatedMessage(cid, content, str(ref) if ref else None))
-        return _json(self._message(cid, user_payload(BOT_ID, BOT_NAME, bot=True), content))
+        payload = self._message(cid, user_payload(BOT_ID, BOT_NAME, bot=True), content,
+                                components=data.get("components") or [])
+        self.created.append(CreatedMessage(cid, content, str(ref) if ref else None, data.get("components"),
+                                           payload["id"]))
+        self.channel_messages[(cid, payload["id"])] = content
+        self.timeline.append(Event(time.monotonic(), "create", cid, payload["id"], content))
+        return _json(payload)
+
+    async def _edit_message(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return _json({"message": "401: Unauthorized", "code": 0}, status=401)
+        cid, mid = int(request.match_info["cid"]), request.match_info["mid"]
+        if self.throttle_edits > 0:
+            self.throttle_edits -= 1
+            self.timeline.append(Event(time.monotonic(), "429 edit", cid, mid, ""))
+            return _json({"message": "You are being rate limited.", "retry_after": 0.3, "global": False},
+                         status=429, headers={"Via": "1.1 google", "X-RateLimit-Limit": "5",
+                                              "X-RateLimit-Remaining": "0", "X-RateLimit-Reset-After": "0.3",
+                                              "X-RateLimit-Bucket": "fake-edit", "Retry-After": "1"})
+        if (cid, mid) not in self.channel_messages:
+            return _json({"message": "Unknown Message", "code": 10008}, status=404)
+        content = (await request.json()).get("content") or ""
+        if len(content) > 2000:
+            return _json({"message": "Invalid Form Body", "code": 50035}, status=400)
+        self.channel_messages[(cid, mid)] = content
+        self.timeline.append(Event(time.monotonic(), "edit", cid, mid, content))
+        payload = self._message(cid, user_payload(BOT_ID, BOT_NAME, bot=True), content,
+                                edited_timestamp=datetime.now(UTC).isoformat())
+        payload["id"] = mid
+        return _json(payload)
+
+    async def _delete_message(self, request: web.Request) -> web.Response:
+        if not self._authorized(request):
+            return _json({"message": "401: Unauthorized", "code": 0}, status=401)
+        cid, mid = int(request.match_info["cid"]), request.match_info["mid"]
+        if self.channel_messages.pop((cid, mid), None) is None:
+            return _json({"message": "Unknown Message", "code": 10008}, status=404)
+        self.timeline.append(Event(time.monotonic(), "delete", cid, mid, ""))
+        return web.Response(status=204)
+
+    async def _interaction_callback(self, request: web.Request) -> web.Response:
+        iid, itoken = request.match_info["iid"], request.match_info["itoken"]
+        if self._interactions.get(iid) != itoken:
+            return _json({"message": "Unknown interaction", "code": 10062}, status=404)
+        del self._interactions[iid]  # an interaction is answered once
+        body = await request.json()
+        self.interaction_responses.append({"id": iid, **body})
+        return _json({"interaction": {"id": iid, "type": 3}})
+
+    async def press(self, *, user_id: int, message: CreatedMessage, custom_id: str, name: str = "ada") -> str:
+        """``user_id`` presses the button ``custom_id`` under ``message`` (INTERACTION_CREATE); its id."""
+        iid, itoken = snowflake(), f"itoken-{snowflake()}"
+        self._interactions[iid] = itoken
+        user = user_payload(user_id, name)
+        bot_message = self._message(message.channel_id, user_payload(BOT_ID, BOT_NAME, bot=True), message.content,
+                                    components=message.components or [])
+        bot_message["id"] = message.message_id
+        payload: dict[str, Any] = {
+            "id": iid, "application_id": str(BOT_ID), "type": 3, "token": itoken, "version": 1,
+            "data": {"custom_id": custom_id, "component_type": 2}, "channel_id": str(message.channel_id),
+            "message": bot_message, "locale": "en-US", "app_permissions": "0", "entitlements": [],
+            "authorizing_integration_owners": {}, "attachment_size_limit": 26214400,
+        }
+        if message.channel_id == TEXT_CHANNEL_ID:
+            payload |= {"guild_id": str(GUILD_ID), "context": 0,
+                        "channel": {"id": str(TEXT_CHANNEL_ID), "type": 0, "guild_id": str(GUILD_ID),
+                                    "name": "general", "position": 0, "permission_overwrites": [], "nsfw": False,
+                                    "parent_id": None},
+                        "member": {"user": user, "roles": [], "joined_at": datetime.now(UTC).isoformat(),
+                                   "deaf": False, "mute": False, "flags": 0, "permissions": "0"}}
+        else:
+            payload |= {"user": user, "context": 1,
+                        "channel": {"id": str(message.channel_id), "type": 1, "recipients": [user], "flags": 0}}
+        await self.dispatch("INTERACTION_CREATE", payload)
+        return iid
+
+    def shown(self, channel_id: int) -> list[str]:
+        """What the channel shows now, oldest message first."""
+        return [text for (cid, mid), text in sorted(self.channel_messages.items(), key=lambda kv: int(kv[0][1]))
+                if cid == channel_id]
 
     async def wait_created(self, count: int, timeout: float = 30.0) -> list[CreatedMessage]:
         return await arrived(self.created, count, "messages created", timeout)

@@ -6,6 +6,8 @@ after ``since``, as a real server does; the bot's own sends come back in the tim
 idempotent per transaction id. Media: ``POST /_matrix/media/v3/upload`` stores bytes under a new
 ``mxc://`` URI, ``GET /_matrix/client/v1/media/download/<server>/<id>`` (authenticated) serves them.
 Errors have the spec's shape (``errcode``, 401 ``M_UNKNOWN_TOKEN``, 429 ``M_LIMIT_EXCEEDED``).
+Streaming: edits are sends with ``m.relates_to.rel_type`` ``m.replace``; ``shown(room)`` applies them,
+``PUT .../redact/<event>/<txn>`` is recorded in ``redacted``.
 Switches: ``revoke()``, ``throttle_next``, ``failing_syncs``, ``stalled``.
 """
 
@@ -13,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
+import time
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,7 +35,9 @@ class FakeHomeserver(FakeServer):
     throttle_next: int = 0
     failing_syncs: int = 0  # the next /sync calls answer 502, as a homeserver behind a restarting proxy
     stalled: bool = False  # /sync holds the connection and never answers
-    sent: list[dict[str, Any]] = field(default_factory=list)  # {"room", "content", "event_id", "txn"}
+    sent: list[dict[str, Any]] = field(default_factory=list)  # {"room", "content", "event_id", "txn", "at"}
+    refused: list[float] = field(default_factory=list)  # when a send was answered 429
+    redacted: list[str] = field(default_factory=list)  # event ids
     joined: list[str] = field(default_factory=list)
     typing: list[tuple[str, bool]] = field(default_factory=list)
     media: dict[str, tuple[bytes, str]] = field(default_factory=dict)  # media id -> (bytes, content type)
@@ -60,6 +65,7 @@ class FakeHomeserver(FakeServer):
         router.add_get(f"{c}/v3/sync", self._sync)
         router.add_put(f"{c}/v3/rooms/{{room}}/send/{{type}}/{{txn}}", self._send)
         router.add_put(f"{c}/v3/rooms/{{room}}/typing/{{user}}", self._typing)
+        router.add_put(f"{c}/v3/rooms/{{room}}/redact/{{event}}/{{txn}}", self._redact)
         router.add_post(f"{c}/v3/rooms/{{room}}/join", self._join)
         router.add_post(f"{c}/v3/join/{{room}}", self._join)
         router.add_post("/_matrix/media/v3/upload", self._upload)
@@ -142,6 +148,7 @@ class FakeHomeserver(FakeServer):
             return refused
         if self.throttle_next > 0:
             self.throttle_next -= 1
+            self.refused.append(time.monotonic())
             return _error(429, "M_LIMIT_EXCEEDED", "Too many requests", retry_after_ms=50)
         txn = request.match_info["txn"]
         room = request.match_info["room"]
@@ -149,10 +156,30 @@ class FakeHomeserver(FakeServer):
             return web.json_response({"event_id": self._txns[txn]})
         content = await request.json()
         event_id = self._txns[txn] = f"$ev{next(self._ids)}"
-        self.sent.append({"room": room, "content": content, "event_id": event_id, "txn": txn})
+        self.sent.append({"room": room, "content": content, "event_id": event_id, "txn": txn, "at": time.monotonic()})
         await self._append("timeline", room, {"type": request.match_info["type"], "sender": self.user_id,
                                               "event_id": event_id, "content": content})
         return web.json_response({"event_id": event_id})
+
+    async def _redact(self, request: web.Request) -> web.Response:
+        if (refused := self._auth(request)) is not None:
+            return refused
+        self.redacted.append(request.match_info["event"])
+        return web.json_response({"event_id": f"$ev{next(self._ids)}"})
+
+    def shown(self, room: str) -> list[str]:
+        """What the room shows of the bot's messages: each one's latest edit (``m.replace``), not redacted."""
+        bodies: dict[str, str] = {}
+        for sent in self.sent:
+            if sent["room"] != room:
+                continue
+            content = sent["content"]
+            relation = content.get("m.relates_to") or {}
+            if relation.get("rel_type") == "m.replace":
+                bodies[relation["event_id"]] = content["m.new_content"]["body"]
+            else:
+                bodies[sent["event_id"]] = content["body"]
+        return [body for event_id, body in bodies.items() if event_id not in self.redacted]
 
     async def _typing(self, request: web.Request) -> web.Response:
         if (refused := self._auth(request)) is not None:

@@ -3,12 +3,14 @@
 Web API: ``POST /api/<method>`` with a bearer token (or ``token`` in the form), answered as Slack
 does: HTTP 200 with ``{"ok": false, "error": ...}`` for a refused token, 429 + ``Retry-After`` when
 throttled. Methods: ``auth.test``, ``apps.connections.open`` (app token; answers a ``ws://`` URL of
-this server), ``chat.postMessage``, ``conversations.open``, and the three steps of
+this server), ``chat.postMessage``, ``chat.update`` and ``chat.delete`` (``messages``, ``timeline``,
+``throttle_updates``), ``chat.postEphemeral``, ``conversations.open``, and the three steps of
 ``files_upload_v2`` (``files.getUploadURLExternal``, a POST of the bytes, ``files.completeUploadExternal``).
 Files the test adds are served at ``/files/<id>`` to the bot token only.
 
 Socket Mode: the socket says ``hello``, then carries envelopes (``push_event``, ``push_command``);
-the client's acks are recorded in ``acks``; ``disconnect()`` asks the client to reconnect.
+``press`` sends a button's ``block_actions`` (interactive envelope); the client's acks are recorded in
+``acks``; ``disconnect()`` asks the client to reconnect.
 ``signed_post`` makes an Events API request as Slack signs it (``v0:<ts>:<body>``).
 """
 
@@ -43,6 +45,10 @@ class FakeSlack(FakeServer):
     revoked: bool = False
     throttle_next: int = 0
     posted: list[dict[str, Any]] = field(default_factory=list)  # chat.postMessage arguments
+    throttle_updates: int = 0  # the next chat.update calls answer 429 with Retry-After: 1
+    ephemeral: list[dict[str, Any]] = field(default_factory=list)  # chat.postEphemeral arguments
+    messages: dict[str, str] = field(default_factory=dict)  # ts -> text, as posted and updated
+    timeline: list[dict[str, Any]] = field(default_factory=list)  # every post, update, delete (and 429) with its time
     uploads: dict[str, dict[str, Any]] = field(default_factory=dict)  # file id -> {"name", "data", "channel"}
     files: dict[str, tuple[bytes, str]] = field(default_factory=dict)
     downloads: list[str] = field(default_factory=list)
@@ -91,6 +97,23 @@ class FakeSlack(FakeServer):
                                                    "user_name": user.lower(), "channel_id": channel,
                                                    "trigger_id": f"trig{next(self._ids)}", "team_id": TEAM})
 
+    async def press(self, *, user: str, posted: dict[str, Any], action_id: str) -> str:
+        """``user`` presses the button ``action_id`` of the message ``posted`` (a chat.postMessage call):
+        the ``block_actions`` envelope Slack sends over Socket Mode."""
+        channel = str(posted["channel"])
+        container = {"type": "message", "message_ts": posted["ts"], "channel_id": channel, "is_ephemeral": False}
+        if posted.get("thread_ts"):
+            container["thread_ts"] = posted["thread_ts"]
+        return await self._push("interactive", {
+            "type": "block_actions", "user": {"id": user, "username": user.lower(), "name": user.lower(),
+                                              "team_id": TEAM},
+            "api_app_id": "AKITH", "token": "legacy", "container": container, "trigger_id": f"trig{next(self._ids)}",
+            "team": {"id": TEAM, "domain": "kith-test"}, "channel": {"id": channel, "name": "directmessage"},
+            "message": {"type": "message", "ts": posted["ts"], "text": posted.get("text"),
+                        "blocks": posted.get("blocks") or []},
+            "actions": [{"type": "button", "action_id": action_id, "block_id": "kith_confirm", "value": "press",
+                         "action_ts": f"{time.time():.6f}"}]})
+
     async def _push(self, kind: str, payload: dict[str, Any]) -> str:
         envelope = f"env-{next(self._ids)}"
         await arrived(self._sockets, 1, "Socket Mode connections")
@@ -137,6 +160,10 @@ class FakeSlack(FakeServer):
         if method == "chat.postMessage" and self.throttle_next > 0:
             self.throttle_next -= 1
             return web.json_response({"ok": False, "error": "ratelimited"}, status=429, headers={"Retry-After": "0"})
+        if method == "chat.update" and self.throttle_updates > 0:
+            self.throttle_updates -= 1
+            self.timeline.append({"at": time.monotonic(), "method": "429 chat.update", "ts": args.get("ts")})
+            return web.json_response({"ok": False, "error": "ratelimited"}, status=429, headers={"Retry-After": "1"})
         handler = getattr(self, "_m_" + method.replace(".", "_"), None)
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"})
@@ -152,7 +179,33 @@ class FakeSlack(FakeServer):
     def _m_chat_postMessage(self, args: dict[str, Any]) -> dict[str, Any]:
         ts = f"{int(time.time())}.{next(self._ids):06d}"
         self.posted.append({**args, "ts": ts})
+        self.messages[ts] = str(args.get("text", ""))
+        self.timeline.append({"at": time.monotonic(), "method": "chat.postMessage", "ts": ts, "text": args.get("text")})
         return {"channel": args.get("channel"), "ts": ts, "message": {"text": args.get("text"), "ts": ts}}
+
+    def _m_chat_update(self, args: dict[str, Any]) -> dict[str, Any]:
+        ts = str(args.get("ts", ""))
+        if ts not in self.messages:
+            return {"ok": False, "error": "message_not_found"}
+        self.messages[ts] = str(args.get("text", ""))
+        self.timeline.append({"at": time.monotonic(), "method": "chat.update", "ts": ts, "text": args.get("text"),
+                              "blocks": args.get("blocks")})
+        return {"channel": args.get("channel"), "ts": ts, "text": args.get("text")}
+
+    def _m_chat_delete(self, args: dict[str, Any]) -> dict[str, Any]:
+        ts = str(args.get("ts", ""))
+        if self.messages.pop(ts, None) is None:
+            return {"ok": False, "error": "message_not_found"}
+        self.timeline.append({"at": time.monotonic(), "method": "chat.delete", "ts": ts})
+        return {"channel": args.get("channel"), "ts": ts}
+
+    def shown(self) -> list[str]:
+        """The bot's messages as they read now, oldest first."""
+        return [text for _, text in sorted(self.messages.items())]
+
+    def _m_chat_postEphemeral(self, args: dict[str, Any]) -> dict[str, Any]:
+        self.ephemeral.append(args)
+        return {"message_ts": f"{int(time.time())}.{next(self._ids):06d}"}
 
     def _m_conversations_open(self, args: dict[str, Any]) -> dict[str, Any]:
         return {"channel": {"id": "D" + str(args.get("users", "")).split(",")[0]}}

@@ -3,7 +3,15 @@
 ``/bot<token>/<method>`` with form or JSON parameters, answers ``{"ok": true, "result": ...}`` or the
 error shape PTB maps to exceptions (401 -> InvalidToken, 429 + ``parameters.retry_after`` ->
 RetryAfter). Switches for tests: ``stalled`` (getUpdates never answers), ``revoke()`` (every call
-401s from now on), ``throttle_next`` (next sendMessage calls answer 429).
+401s from now on), ``throttle_next`` (next sendMessage calls answer 429), ``throttle`` (method name ->
+how many of its next calls answer 429).
+
+Buttons: ``reply_markup`` is kept with each sent message (``Sent.buttons()``), ``make_callback`` builds
+the update of a press, ``answerCallbackQuery`` and ``editMessageReplyMarkup`` are recorded.
+
+Streaming: ``editMessageText`` (400 "message is not modified" for the same text, as Telegram answers),
+``sendMessageDraft`` (private chats only) and ``deleteMessage``; ``timeline`` records every send,
+edit, draft and delete with the time it arrived, ``chat_messages`` what each message shows now.
 
 Files: ``add_file`` stores bytes under a new file_id; ``getFile`` answers its ``file_path`` (or 400
 "file is too big" past the Bot API's 20 MB, as Telegram does) and ``GET /file/bot<token>/<path>``
@@ -35,6 +43,22 @@ class Sent:
     text: str
     parse_mode: str | None
     reply_to: int | None
+    reply_markup: dict[str, Any] | None = None
+    message_id: int = 0
+
+    def buttons(self) -> dict[str, str]:
+        """label -> callback_data of an inline keyboard."""
+        rows = (self.reply_markup or {}).get("inline_keyboard") or []
+        return {b["text"]: b["callback_data"] for row in rows for b in row}
+
+
+@dataclass
+class Event:
+    at: float  # time.monotonic() when the call arrived
+    method: str  # sendMessage, editMessageText, sendMessageDraft, deleteMessage, or "429 <method>"
+    chat_id: int
+    message_id: int  # the draft id for sendMessageDraft
+    text: str
 
 
 @dataclass
@@ -53,7 +77,14 @@ class FakeTelegram(FakeServer):
     revoked: bool = False
     throttle_next: int = 0
     retry_after: int = 1
+    throttle: dict[str, int] = field(default_factory=dict)
     sent: list[Sent] = field(default_factory=list)
+    timeline: list[Event] = field(default_factory=list)
+    chat_messages: dict[tuple[int, int], str] = field(default_factory=dict)
+    not_modified: int = 0  # edits that changed nothing (Telegram refuses them)
+    answered: list[dict[str, Any]] = field(default_factory=list)  # answerCallbackQuery calls
+    markup_removed: list[tuple[int, int]] = field(default_factory=list)  # (chat, message) keyboards taken away
+    _callback_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(9001))
     actions: list[tuple[int, str]] = field(default_factory=list)
     calls: list[str] = field(default_factory=list)
     webhook: dict[str, Any] = field(default_factory=dict)
@@ -180,20 +211,96 @@ class FakeTelegram(FakeServer):
         self.actions.append((int(params["chat_id"]), str(params.get("action"))))
         return self._ok(True)
 
+    def _throttled(self, method: str, params: dict[str, Any]) -> web.Response | None:
+        if self.throttle.get(method, 0) <= 0:
+            return None
+        self.throttle[method] -= 1
+        self.timeline.append(Event(time.monotonic(), f"429 {method}", int(params.get("chat_id") or 0),
+                                   int(params.get("message_id") or params.get("draft_id") or 0), ""))
+        return self._error(429, f"Too Many Requests: retry after {self.retry_after}", retry_after=self.retry_after)
+
     async def _m_sendMessage(self, params: dict[str, Any]) -> web.Response:
         if self.throttle_next > 0:
             self.throttle_next -= 1
             return self._error(429, f"Too Many Requests: retry after {self.retry_after}",
                                retry_after=self.retry_after)
+        if (refused := self._throttled("sendMessage", params)) is not None:
+            return refused
         chat_id, text = int(params["chat_id"]), str(params["text"])
         if not 1 <= len(text) <= 4096:
             return self._error(400, "Bad Request: message is too long")
         reply = params.get("reply_parameters") or {}
-        self.sent.append(Sent(chat_id, text, params.get("parse_mode"), reply.get("message_id")))
         mid = next(self._message_ids.setdefault(chat_id, itertools.count(1)))
+        self.sent.append(Sent(chat_id, text, params.get("parse_mode"), reply.get("message_id"),
+                              params.get("reply_markup"), mid))
+        self.chat_messages[(chat_id, mid)] = text
+        self.timeline.append(Event(time.monotonic(), "sendMessage", chat_id, mid, text))
         chat = {"id": chat_id, "type": "private" if chat_id > 0 else "group", "title": "g"}
         return self._ok({"message_id": mid, "date": int(time.time()), "chat": chat, "text": text,
                          "from": {"id": BOT_ID, "is_bot": True, "first_name": "Kith", "username": BOT_USERNAME}})
+
+    async def _m_editMessageText(self, params: dict[str, Any]) -> web.Response:
+        if (refused := self._throttled("editMessageText", params)) is not None:
+            return refused
+        chat_id, mid, text = int(params["chat_id"]), int(params["message_id"]), str(params["text"])
+        if (chat_id, mid) not in self.chat_messages:
+            return self._error(400, "Bad Request: message to edit not found")
+        if not 1 <= len(text) <= 4096:
+            return self._error(400, "Bad Request: MESSAGE_TOO_LONG")
+        if self.chat_messages[(chat_id, mid)] == text:
+            self.not_modified += 1
+            return self._error(400, "Bad Request: message is not modified: specified new message content and "
+                                    "reply markup are exactly the same as a current content and reply markup "
+                                    "of the message")
+        self.chat_messages[(chat_id, mid)] = text
+        self.timeline.append(Event(time.monotonic(), "editMessageText", chat_id, mid, text))
+        chat = {"id": chat_id, "type": "private" if chat_id > 0 else "group", "title": "g"}
+        return self._ok({"message_id": mid, "date": int(time.time()), "edit_date": int(time.time()), "chat": chat,
+                         "text": text, "from": {"id": BOT_ID, "is_bot": True, "first_name": "Kith"}})
+
+    async def _m_sendMessageDraft(self, params: dict[str, Any]) -> web.Response:
+        if (refused := self._throttled("sendMessageDraft", params)) is not None:
+            return refused
+        chat_id, draft_id, text = int(params["chat_id"]), int(params["draft_id"]), str(params.get("text") or "")
+        if chat_id < 0:
+            return self._error(400, "Bad Request: TEXTDRAFT_PEER_INVALID")
+        if not draft_id or len(text) > 4096:
+            return self._error(400, "Bad Request: invalid draft")
+        self.timeline.append(Event(time.monotonic(), "sendMessageDraft", chat_id, draft_id, text))
+        return self._ok(True)
+
+    async def _m_deleteMessage(self, params: dict[str, Any]) -> web.Response:
+        chat_id, mid = int(params["chat_id"]), int(params["message_id"])
+        if self.chat_messages.pop((chat_id, mid), None) is None:
+            return self._error(400, "Bad Request: message to delete not found")
+        self.timeline.append(Event(time.monotonic(), "deleteMessage", chat_id, mid, ""))
+        return self._ok(True)
+
+    async def _m_answerCallbackQuery(self, params: dict[str, Any]) -> web.Response:
+        self.answered.append(params)
+        return self._ok(True)
+
+    async def _m_editMessageReplyMarkup(self, params: dict[str, Any]) -> web.Response:
+        key = (int(params["chat_id"]), int(params["message_id"]))
+        if key not in self.chat_messages:
+            return self._error(400, "Bad Request: message to edit not found")
+        self.markup_removed.append(key)
+        return self._ok(True)
+
+    def make_callback(self, *, user_id: int, message: Sent, data: str, first_name: str = "Ada") -> dict[str, Any]:
+        """A ``callback_query`` update: ``user_id`` pressed the button ``data`` under ``message``."""
+        chat: dict[str, Any] = {"id": message.chat_id, "type": "private", "first_name": first_name}
+        if message.chat_id < 0:
+            chat = {"id": message.chat_id, "type": "supergroup", "title": "group"}
+        return {"update_id": next(self._update_ids), "callback_query": {
+            "id": str(next(self._callback_ids)), "chat_instance": "ci", "data": data,
+            "from": {"id": user_id, "is_bot": False, "first_name": first_name},
+            "message": {"message_id": message.message_id, "date": int(time.time()), "chat": chat,
+                        "text": message.text, "from": {"id": BOT_ID, "is_bot": True, "first_name": "Kith"}}}}
+
+    def shown(self, chat_id: int) -> list[str]:
+        """What the chat shows now, oldest message first (drafts are not messages)."""
+        return [text for (cid, _), text in sorted(self.chat_messages.items()) if cid == chat_id]
 
     async def _m_getFile(self, params: dict[str, Any]) -> web.Response:
         stored = self.files.get(str(params.get("file_id", "")))

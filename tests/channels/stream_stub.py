@@ -1,0 +1,48 @@
+"""A stand-in host that streams: what the streaming tests of each adapter share."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+from typing import Any
+
+from gateway.types import InboundMessage, Reply
+from tests.channels.stub import StubGateway
+
+
+@dataclass
+class StreamingStub(StubGateway):
+    """Answers every message with ``script`` fed piece by piece to ``on_delta``, ``gap`` seconds apart."""
+
+    script: list[str] = field(default_factory=list)
+    gap: float = 0.004
+    final: str | None = None  # the reply the turn returns (default: the streamed text)
+    notice: bool = False  # the reply is a host notice (a command's answer), not the model's
+
+    async def handle_inbound(self, message: InboundMessage, *, on_delta: Any = None) -> Reply | None:
+        self.inbound.append(message)
+        for piece in self.script:
+            if on_delta is not None:
+                result = on_delta(piece)
+                if asyncio.iscoroutine(result):
+                    await result
+            await asyncio.sleep(self.gap)
+        return Reply(text=self.final if self.final is not None else "".join(self.script), notice=self.notice)
+
+
+def words(n: int, width: int = 7) -> list[str]:
+    return [f"w{i:0{width - 2}d} " for i in range(n)]
+
+
+
+
+def show(events: list[Any], start: float) -> str:
+    """The platform's view of a streamed reply, one call a line, for a person to read (and a report)."""
+    lines = []
+    for e in events:
+        text = getattr(e, "text", None)
+        text = getattr(e, "content", "") if text is None else text
+        mid = getattr(e, "message_id", "")
+        text = text if len(text) <= 70 else f"{text[:30]}…{text[-30:]} ({len(text)} chars)"
+        lines.append(f"+{e.at - start:6.3f}s {e.method:<17} msg {str(mid)[-4:]:<4} {text!r}")
+    return "\n".join(lines)
