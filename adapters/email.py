@@ -1,0 +1,446 @@
+"""Email adapter: IMAP in (aioimaplib, IDLE with a polling fallback), SMTP out (aiosmtplib).
+
+* Progress is the mailbox's UIDs: ``<data_dir>/channels/email/state.json`` keeps ``UIDVALIDITY`` and
+  the highest UID below which every mail was handled (a low-water mark: a mail whose turn is still
+  running holds it back), written after each mail. A restart fetches only what lies above it, and a
+  mail fetched twice (after a crash mid-turn) is one turn: the host dedupes by the mail's UID. The
+  very first start, or a mailbox whose ``UIDVALIDITY`` changed, answers nothing already there.
+* Fetching: ``UID FETCH (RFC822.SIZE)`` first, and a mail over ``max_message_bytes`` is never
+  downloaded; the rest with ``BODY.PEEK[]`` (nothing is flagged by reading) and parsed in a thread
+  (``adapters.email_parse``: limits, quoted text and signature cut, HTML as text).
+* Who: the account id is the From address; it is believed only when the server's
+  ``Authentication-Results`` (``authserv_id``) vouch for it, unless ``require_authentication`` is
+  off. Mail from machines (bounces, lists, auto-replies) and from the bot itself is never answered.
+  The host's access policy (pairing, ``allow_from``) runs on what is left.
+* Threads: one conversation per thread (its first Message-ID), ``<address>#<hash>``; a reply carries
+  ``In-Reply-To`` and ``References`` and keeps the subject, and quotes nothing. Files come in as
+  attachments for the media pipeline; ``send_file`` mails one. ``send`` (reminders) starts a new mail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import hashlib
+import json
+import logging
+import os
+import re
+from collections.abc import Awaitable
+from datetime import UTC, datetime
+from email.message import EmailMessage
+from email.utils import format_datetime, formataddr, make_msgid
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
+
+import aioimaplib
+import aiosmtplib
+
+from adapters.email_config import EmailConfig, imap_client, smtp_client
+from adapters.email_parse import MailLimits, MailRefused, ParsedMail, parse_mail
+from adapters.ratelimit import with_retry
+from gateway.adapter import Adapter, AdapterAuthError
+from gateway.logs import install_redaction
+from gateway.media.errors import AttachmentUnavailable, TooLarge
+from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
+from gateway.util.tasks import EventTasks
+
+if TYPE_CHECKING:
+    from gateway.services import Services
+
+log = logging.getLogger("kith.adapters.email")
+T = TypeVar("T")
+
+_IMAP_TIMEOUT_S = 30.0
+_THREADS_KEPT = 500
+_SIZE = re.compile(rb"UID (\d+)\b.*?RFC822\.SIZE (\d+)|RFC822\.SIZE (\d+)\b.*?UID (\d+)")
+_FETCHED_UID = re.compile(rb"UID (\d+)")
+
+
+def conversation_of(sender: str, thread: str) -> str:
+    return f"{sender}#{hashlib.sha256(thread.encode()).hexdigest()[:12]}" if thread else sender
+
+
+def address_of(conversation_id: str) -> str:
+    return conversation_id.split("#", 1)[0]
+
+
+def kind_of(mime_type: str) -> str:
+    top = mime_type.split("/", 1)[0]
+    return {"image": "photo", "audio": "audio", "video": "video"}.get(top, "document")
+
+
+class EmailAdapter(Adapter):
+    name: ClassVar[str] = "email"
+    max_message_chars: ClassVar[int] = 100_000  # one mail holds a whole reply
+
+    def __init__(self, gateway: Services, config: EmailConfig | None = None) -> None:
+        cfg = config if config is not None else gateway.config.channels.section("email", EmailConfig)
+        super().__init__(gateway, cfg)
+        self.cfg: EmailConfig = cfg
+        if not cfg.imap_host or not cfg.smtp_host or "@" not in cfg.address:
+            raise ValueError("channels.email.address, imap_host and smtp_host are required")
+        self.stall_after_s = cfg.stall_after_s  # type: ignore[misc]  # per instance, from config
+        self.ready = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._address = cfg.address.lower()
+        self._limits = MailLimits(max_parts=cfg.max_parts, max_depth=cfg.max_depth,
+                                  max_attachments=cfg.max_attachments, max_text_chars=cfg.max_text_chars)  # fmt: skip
+        self._store = Path(gateway.config.data_dir) / "channels" / "email" / "state.json"
+        self._uidvalidity = 0
+        self._done_to = 0  # every UID up to this one is handled
+        self._finished: set[int] = set()  # handled UIDs above the mark (their turns ended out of order)
+        self._started: set[int] = set()  # UIDs handed out and not finished
+        self._threads: dict[str, dict[str, Any]] = {}
+        self._files: dict[str, bytes] = {}  # attachment id -> bytes, while its turn runs
+        self._tasks = EventTasks(log, "email: handling a mail")
+        self._send_lock = asyncio.Lock()
+        self._save_lock = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self.stats = {"fetched": 0, "turns": 0, "sent": 0, "refused": 0, "too_large": 0, "automated": 0,
+                      "unauthenticated": 0, "idle": 0, "polls": 0}  # fmt: skip
+
+    # ----------------------------------------------------------------------------------- lifecycle
+    async def run(self) -> None:
+        self._stop.clear()
+        secrets = [s.get_secret_value() for s in (self.cfg.imap_password, self.cfg.smtp_password) if s]
+        install_redaction([s for s in secrets if s])
+        client = imap_client(self.cfg, timeout=_IMAP_TIMEOUT_S)
+        try:
+            if await self._until_stopped(client.wait_hello_from_server()) is None:
+                return
+            password = self.cfg.imap_password.get_secret_value() if self.cfg.imap_password else ""
+            login = await client.login(self.cfg.login_user(), password)
+            if login.result != "OK":
+                raise AdapterAuthError(f"email: the IMAP server refused the login of {self.cfg.login_user()}")
+            selected = await client.select(self.cfg.mailbox)
+            if selected.result != "OK":
+                raise AdapterAuthError(f"email: the IMAP server has no mailbox {self.cfg.mailbox!r}")
+            await asyncio.to_thread(self._load, _status(selected.lines))
+            self.touch()
+            self.mark_connected()
+            self.ready.set()
+            idle = self.cfg.idle and client.has_capability("IDLE")
+            while not self._stop.is_set():
+                await self._catch_up(client)
+                if idle:
+                    await self._idle(client)
+                else:
+                    self.stats["polls"] += 1
+                    self._wake.clear()
+                    with contextlib.suppress(TimeoutError):
+                        await asyncio.wait_for(self._wake.wait(), self.cfg.poll_interval_s)
+                    await client.noop()  # the connection still answers: activity for the watchdog
+                    self.touch()
+        finally:
+            self.ready.clear()
+            await self._tasks.cancel_all()
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(client.logout(), 2)
+            with contextlib.suppress(Exception):
+                client.protocol.transport.close()
+
+    async def _idle(self, client: Any) -> None:
+        """One IDLE round: until the server pushes something, ``idle_renew_s`` passes, or stop."""
+        self.stats["idle"] += 1
+        waiting = await client.idle_start(timeout=self.cfg.idle_renew_s)
+        try:
+            push = asyncio.ensure_future(client.wait_server_push(timeout=self.cfg.idle_renew_s + 5))
+            stopped = asyncio.ensure_future(self._stop.wait())
+            await asyncio.wait({push, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            stopped.cancel()
+            if not push.done():
+                push.cancel()
+            elif push.exception() is not None and not isinstance(push.exception(), TimeoutError):
+                raise push.exception()  # type: ignore[misc]
+        finally:
+            client.idle_done()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(waiting, 10)
+        self.touch()
+
+    async def _until_stopped(self, call: Awaitable[T]) -> T | None:
+        work = asyncio.ensure_future(call)
+        stopped = asyncio.ensure_future(self._stop.wait())
+        try:
+            await asyncio.wait({work, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            stopped.cancel()
+            if not work.done():
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await work
+        if work.done() and not work.cancelled():
+            return work.result()
+        return None
+
+    async def stop(self) -> None:
+        self._stop.set()
+
+    def health(self) -> dict[str, Any]:
+        return {"address": self._address, "last_uid": self._done_to, **self.stats}
+
+    # ------------------------------------------------------------------------------------ progress
+    def _load(self, status: dict[str, int]) -> None:
+        uidvalidity, uidnext = status.get("UIDVALIDITY", 0), status.get("UIDNEXT", 0)
+        try:
+            saved = json.loads(self._store.read_text())
+        except (OSError, ValueError):
+            saved = {}
+        if not isinstance(saved, dict):
+            saved = {}
+        threads = saved.get("threads")
+        self._threads = threads if isinstance(threads, dict) else {}
+        same = saved.get("account") == self.cfg.login_user() and saved.get("mailbox") == self.cfg.mailbox
+        if same and saved.get("uidvalidity") == uidvalidity and isinstance(saved.get("done_to"), int):
+            self._uidvalidity, self._done_to = uidvalidity, saved["done_to"]
+        else:
+            if saved:
+                log.warning("email: %s was recreated on the server (UIDVALIDITY changed): mail already in it is "
+                            "not answered", self.cfg.mailbox)  # fmt: skip
+            # What is in the mailbox before kith first looks is history, not mail to answer.
+            self._uidvalidity, self._done_to = uidvalidity, max(0, uidnext - 1)
+        self._finished.clear()
+        self._started.clear()
+        _write(self._store, self._dump())
+
+    def _dump(self) -> str:
+        return json.dumps({"account": self.cfg.login_user(), "mailbox": self.cfg.mailbox,
+                           "uidvalidity": self._uidvalidity, "done_to": self._done_to, "threads": self._threads})
+
+    async def _finish(self, uid: int) -> None:
+        self._started.discard(uid)
+        self._finished.add(uid)
+        # A new mail always gets a higher UID than any before it, so below the lowest one still
+        # running, every UID that exists was handled.
+        mark = min(self._started) - 1 if self._started else max(self._finished)
+        if mark > self._done_to:
+            self._done_to = mark
+            self._finished = {u for u in self._finished if u > mark}
+            await self._persist()
+
+    async def _persist(self) -> None:
+        data = self._dump()  # on the loop: the thread dict changes under a writer in another thread
+        async with self._save_lock:
+            await asyncio.to_thread(_write, self._store, data)
+
+    # ------------------------------------------------------------------------------------- inbound
+    async def _catch_up(self, client: Any) -> None:
+        found = await client.uid_search(f"UID {self._done_to + 1}:*")
+        if found.result != "OK":
+            raise ConnectionError(f"email: UID SEARCH failed ({found.result})")
+        self.touch()
+        uids = sorted({int(u) for line in found.lines[:-1] for u in line.split() if u.isdigit()})
+        # "n:*" always matches the newest mail, even one below n.
+        new = [u for u in uids if u > self._done_to and u not in self._started and u not in self._finished]
+        if not new:
+            return
+        sizes = await self._sizes(client, new)
+        for uid in new:
+            size = sizes.get(uid)
+            self._started.add(uid)
+            if size is None:
+                await self._finish(uid)  # expunged between SEARCH and FETCH
+                continue
+            if size > self.cfg.max_message_bytes:
+                self.stats["too_large"] += 1
+                log.warning("email: mail UID %d refused unread: %d bytes is over max_message_bytes (%d)", uid, size,
+                            self.cfg.max_message_bytes)  # fmt: skip
+                await self._mark_seen(client, uid)
+                await self._finish(uid)
+                continue
+            raw = await self._fetch(client, uid)
+            self.stats["fetched"] += 1
+            if raw is None:
+                await self._finish(uid)
+                continue
+            self._tasks.spawn(self._handle(uid, raw))
+            await self._mark_seen(client, uid)
+
+    async def _sizes(self, client: Any, uids: list[int]) -> dict[int, int]:
+        resp = await client.uid("fetch", ",".join(map(str, uids)), "(UID RFC822.SIZE)")
+        if resp.result != "OK":
+            raise ConnectionError(f"email: UID FETCH of sizes failed ({resp.result})")
+        sizes: dict[int, int] = {}
+        for line in resp.lines:
+            if isinstance(line, bytes | bytearray):
+                m = _SIZE.search(bytes(line))
+                if m:
+                    uid, size = (m.group(1), m.group(2)) if m.group(1) else (m.group(4), m.group(3))
+                    sizes[int(uid)] = int(size)
+        return sizes
+
+    async def _fetch(self, client: Any, uid: int) -> bytes | None:
+        resp = await client.uid("fetch", str(uid), "(UID BODY.PEEK[])")
+        if resp.result != "OK":
+            raise ConnectionError(f"email: UID FETCH failed ({resp.result})")
+        lines = resp.lines
+        for i, line in enumerate(lines[:-1]):
+            if isinstance(line, bytes) and b"BODY[]" in line and _FETCHED_UID.search(line) and i + 1 < len(lines):
+                body = lines[i + 1]
+                if isinstance(body, bytearray | bytes) and len(body) <= self.cfg.max_message_bytes:
+                    return bytes(body)
+                self.stats["too_large"] += 1
+                return None
+        return None
+
+    async def _mark_seen(self, client: Any, uid: int) -> None:
+        if self.cfg.mark_seen:
+            with contextlib.suppress(aioimaplib.AioImapException, TimeoutError):
+                await client.uid("store", str(uid), "+FLAGS.SILENT (\\Seen)")
+
+    async def _handle(self, uid: int, raw: bytes) -> None:
+        try:
+            message = await self._message(uid, raw)
+            if message is not None:
+                await self._turn(message)
+        finally:
+            for key in [k for k in self._files if k.startswith(f"{self._uidvalidity}:{uid}:")]:
+                del self._files[key]
+            await self._finish(uid)
+
+    async def _message(self, uid: int, raw: bytes) -> InboundMessage | None:
+        try:
+            mail = await asyncio.to_thread(parse_mail, raw, self._limits, authserv_id=self.cfg.authserv_id)
+        except MailRefused as exc:
+            self.stats["refused"] += 1
+            log.warning("email: mail UID %d refused: %s", uid, exc)
+            return None
+        if mail.sender == self._address:
+            return None
+        if mail.automated:
+            self.stats["automated"] += 1
+            log.info("email: mail UID %d not answered: %s", uid, mail.automated)
+            return None
+        if self.cfg.require_authentication and mail.authenticated != "pass":
+            self.stats["unauthenticated"] += 1
+            log.warning("email: mail UID %d from an unauthenticated sender refused (%s)", uid, mail.authenticated)
+            return None
+        return self.normalize(uid, mail)
+
+    def normalize(self, uid: int, mail: ParsedMail) -> InboundMessage | None:
+        attachments = []
+        for i, file in enumerate(mail.files):
+            key = f"{self._uidvalidity}:{uid}:{i}"
+            self._files[key] = file.data
+            attachments.append(Attachment(kind=kind_of(file.mime_type), name=file.name, mime_type=file.mime_type,
+                                          size=len(file.data), platform_id=key))  # fmt: skip
+        if not mail.text and not attachments:
+            return None
+        thread = mail.thread or f"<uid-{self._uidvalidity}-{uid}@{self._address}>"
+        conversation = conversation_of(mail.sender, thread)
+        self._remember(conversation, mail)
+        self.stats["turns"] += 1
+        return InboundMessage(
+            channel=self.name, account_id=mail.sender, conversation_id=conversation, kind=ConversationKind.DM,
+            display_name=mail.sender_name, text=mail.text, message_id=f"{self._uidvalidity}:{uid}",
+            timestamp=mail.date, attachments=tuple(attachments), reply_to=mail.in_reply_to, mentioned=True,
+            raw={"uid": uid, "message_id": mail.message_id, "subject": mail.subject, "thread": thread},
+        )  # fmt: skip
+
+    def _remember(self, conversation: str, mail: ParsedMail) -> None:
+        refs = list(mail.references)
+        if mail.in_reply_to and mail.in_reply_to not in refs:
+            refs.append(mail.in_reply_to)
+        if mail.message_id:
+            refs.append(mail.message_id)
+        self._threads.pop(conversation, None)
+        self._threads[conversation] = {"to": mail.sender, "subject": mail.subject, "refs": refs[:1] + refs[1:][-19:]}
+        while len(self._threads) > _THREADS_KEPT:
+            self._threads.pop(next(iter(self._threads)))
+
+    async def _turn(self, message: InboundMessage) -> None:
+        reply = await self.gateway.handle_inbound(message)
+        if reply is None:
+            return
+        await self._deliver(message.conversation_id, "\n\n".join(self.reply_chunks(reply)), threaded=True)
+
+    # --------------------------------------------------------------------------------------- media
+    async def fetch_attachment(self, attachment: Attachment, *, max_bytes: int) -> bytes:
+        data = self._files.get(attachment.platform_id)
+        what = f"the {attachment.kind} {attachment.name!r}" if attachment.name else f"the {attachment.kind}"
+        if data is None:
+            raise AttachmentUnavailable(f"{what} is no longer at hand (its mail was handled already)")
+        if len(data) > max_bytes:
+            raise TooLarge(f"{what} is {len(data):,} bytes, over the limit of {max_bytes:,}")
+        return data
+
+    async def send_file(self, address: ConversationAddress, *, name: str, mime_type: str, data: bytes) -> str:
+        """Mail ``data`` as an attachment, in the conversation's thread when there is one; the Message-ID."""
+        maintype, _, subtype = mime_type.partition("/")
+        return await self._deliver(address.conversation_id, "", threaded=True,
+                                   file=(name, maintype or "application", subtype or "octet-stream", data))  # fmt: skip
+
+    # ------------------------------------------------------------------------------------ outbound
+    async def send(self, address: ConversationAddress, reply: Reply) -> None:
+        await self._deliver(address.conversation_id, "\n\n".join(self.reply_chunks(reply)), threaded=False)
+
+    async def _deliver(self, conversation: str, text: str, *, threaded: bool,
+                       file: tuple[str, str, str, bytes] | None = None) -> str:  # fmt: skip
+        thread = self._threads.get(conversation) if threaded else None
+        to = str(thread["to"]) if thread else address_of(conversation)
+        if "@" not in to:
+            raise AttachmentUnavailable(f"email: {conversation!r} is not an address") if file else \
+                ValueError(f"email: {conversation!r} is not an address")  # fmt: skip
+        msg = EmailMessage()
+        msg["From"] = formataddr((self.cfg.display_name, self.cfg.address))
+        msg["To"] = to
+        msg["Date"] = format_datetime(datetime.now(UTC))
+        msg["Message-ID"] = make_msgid(domain=self._address.rsplit("@", 1)[1])
+        msg["Auto-Submitted"] = "auto-replied" if thread else "auto-generated"  # RFC 3834: no robot answers it
+        if thread:
+            subject = str(thread.get("subject") or "")
+            msg["Subject"] = subject if subject.lower().startswith("re:") else f"Re: {subject}".strip()
+            refs = [str(r) for r in thread.get("refs") or []]
+            if refs:
+                msg["In-Reply-To"] = refs[-1]
+                msg["References"] = " ".join(refs)
+        else:
+            msg["Subject"] = self.cfg.subject
+        msg.set_content(text or (f"{file[0]}" if file else ""))
+        if file is not None:
+            msg.add_attachment(file[3], maintype=file[1], subtype=file[2], filename=file[0])
+        login = self.cfg.smtp_login()
+        async with self._send_lock:
+            await with_retry(lambda: self._smtp_send(msg, login), retry_after=_retry_after, what="email SMTP send")
+        self.stats["sent"] += 1
+        if thread is not None:
+            refs = [*thread.get("refs", []), str(msg["Message-ID"])]
+            thread["refs"] = refs[:1] + refs[1:][-19:]
+            await self._persist()
+        return str(msg["Message-ID"])
+
+    async def _smtp_send(self, msg: EmailMessage, login: tuple[str, str] | None) -> None:
+        client = smtp_client(self.cfg, timeout=30)
+        async with client:
+            if login is not None:
+                await client.login(*login)
+            await client.send_message(msg)
+
+
+def _write(path: Path, data: str) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(data)
+    os.replace(tmp, path)
+
+
+def _retry_after(exc: BaseException) -> float | None:
+    """A temporary SMTP failure (4xx) or a dropped connection is retried; a refusal (5xx) is not."""
+    if isinstance(exc, aiosmtplib.SMTPResponseException):
+        return 2.0 if 400 <= exc.code < 500 else None
+    if isinstance(exc, aiosmtplib.SMTPServerDisconnected | aiosmtplib.SMTPConnectError | ConnectionError):
+        return 2.0
+    return None
+
+
+def _status(lines: list[Any]) -> dict[str, int]:
+    """``UIDVALIDITY`` and ``UIDNEXT`` from a SELECT answer."""
+    found: dict[str, int] = {}
+    for line in lines:
+        text = bytes(line) if isinstance(line, bytes | bytearray) else b""
+        for key in ("UIDVALIDITY", "UIDNEXT"):
+            m = re.search(rb"\[" + key.encode() + rb" (\d+)\]", text)
+            if m:
+                found[key] = int(m.group(1))
+    return found
