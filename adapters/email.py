@@ -52,6 +52,7 @@ log = logging.getLogger("kith.adapters.email")
 T = TypeVar("T")
 
 _IMAP_TIMEOUT_S = 30.0
+SMTP_RETRY_S = 2.0  # after a temporary SMTP failure (4xx, a dropped connection)
 _THREADS_KEPT = 500
 _SIZE = re.compile(rb"UID (\d+)\b.*?RFC822\.SIZE (\d+)|RFC822\.SIZE (\d+)\b.*?UID (\d+)")
 _FETCHED_UID = re.compile(rb"UID (\d+)")
@@ -82,6 +83,7 @@ class EmailAdapter(Adapter):
             raise ValueError("channels.email.address, imap_host and smtp_host are required")
         self.stall_after_s = cfg.stall_after_s  # type: ignore[misc]  # per instance, from config
         self.ready = asyncio.Event()
+        self.idling = False  # in an IDLE round: mail arrives by the server's push
         self._stop = asyncio.Event()
         self._address = cfg.address.lower()
         self._limits = MailLimits(max_parts=cfg.max_parts, max_depth=cfg.max_depth,
@@ -107,8 +109,8 @@ class EmailAdapter(Adapter):
         install_redaction([s for s in secrets if s])
         client = imap_client(self.cfg, timeout=_IMAP_TIMEOUT_S)
         try:
-            if await self._until_stopped(client.wait_hello_from_server()) is None:
-                return
+            if await self._until_stopped(_greeted(client)) is None:
+                return  # stopped while the server had not answered yet
             password = self.cfg.imap_password.get_secret_value() if self.cfg.imap_password else ""
             login = await client.login(self.cfg.login_user(), password)
             if login.result != "OK":
@@ -142,8 +144,13 @@ class EmailAdapter(Adapter):
 
     async def _idle(self, client: Any) -> None:
         """One IDLE round: until the server pushes something, ``idle_renew_s`` passes, or stop."""
+        # Mail that came during the catch-up is announced now, not necessarily once IDLE starts.
+        news = await client.noop()
+        if any(b"EXISTS" in bytes(line) for line in news.lines if isinstance(line, bytes | bytearray)):
+            return
         self.stats["idle"] += 1
         waiting = await client.idle_start(timeout=self.cfg.idle_renew_s)
+        self.idling = True
         try:
             push = asyncio.ensure_future(client.wait_server_push(timeout=self.cfg.idle_renew_s + 5))
             stopped = asyncio.ensure_future(self._stop.wait())
@@ -154,6 +161,7 @@ class EmailAdapter(Adapter):
             elif push.exception() is not None and not isinstance(push.exception(), TimeoutError):
                 raise push.exception()  # type: ignore[misc]
         finally:
+            self.idling = False
             client.idle_done()
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(waiting, 10)
@@ -418,6 +426,11 @@ class EmailAdapter(Adapter):
             await client.send_message(msg)
 
 
+async def _greeted(client: Any) -> bool:
+    await client.wait_hello_from_server()
+    return True
+
+
 def _write(path: Path, data: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(".tmp")
@@ -428,9 +441,9 @@ def _write(path: Path, data: str) -> None:
 def _retry_after(exc: BaseException) -> float | None:
     """A temporary SMTP failure (4xx) or a dropped connection is retried; a refusal (5xx) is not."""
     if isinstance(exc, aiosmtplib.SMTPResponseException):
-        return 2.0 if 400 <= exc.code < 500 else None
+        return SMTP_RETRY_S if 400 <= exc.code < 500 else None
     if isinstance(exc, aiosmtplib.SMTPServerDisconnected | aiosmtplib.SMTPConnectError | ConnectionError):
-        return 2.0
+        return SMTP_RETRY_S
     return None
 
 

@@ -42,8 +42,8 @@ class EmailConfig(ChannelAccess):
     smtp_host: str = ""
     smtp_port: int = Field(465, ge=1, le=65535)
     smtp_security: Literal["ssl", "starttls", "plain"] = "ssl"  # plain: a server on this machine only
-    smtp_user: str = ""  # defaults to ``imap_user``; empty password: no SMTP login
-    smtp_password: SecretStr | None = None  # defaults to ``imap_password``
+    smtp_user: str = ""  # defaults to ``imap_user``
+    smtp_password: SecretStr | None = None  # unset: ``imap_password``; "": no SMTP login
     # Sender authentication (docs/channels.md#email): the From header is the sender's own claim.
     # kith believes it only when the topmost Authentication-Results header written by this server
     # (its authserv-id) says DMARC, or DKIM or SPF aligned with the From domain, passed.
@@ -70,7 +70,7 @@ class EmailConfig(ChannelAccess):
         return self.imap_user or self.address
 
     def smtp_login(self) -> tuple[str, str] | None:
-        password = self.smtp_password or self.imap_password
+        password = self.smtp_password if self.smtp_password is not None else self.imap_password
         if password is None or not password.get_secret_value():
             return None
         return (self.smtp_user or self.login_user(), password.get_secret_value())
