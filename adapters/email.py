@@ -55,7 +55,6 @@ _IMAP_TIMEOUT_S = 30.0
 SMTP_RETRY_S = 2.0  # after a temporary SMTP failure (4xx, a dropped connection)
 _THREADS_KEPT = 500
 _SIZE = re.compile(rb"UID (\d+)\b.*?RFC822\.SIZE (\d+)|RFC822\.SIZE (\d+)\b.*?UID (\d+)")
-_FETCHED_UID = re.compile(rb"UID (\d+)")
 
 
 def conversation_of(sender: str, thread: str) -> str:
@@ -98,7 +97,7 @@ class EmailAdapter(Adapter):
         self._tasks = EventTasks(log, "email: handling a mail")
         self._send_lock = asyncio.Lock()
         self._save_lock = asyncio.Lock()
-        self._wake = asyncio.Event()
+        self._lost = asyncio.Event()
         self.stats = {"fetched": 0, "turns": 0, "sent": 0, "refused": 0, "too_large": 0, "automated": 0,
                       "unauthenticated": 0, "idle": 0, "polls": 0}  # fmt: skip
 
@@ -108,6 +107,8 @@ class EmailAdapter(Adapter):
         secrets = [s.get_secret_value() for s in (self.cfg.imap_password, self.cfg.smtp_password) if s]
         install_redaction([s for s in secrets if s])
         client = imap_client(self.cfg, timeout=_IMAP_TIMEOUT_S)
+        self._lost = asyncio.Event()
+        client.protocol.conn_lost_cb = lambda _exc: self._lost.set()  # (IMAP4_SSL takes no callback)
         try:
             if await self._until_stopped(_greeted(client)) is None:
                 return  # stopped while the server had not answered yet
@@ -124,28 +125,31 @@ class EmailAdapter(Adapter):
             self.ready.set()
             idle = self.cfg.idle and client.has_capability("IDLE")
             while not self._stop.is_set():
+                if self._lost.is_set():
+                    raise ConnectionError("email: the IMAP server closed the connection")
                 await self._catch_up(client)
                 if idle:
                     await self._idle(client)
                 else:
                     self.stats["polls"] += 1
-                    self._wake.clear()
-                    with contextlib.suppress(TimeoutError):
-                        await asyncio.wait_for(self._wake.wait(), self.cfg.poll_interval_s)
-                    await client.noop()  # the connection still answers: activity for the watchdog
+                    await self._pause(self.cfg.poll_interval_s)
+                    if self._stop.is_set() or self._lost.is_set():
+                        continue
+                    await self._imap(client.noop())  # the connection still answers: activity for the watchdog
                     self.touch()
         finally:
             self.ready.clear()
             await self._tasks.cancel_all()
-            with contextlib.suppress(Exception):
-                await asyncio.wait_for(client.logout(), 2)
+            if not self._lost.is_set():
+                with contextlib.suppress(Exception):
+                    await asyncio.wait_for(client.logout(), 2)
             with contextlib.suppress(Exception):
                 client.protocol.transport.close()
 
     async def _idle(self, client: Any) -> None:
         """One IDLE round: until the server pushes something, ``idle_renew_s`` passes, or stop."""
         # Mail that came during the catch-up is announced now, not necessarily once IDLE starts.
-        news = await client.noop()
+        news = await self._imap(client.noop())
         if any(b"EXISTS" in bytes(line) for line in news.lines if isinstance(line, bytes | bytearray)):
             return
         self.stats["idle"] += 1
@@ -154,18 +158,52 @@ class EmailAdapter(Adapter):
         try:
             push = asyncio.ensure_future(client.wait_server_push(timeout=self.cfg.idle_renew_s + 5))
             stopped = asyncio.ensure_future(self._stop.wait())
-            await asyncio.wait({push, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            lost = asyncio.ensure_future(self._lost.wait())
+            await asyncio.wait({push, stopped, lost}, return_when=asyncio.FIRST_COMPLETED)
             stopped.cancel()
+            lost.cancel()
+            if self._lost.is_set():
+                push.cancel()
+                raise ConnectionError("email: the IMAP server closed the connection")
             if not push.done():
                 push.cancel()
             elif push.exception() is not None and not isinstance(push.exception(), TimeoutError):
                 raise push.exception()  # type: ignore[misc]
         finally:
             self.idling = False
-            client.idle_done()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(waiting, 10)
+            if not self._lost.is_set():
+                client.idle_done()
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(waiting, 10)
+            else:
+                waiting.cancel()
         self.touch()
+
+    async def _imap(self, call: Awaitable[T]) -> T:
+        """``call``'s answer; ConnectionError as soon as the connection is lost (aioimaplib would leave
+        a command in flight waiting for its timeout)."""
+        work = asyncio.ensure_future(call)
+        lost = asyncio.ensure_future(self._lost.wait())
+        try:
+            await asyncio.wait({work, lost}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            lost.cancel()
+            if not work.done():
+                work.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await work
+        if work.cancelled():
+            raise ConnectionError("email: the IMAP server closed the connection")
+        return work.result()
+
+    async def _pause(self, seconds: float) -> None:
+        """``seconds``, or less when stopped or the connection is lost."""
+        waits = {asyncio.ensure_future(self._stop.wait()), asyncio.ensure_future(self._lost.wait())}
+        try:
+            await asyncio.wait(waits, timeout=seconds, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            for w in waits:
+                w.cancel()
 
     async def _until_stopped(self, call: Awaitable[T]) -> T | None:
         work = asyncio.ensure_future(call)
@@ -234,7 +272,7 @@ class EmailAdapter(Adapter):
 
     # ------------------------------------------------------------------------------------- inbound
     async def _catch_up(self, client: Any) -> None:
-        found = await client.uid_search(f"UID {self._done_to + 1}:*")
+        found = await self._imap(client.uid_search(f"UID {self._done_to + 1}:*"))
         if found.result != "OK":
             raise ConnectionError(f"email: UID SEARCH failed ({found.result})")
         self.touch()
@@ -266,7 +304,7 @@ class EmailAdapter(Adapter):
             await self._mark_seen(client, uid)
 
     async def _sizes(self, client: Any, uids: list[int]) -> dict[int, int]:
-        resp = await client.uid("fetch", ",".join(map(str, uids)), "(UID RFC822.SIZE)")
+        resp = await self._imap(client.uid("fetch", ",".join(map(str, uids)), "(UID RFC822.SIZE)"))
         if resp.result != "OK":
             raise ConnectionError(f"email: UID FETCH of sizes failed ({resp.result})")
         sizes: dict[int, int] = {}
@@ -279,12 +317,13 @@ class EmailAdapter(Adapter):
         return sizes
 
     async def _fetch(self, client: Any, uid: int) -> bytes | None:
-        resp = await client.uid("fetch", str(uid), "(UID BODY.PEEK[])")
+        resp = await self._imap(client.uid("fetch", str(uid), "(UID BODY.PEEK[])"))
         if resp.result != "OK":
             raise ConnectionError(f"email: UID FETCH failed ({resp.result})")
         lines = resp.lines
         for i, line in enumerate(lines[:-1]):
-            if isinstance(line, bytes) and b"BODY[]" in line and _FETCHED_UID.search(line) and i + 1 < len(lines):
+            # "* n FETCH (UID u BODY[] {size}": the literal is the next line (UID may also come after it)
+            if isinstance(line, bytes) and b"BODY[]" in line and line.rstrip().endswith(b"}"):
                 body = lines[i + 1]
                 if isinstance(body, bytearray | bytes) and len(body) <= self.cfg.max_message_bytes:
                     return bytes(body)
@@ -295,7 +334,7 @@ class EmailAdapter(Adapter):
     async def _mark_seen(self, client: Any, uid: int) -> None:
         if self.cfg.mark_seen:
             with contextlib.suppress(aioimaplib.AioImapException, TimeoutError):
-                await client.uid("store", str(uid), "+FLAGS.SILENT (\\Seen)")
+                await self._imap(client.uid("store", str(uid), "+FLAGS.SILENT (\\Seen)"))
 
     async def _handle(self, uid: int, raw: bytes) -> None:
         try:

@@ -206,3 +206,19 @@ async def test_smtp_temporary_failure_is_retried_and_a_refused_login_stops_the_a
         adapter = EmailAdapter(gw)  # type: ignore[arg-type]
         with pytest.raises(AdapterAuthError, match="refused the login"):
             await asyncio.wait_for(adapter.run(), 10)
+
+
+@pytest.mark.parametrize("idle", [True, False])
+async def test_a_dropped_connection_ends_run_for_the_supervisor(servers, tmp_path: Path, idle: bool) -> None:  # type: ignore[no-untyped-def]
+    imap, smtp = servers
+    async with StubGateway.with_channels(tmp_path, email=section(imap, smtp, idle=idle)) as gw:
+        adapter, task = await started(gw)
+        imap.drop()  # the server restarts
+        with pytest.raises(ConnectionError, match="closed the connection"):
+            await asyncio.wait_for(task, 10)
+        assert not adapter.ready.is_set()
+        again = gw.start(adapter)  # what the supervisor does next, after its backoff
+        await asyncio.wait_for(adapter.ready.wait(), 10)
+        await imap.deliver(mail("after the restart"))
+        (msg,) = await gw.wait_inbound(1)
+        assert msg.text == "after the restart" and not again.done()
