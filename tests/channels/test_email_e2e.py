@@ -25,11 +25,12 @@ from gateway.configread import parse_config
 from gateway.schedule.engine import sync_user
 from gateway.state.delivery import DeliveryPrefs
 from gateway.turn.admission import AccessStore
-from tests.channels.rig import channel_plugins, wait_for
+from tests.channels.rig import FAST, TG_TOKEN, channel_plugins, wait_for
 from tests.channels.test_email_adapter import AR, mail
 from tests.fakes.anthropic import API_KEY, FakeAnthropic
 from tests.fakes.imap_server import PASSWORD, USER, FakeIMAP
 from tests.fakes.smtp_server import FakeSMTP
+from tests.fakes.telegram_api import FakeTelegram
 from tests.storage import select_rows
 
 ADA, EVE = "ada@example.org", "eve@example.net"
@@ -53,10 +54,11 @@ async def servers() -> AsyncIterator[tuple[FakeIMAP, FakeSMTP]]:
 async def gateway_factory(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitable[Gateway]]]:
     started: list[Gateway] = []
 
-    async def start(imap: FakeIMAP, smtp: FakeSMTP, *, llm: dict[str, Any] | None = None, **email: Any) -> Gateway:
+    async def start(imap: FakeIMAP, smtp: FakeSMTP, *, llm: dict[str, Any] | None = None,
+                    channels: dict[str, Any] | None = None, **email: Any) -> Gateway:  # fmt: skip
         data = {"data_dir": str(tmp_path / "data"), "llm": llm or {"provider": "echo"}, "server": {"port": 0},
                 "plugins": {"entry_points": False, "modules": ["adapters.email_config"]},
-                "channels": {"email": email_section(imap, smtp, **email)}}  # fmt: skip
+                "channels": {"email": email_section(imap, smtp, **email), **(channels or {})}}  # fmt: skip
         gw = Gateway(parse_config(data, env={}), plugins=channel_plugins(), entry_points=False)
         gw.supervisor.base_delay = 0.1
         gw.supervisor.max_delay = 0.5
@@ -141,6 +143,12 @@ async def test_huge_mail_and_a_mime_bomb_are_refused_and_the_channel_keeps_servi
     health = gw.supervisor.health()["email"]
     assert health["state"] == "running" and health["restarts"] == 0
     assert (health["too_large"], health["refused"]) == (1, 1)
+    imap.drop()  # the IMAP server restarts: the supervisor reconnects after its backoff
+    await wait_for(lambda: gw.supervisor.health()["email"]["restarts"] >= 1
+                   and gw.supervisor.health()["email"]["state"] == "running", what="email back")  # fmt: skip
+    await imap.deliver(mail("still there?", msgid="<after@example.org>"))
+    await smtp.wait_received(2)
+    assert user_turns(gw) == ["a normal question", "still there?"]
 
 
 async def test_a_reminder_reaches_email_as_the_preferred_channel(servers, gateway_factory) -> None:  # type: ignore[no-untyped-def]
@@ -179,3 +187,47 @@ async def test_kith_doctor_signs_in_to_imap_and_smtp(servers, tmp_path: Path) ->
     assert smtp_bad.status == "fail" and f"refused the login of {SMTP_USER}" in smtp_bad.detail
     unsafe = (await check_channels(config(require_authentication=False)))[0]
     assert unsafe.status == "warn" and "From is not authenticated" in unsafe.detail
+
+
+def _confirm(text: str) -> str:
+    found = re.search(r"/link confirm ([A-Z0-9]{4})\b", text)
+    assert found, text
+    return f"/link confirm {found.group(1)}"
+
+
+async def test_one_person_on_telegram_and_email_has_one_memory(servers, gateway_factory) -> None:  # type: ignore[no-untyped-def]
+    imap, smtp = servers
+    model = await FakeAnthropic().start()
+    tg = FakeTelegram(token=TG_TOKEN)
+    await tg.start()
+    try:
+        telegram = {"enabled": True, "token": TG_TOKEN, "base_url": tg.base_url, "poll_timeout_s": 1,
+                    "dm_policy": "allowlist", "allow_from": ["1001"], **FAST}  # fmt: skip
+        gw = await gateway_factory(imap, smtp, dm_policy="allowlist", allow_from=[ADA], channels={"telegram": telegram},
+                                   llm={"provider": "anthropic", "api_key": API_KEY, "base_url": model.base_url,
+                                        "max_retries": 0})  # fmt: skip
+        await asyncio.wait_for(gw.adapters["telegram"].ready.wait(), 10)  # type: ignore[attr-defined]
+        await tg.push(tg.make_update(user_id=1001, text="/link"))
+        code = re.search(r"link code is ([A-Z0-9-]+)", (await tg.wait_sent(1))[-1].text)
+        assert code
+        thread = "<link1@example.org>"
+        await imap.deliver(mail(f"/link {code.group(1).rstrip('.')}", msgid=thread))
+        asked = (await smtp.wait_received(1))[0].message
+        told = (await tg.wait_sent(2))[-1].text
+        await tg.push(tg.make_update(user_id=1001, text=_confirm(told)))
+        await tg.wait_sent(3)
+        answer = {"In-Reply-To": asked["Message-ID"], "References": f"{thread} {asked['Message-ID']}"}
+        await imap.deliver(mail(_confirm(asked.get_content()), msgid="<link2@example.org>", headers=answer))
+        linked = (await smtp.wait_received(2))[1].message
+        assert "Linked" in linked.get_content() and linked["In-Reply-To"] == "<link2@example.org>"
+        assert len({r[0] for r in select_rows(gw.state, "SELECT user_id FROM identities")}) == 1
+
+        await tg.push(tg.make_update(user_id=1001, text="Remember this: my cat is called Miso."))
+        await tg.wait_sent(5)
+        await imap.deliver(mail("What is my cat called?", msgid="<q@example.org>"))
+        await smtp.wait_received(3)
+        assert "Miso" in json.dumps(model.last_turn())  # told on Telegram, asked by mail
+        assert len({r[0] for r in select_rows(gw.state, "SELECT DISTINCT user_id FROM turns")}) == 1
+    finally:
+        await tg.close()
+        await model.stop()
