@@ -37,7 +37,7 @@ import aioimaplib
 import aiosmtplib
 
 from adapters.email_config import EmailConfig, imap_client, smtp_client
-from adapters.email_parse import MailLimits, MailRefused, ParsedMail, parse_mail
+from adapters.email_parse import MailLimits, MailRefused, ParsedMail, is_address, parse_mail
 from adapters.ratelimit import with_retry
 from gateway.adapter import Adapter, AdapterAuthError
 from gateway.logs import install_redaction
@@ -426,9 +426,10 @@ class EmailAdapter(Adapter):
                        file: tuple[str, str, str, bytes] | None = None) -> str:  # fmt: skip
         thread = self._threads.get(conversation) if threaded else None
         to = str(thread["to"]) if thread else address_of(conversation)
-        if "@" not in to:
-            raise AttachmentUnavailable(f"email: {conversation!r} is not an address") if file else \
-                ValueError(f"email: {conversation!r} is not an address")  # fmt: skip
+        if not is_address(to):  # a conversation id from elsewhere (a linked account) is checked too
+            if file is not None:
+                raise AttachmentUnavailable(f"email: {conversation!r} is not an address")
+            raise ValueError(f"email: {conversation!r} is not an address")
         msg = EmailMessage()
         msg["From"] = formataddr((self.cfg.display_name, self.cfg.address))
         msg["To"] = to

@@ -71,16 +71,25 @@ class ParsedMail:
         return (self.references[0] if self.references else self.in_reply_to) or self.message_id
 
 
+# What the standard library's parser and decoders raise on a malformed mail (found by fuzzing:
+# a Header object where a string was expected, a NUL in a file name, an unknown charset).
+_MALFORMED = (ValueError, TypeError, LookupError, UnicodeError, AttributeError, IndexError, RecursionError)
+
+
 def parse_mail(raw: bytes, limits: MailLimits, *, authserv_id: str = "") -> ParsedMail:
     """``raw`` (RFC 5322 bytes) read; ``MailRefused`` when it is not a mail kith reads."""
+    try:
+        return _parse(raw, limits, authserv_id)
+    except _MALFORMED as exc:
+        raise MailRefused(f"malformed mail ({type(exc).__name__})") from None
+
+
+def _parse(raw: bytes, limits: MailLimits, authserv_id: str) -> ParsedMail:
     if len(_CONTENT_TYPE.findall(raw)) > limits.max_parts + 1:
         raise MailRefused(f"more than {limits.max_parts} MIME parts")
-    try:
-        msg = email.message_from_bytes(raw, policy=email.policy.compat32)
-    except (RecursionError, ValueError, TypeError, LookupError) as exc:
-        raise MailRefused(f"unreadable MIME structure ({type(exc).__name__})") from None
-    senders = [a for _, a in getaddresses(msg.get_all("From", []))]
-    if len(senders) != 1 or not _ADDRESS.match(senders[0]) or len(senders[0]) > 254:
+    msg = email.message_from_bytes(raw, policy=email.policy.compat32)
+    senders = [a for _, a in getaddresses([str(v) for v in msg.get_all("From", [])])]
+    if len(senders) != 1 or not is_address(senders[0]):
         raise MailRefused("no single valid From address")
     sender = senders[0].lower()
     name = _header(msg, "From")
@@ -90,12 +99,17 @@ def parse_mail(raw: bytes, limits: MailLimits, *, authserv_id: str = "") -> Pars
     if len(text) > limits.max_text_chars:
         text = text[: limits.max_text_chars] + "\n[... the rest of this mail was cut off]"
     return ParsedMail(
-        sender=sender, sender_name=_oneline(sender_name)[:100], message_id=_msgid(msg.get("Message-ID")),
-        in_reply_to=_msgid(msg.get("In-Reply-To")), references=_references(msg.get("References")),
-        subject=_oneline(_header(msg, "Subject"))[:300], date=_date(msg.get("Date")), text=text,
+        sender=sender, sender_name=_oneline(sender_name)[:100], message_id=_msgid(_raw(msg, "Message-ID")),
+        in_reply_to=_msgid(_raw(msg, "In-Reply-To")), references=_references(_raw(msg, "References")),
+        subject=_oneline(_header(msg, "Subject"))[:300], date=_date(_raw(msg, "Date")), text=text,
         files=tuple(files), automated=_automated(msg, sender),
-        authenticated=authentication(msg.get_all("Authentication-Results", []), authserv_id, sender),
+        authenticated=authentication([str(v) for v in msg.get_all("Authentication-Results", [])], authserv_id, sender),
     )  # fmt: skip
+
+
+def is_address(text: str) -> bool:
+    """A plain ``local@domain`` (dot-atom local part, a host name): nothing a header could be forged with."""
+    return len(text) <= 254 and _ADDRESS.fullmatch(text) is not None  # fullmatch: "$" would let a "\n" through
 
 
 # ---------------------------------------------------------------------------------------- structure
@@ -118,7 +132,7 @@ def _walk(msg: Message, limits: MailLimits) -> tuple[str, list[MailFile]]:
                 stack.extend((child, depth + 1) for child in reversed(children) if isinstance(child, Message))
             continue
         ctype = part.get_content_type()
-        disposition = (part.get("Content-Disposition") or "").split(";", 1)[0].strip().lower()
+        disposition = (_raw(part, "Content-Disposition") or "").split(";", 1)[0].strip().lower()
         filename = _filename(part)
         if disposition != "attachment" and not filename and ctype in ("text/plain", "text/html"):
             text = _text(part)
@@ -178,6 +192,12 @@ def _header(msg: Message, name: str) -> str:
         return str(value)
 
 
+def _raw(msg: Message, name: str) -> str:
+    """A header as a string: compat32 hands over a ``Header`` object for one with raw 8-bit bytes."""
+    value = msg.get(name)
+    return "" if value is None else str(value)
+
+
 def _oneline(text: str) -> str:
     return " ".join("".join(ch if ch.isprintable() else " " for ch in text).split())
 
@@ -202,15 +222,15 @@ def _date(value: object) -> datetime | None:
 
 
 def _automated(msg: Message, sender: str) -> str:
-    auto = (msg.get("Auto-Submitted") or "no").strip().lower()
+    auto = (_raw(msg, "Auto-Submitted") or "no").strip().lower()
     if not auto.startswith("no"):
         return f"Auto-Submitted: {auto[:40]}"
-    precedence = (msg.get("Precedence") or "").strip().lower()
+    precedence = (_raw(msg, "Precedence") or "").strip().lower()
     if precedence in ("bulk", "junk", "list", "auto_reply"):
         return f"Precedence: {precedence}"
-    if msg.get("List-Id") or msg.get("List-Unsubscribe"):
+    if _raw(msg, "List-Id") or _raw(msg, "List-Unsubscribe"):
         return "a mailing list's mail"
-    if (msg.get("Return-Path") or "").strip() == "<>" or sender.split("@", 1)[0] in _ROBOTS:
+    if (_raw(msg, "Return-Path") or "").strip() == "<>" or sender.split("@", 1)[0] in _ROBOTS:
         return "a bounce"
     return ""
 

@@ -4,12 +4,21 @@ MIME bomb before it is walked."""
 
 from __future__ import annotations
 
+import random
 import time
 from email.message import EmailMessage
 
 import pytest
 
-from adapters.email_parse import MailLimits, MailRefused, authentication, html_to_text, parse_mail, strip_reply
+from adapters.email_parse import (
+    MailLimits,
+    MailRefused,
+    authentication,
+    html_to_text,
+    is_address,
+    parse_mail,
+    strip_reply,
+)
 
 LIMITS = MailLimits()
 AR = "mx.example.org"
@@ -135,3 +144,51 @@ def test_a_mime_bomb_is_refused_quickly() -> None:
 def test_long_text_is_cut() -> None:
     got = parse_mail(mail("word " * 10_000), MailLimits(max_text_chars=100))
     assert len(got.text) < 200 and got.text.endswith("cut off]")
+
+
+def test_addresses_are_plain() -> None:
+    assert is_address("ada.lovelace+kith@mail.example.org")
+    for bad in ("ada@example.org\n", "ada@example.org\r\nBcc: eve@example.net", "ada", "a b@example.org",
+                "ada@-example.org", "ada@example", '"ada"@example.org', "x" * 65 + "@example.org"):
+        assert not is_address(bad), bad
+
+
+def _mutations(seed: int, count: int) -> list[bytes]:
+    rng = random.Random(seed)
+    base = mail("Can we meet?\n\n> quoted\n-- \nsig", html="<p>Can <b>we</b> meet?</p>",
+                headers={"Authentication-Results": f"{AR}; dmarc=pass", "References": "<a@b> <c@d>"},
+                files=[("a.png", "image/png", b"\x89PNG" + bytes(64)), ("b.txt", "text/plain", b"notes")])
+    out = []
+    for _ in range(count):
+        raw = bytearray(base)
+        for _ in range(rng.randint(1, 8)):
+            i = rng.randrange(len(raw))
+            op = rng.random()
+            if op < 0.4:
+                raw[i] = rng.randrange(256)
+            elif op < 0.7:
+                del raw[i : i + rng.randint(1, 40)]
+            else:
+                raw[i:i] = rng.choice([b"\r\n", b"--", b"Content-Type: multipart/mixed; boundary=x\r\n", b"=?utf-8?b?",
+                                       b"\x00", b"\xff\xfe", b";", b"<", b">", b"\r\n\r\n", b"=\r\n"])
+        out.append(bytes(raw))
+    return out
+
+
+def _read_all(mails: list[bytes]) -> None:
+    for raw in mails:
+        try:
+            got = parse_mail(raw, LIMITS, authserv_id=AR)
+        except MailRefused:
+            continue
+        assert is_address(got.sender) and len(got.text) <= LIMITS.max_text_chars + 50
+        assert len(got.files) <= LIMITS.max_attachments
+
+
+def test_mutated_mail_is_read_or_refused_never_a_crash() -> None:
+    _read_all(_mutations(30, 150))
+
+
+@pytest.mark.fuzz
+def test_ten_thousand_mutated_mails() -> None:
+    _read_all(_mutations(3030, 10_000))
