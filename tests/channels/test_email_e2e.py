@@ -27,6 +27,7 @@ from gateway.state.delivery import DeliveryPrefs
 from gateway.turn.admission import AccessStore
 from tests.channels.rig import FAST, TG_TOKEN, channel_plugins, wait_for
 from tests.channels.test_email_adapter import AR, mail
+from tests.channels.test_media_e2e import last_user_content, pdf_with
 from tests.fakes.anthropic import API_KEY, FakeAnthropic
 from tests.fakes.imap_server import PASSWORD, USER, FakeIMAP
 from tests.fakes.smtp_server import FakeSMTP
@@ -101,6 +102,14 @@ async def test_an_allowed_sender_reaches_the_model_and_the_answer_is_threaded(se
         assert second["References"].split() == ["<t1@example.org>", reply["Message-ID"], "<t2@example.org>"]
         keys = {r[0] for r in select_rows(gw.state, "SELECT DISTINCT conversation_key FROM turns")}
         assert len(keys) == 1 and keys.pop().startswith(f"email:{ADA}#")  # one conversation per thread
+
+        # An attached file goes through the media pipeline (its reader in the sandbox) to the model.
+        doc = pdf_with("The meeting moved to Thursday at the Periwinkle room.")
+        files = [("agenda.pdf", "application/pdf", doc)]
+        await imap.deliver(mail("what changed?", msgid="<t3@example.org>", files=files))
+        await smtp.wait_received(3)
+        content = json.dumps(last_user_content(model))
+        assert "Periwinkle" in content and "what changed?" in content
     finally:
         await model.stop()
 
