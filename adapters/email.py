@@ -54,7 +54,9 @@ T = TypeVar("T")
 _IMAP_TIMEOUT_S = 30.0
 SMTP_RETRY_S = 2.0  # after a temporary SMTP failure (4xx, a dropped connection)
 _THREADS_KEPT = 500
-_SIZE = re.compile(rb"UID (\d+)\b.*?RFC822\.SIZE (\d+)|RFC822\.SIZE (\d+)\b.*?UID (\d+)")
+_UID = re.compile(rb"\bUID (\d+)")
+_SIZE = re.compile(rb"\bRFC822\.SIZE (\d+)")
+_ARRIVED = re.compile(rb'\bINTERNALDATE "([ 0-9]{1,2}-[A-Za-z]{3}-\d{4} \d\d:\d\d:\d\d [+-]\d{4})"')
 
 
 def conversation_of(sender: str, thread: str) -> str:
@@ -283,7 +285,7 @@ class EmailAdapter(Adapter):
             return
         sizes = await self._sizes(client, new)
         for uid in new:
-            size = sizes.get(uid)
+            size, arrived = sizes.get(uid, (None, None))
             self._started.add(uid)
             if size is None:
                 await self._finish(uid)  # expunged between SEARCH and FETCH
@@ -300,20 +302,20 @@ class EmailAdapter(Adapter):
             if raw is None:
                 await self._finish(uid)
                 continue
-            self._tasks.spawn(self._handle(uid, raw))
+            self._tasks.spawn(self._handle(uid, raw, arrived))
             await self._mark_seen(client, uid)
 
-    async def _sizes(self, client: Any, uids: list[int]) -> dict[int, int]:
-        resp = await self._imap(client.uid("fetch", ",".join(map(str, uids)), "(UID RFC822.SIZE)"))
+    async def _sizes(self, client: Any, uids: list[int]) -> dict[int, tuple[int, datetime | None]]:
+        """Each mail's size and when the server received it (the sender's ``Date:`` is only their word)."""
+        resp = await self._imap(client.uid("fetch", ",".join(map(str, uids)), "(UID RFC822.SIZE INTERNALDATE)"))
         if resp.result != "OK":
             raise ConnectionError(f"email: UID FETCH of sizes failed ({resp.result})")
-        sizes: dict[int, int] = {}
+        sizes: dict[int, tuple[int, datetime | None]] = {}
         for line in resp.lines:
-            if isinstance(line, bytes | bytearray):
-                m = _SIZE.search(bytes(line))
-                if m:
-                    uid, size = (m.group(1), m.group(2)) if m.group(1) else (m.group(4), m.group(3))
-                    sizes[int(uid)] = int(size)
+            text = bytes(line) if isinstance(line, bytes | bytearray) else b""
+            uid, size = _UID.search(text), _SIZE.search(text)
+            if uid and size:
+                sizes[int(uid.group(1))] = (int(size.group(1)), _arrived(text))
         return sizes
 
     async def _fetch(self, client: Any, uid: int) -> bytes | None:
@@ -336,9 +338,9 @@ class EmailAdapter(Adapter):
             with contextlib.suppress(aioimaplib.AioImapException, TimeoutError):
                 await self._imap(client.uid("store", str(uid), "+FLAGS.SILENT (\\Seen)"))
 
-    async def _handle(self, uid: int, raw: bytes) -> None:
+    async def _handle(self, uid: int, raw: bytes, arrived: datetime | None) -> None:
         try:
-            message = await self._message(uid, raw)
+            message = await self._message(uid, raw, arrived)
             if message is not None:
                 await self._turn(message)
         finally:
@@ -346,7 +348,7 @@ class EmailAdapter(Adapter):
                 del self._files[key]
             await self._finish(uid)
 
-    async def _message(self, uid: int, raw: bytes) -> InboundMessage | None:
+    async def _message(self, uid: int, raw: bytes, arrived: datetime | None) -> InboundMessage | None:
         try:
             mail = await asyncio.to_thread(parse_mail, raw, self._limits, authserv_id=self.cfg.authserv_id)
         except MailRefused as exc:
@@ -363,9 +365,9 @@ class EmailAdapter(Adapter):
             self.stats["unauthenticated"] += 1
             log.warning("email: mail UID %d from an unauthenticated sender refused (%s)", uid, mail.authenticated)
             return None
-        return self.normalize(uid, mail)
+        return self.normalize(uid, mail, arrived)
 
-    def normalize(self, uid: int, mail: ParsedMail) -> InboundMessage | None:
+    def normalize(self, uid: int, mail: ParsedMail, arrived: datetime | None = None) -> InboundMessage | None:
         attachments = []
         for i, file in enumerate(mail.files):
             key = f"{self._uidvalidity}:{uid}:{i}"
@@ -381,7 +383,8 @@ class EmailAdapter(Adapter):
         return InboundMessage(
             channel=self.name, account_id=mail.sender, conversation_id=conversation, kind=ConversationKind.DM,
             display_name=mail.sender_name, text=mail.text, message_id=f"{self._uidvalidity}:{uid}",
-            timestamp=mail.date, attachments=tuple(attachments), reply_to=mail.in_reply_to, mentioned=True,
+            timestamp=min(arrived, datetime.now(UTC)) if arrived else None, attachments=tuple(attachments),
+            reply_to=mail.in_reply_to, mentioned=True,
             raw={"uid": uid, "message_id": mail.message_id, "subject": mail.subject, "thread": thread},
         )  # fmt: skip
 
@@ -464,6 +467,14 @@ class EmailAdapter(Adapter):
             if login is not None:
                 await client.login(*login)
             await client.send_message(msg)
+
+
+def _arrived(line: bytes) -> datetime | None:
+    found = _ARRIVED.search(line)
+    try:
+        return datetime.strptime(found.group(1).decode().strip(), "%d-%b-%Y %H:%M:%S %z") if found else None
+    except ValueError:
+        return None
 
 
 async def _greeted(client: Any) -> bool:

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 from email.message import EmailMessage
 from pathlib import Path
@@ -80,6 +81,7 @@ async def test_a_mail_is_a_turn_and_the_answer_goes_back_in_its_thread(servers, 
         assert (msg.channel, msg.account_id, msg.display_name) == ("email", ADA, "Ada")
         assert msg.text == "Can we meet on Friday?"
         assert msg.conversation_id == conversation_of(ADA, "<root@example.org>") and msg.mentioned
+        assert msg.timestamp is not None and abs(time.time() - msg.timestamp.timestamp()) < 60  # the server's clock
         (got,) = await smtp.wait_received(1)
         reply = got.message
         assert got.rcpt_tos == [ADA] and reply["To"] == ADA and USER in reply["From"]
