@@ -54,6 +54,7 @@ T = TypeVar("T")
 _IMAP_TIMEOUT_S = 30.0
 SMTP_RETRY_S = 2.0  # after a temporary SMTP failure (4xx, a dropped connection)
 _THREADS_KEPT = 500
+_IN_FLIGHT = 4  # mails held and handled at once (each up to max_message_bytes)
 _UID = re.compile(rb"\bUID (\d+)")
 _SIZE = re.compile(rb"\bRFC822\.SIZE (\d+)")
 _ARRIVED = re.compile(rb'\bINTERNALDATE "([ 0-9]{1,2}-[A-Za-z]{3}-\d{4} \d\d:\d\d:\d\d [+-]\d{4})"')
@@ -98,6 +99,7 @@ class EmailAdapter(Adapter):
         self._files: dict[str, bytes] = {}  # attachment id -> bytes, while its turn runs
         self._tasks = EventTasks(log, "email: handling a mail")
         self._send_lock = asyncio.Lock()
+        self._slots = asyncio.Semaphore(_IN_FLIGHT)
         self._save_lock = asyncio.Lock()
         self._lost = asyncio.Event()
         self.stats = {"fetched": 0, "turns": 0, "sent": 0, "refused": 0, "too_large": 0, "automated": 0,
@@ -106,6 +108,7 @@ class EmailAdapter(Adapter):
     # ----------------------------------------------------------------------------------- lifecycle
     async def run(self) -> None:
         self._stop.clear()
+        self._slots = asyncio.Semaphore(_IN_FLIGHT)  # a task cancelled before it started kept no slot
         secrets = [s.get_secret_value() for s in (self.cfg.imap_password, self.cfg.smtp_password) if s]
         install_redaction([s for s in secrets if s])
         client = imap_client(self.cfg, timeout=_IMAP_TIMEOUT_S)
@@ -297,9 +300,16 @@ class EmailAdapter(Adapter):
                 await self._mark_seen(client, uid)
                 await self._finish(uid)
                 continue
-            raw = await self._fetch(client, uid)
+            # At most _IN_FLIGHT mails are held and handled at once: a flood costs that many, not all.
+            await self._slots.acquire()
+            try:
+                raw = await self._fetch(client, uid)
+            except BaseException:
+                self._slots.release()
+                raise
             self.stats["fetched"] += 1
             if raw is None:
+                self._slots.release()
                 await self._finish(uid)
                 continue
             self._tasks.spawn(self._handle(uid, raw, arrived))
@@ -344,6 +354,7 @@ class EmailAdapter(Adapter):
             if message is not None:
                 await self._turn(message)
         finally:
+            self._slots.release()
             for key in [k for k in self._files if k.startswith(f"{self._uidvalidity}:{uid}:")]:
                 del self._files[key]
             await self._finish(uid)

@@ -224,3 +224,28 @@ async def test_a_dropped_connection_ends_run_for_the_supervisor(servers, tmp_pat
         await imap.deliver(mail("after the restart"))
         (msg,) = await gw.wait_inbound(1)
         assert msg.text == "after the restart" and not again.done()
+
+
+async def test_a_flood_is_taken_a_few_mails_at_a_time(servers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    imap, smtp = servers
+    release = asyncio.Event()
+    async with StubGateway.with_channels(tmp_path, email=section(imap, smtp)) as gw:
+        adapter, _task = await started(gw)
+
+        async def slow(message: Any) -> str:
+            await release.wait()
+            return "ok"
+
+        gw.answer = slow
+        for i in range(10):
+            await imap.deliver(mail(f"mail {i}", msgid=f"<f{i}@example.org>"))
+        await gw.wait_inbound(4)
+        await asyncio.sleep(0.3)
+        assert len(gw.inbound) == 4 and adapter.stats["fetched"] == 4  # the rest waits on the server
+        release.set()
+        await gw.wait_inbound(10)
+        await smtp.wait_received(10)
+        saved = json.loads((tmp_path / "channels" / "email" / "state.json").read_text())
+        await wait_for(lambda: json.loads((tmp_path / "channels" / "email" / "state.json").read_text())["done_to"]
+                       == adapter.health()["last_uid"] == 110, what="all handled")  # fmt: skip
+        assert saved["uidvalidity"] > 0
