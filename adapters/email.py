@@ -54,6 +54,8 @@ T = TypeVar("T")
 _IMAP_TIMEOUT_S = 30.0
 SMTP_RETRY_S = 2.0  # after a temporary SMTP failure (4xx, a dropped connection)
 _THREADS_KEPT = 500
+_NOTICE_FIELDS = "FROM AUTHENTICATION-RESULTS SUBJECT MESSAGE-ID REFERENCES IN-REPLY-TO AUTO-SUBMITTED PRECEDENCE"
+_MAX_HEAD = 64 * 1024
 _IN_FLIGHT = 4  # mails held and handled at once (each up to max_message_bytes)
 _UID = re.compile(rb"\bUID (\d+)")
 _SIZE = re.compile(rb"\bRFC822\.SIZE (\d+)")
@@ -298,6 +300,7 @@ class EmailAdapter(Adapter):
                 log.warning("email: mail UID %d refused unread: %d bytes is over max_message_bytes (%d)", uid, size,
                             self.cfg.max_message_bytes)  # fmt: skip
                 await self._mark_seen(client, uid)
+                await self._too_large(client, uid, size)
                 await self._finish(uid)
                 continue
             # At most _IN_FLIGHT mails are held and handled at once: a flood costs that many, not all.
@@ -328,20 +331,43 @@ class EmailAdapter(Adapter):
                 sizes[int(uid.group(1))] = (int(size.group(1)), _arrived(text))
         return sizes
 
-    async def _fetch(self, client: Any, uid: int) -> bytes | None:
-        resp = await self._imap(client.uid("fetch", str(uid), "(UID BODY.PEEK[])"))
+    async def _fetch(self, client: Any, uid: int, part: str = "BODY.PEEK[]", limit: int = 0) -> bytes | None:
+        """The literal ``part`` of mail ``uid`` (the whole mail by default); None when the server has
+        none or sends more than ``limit`` (``max_message_bytes``) after all."""
+        resp = await self._imap(client.uid("fetch", str(uid), f"(UID {part})"))
         if resp.result != "OK":
             raise ConnectionError(f"email: UID FETCH failed ({resp.result})")
         lines = resp.lines
         for i, line in enumerate(lines[:-1]):
             # "* n FETCH (UID u BODY[] {size}": the literal is the next line (UID may also come after it)
-            if isinstance(line, bytes) and b"BODY[]" in line and line.rstrip().endswith(b"}"):
+            if isinstance(line, bytes) and b"BODY[" in line and line.rstrip().endswith(b"}"):
                 body = lines[i + 1]
-                if isinstance(body, bytearray | bytes) and len(body) <= self.cfg.max_message_bytes:
+                if isinstance(body, bytearray | bytes) and len(body) <= (limit or self.cfg.max_message_bytes):
                     return bytes(body)
                 self.stats["too_large"] += 1
                 return None
         return None
+
+    async def _too_large(self, client: Any, uid: int, size: int) -> None:
+        """Tell a sender in ``allow_from`` (whose server vouched for them) that their mail was not read;
+        from its header fields alone. Anyone else gets silence: an answer would be backscatter."""
+        head = await self._fetch(client, uid, f"BODY.PEEK[HEADER.FIELDS ({_NOTICE_FIELDS})]", limit=_MAX_HEAD)
+        if head is None:
+            return
+        try:
+            mail = parse_mail(head + b"\r\n", self._limits, authserv_id=self.cfg.authserv_id)
+        except MailRefused:
+            return
+        allowed = {a.lower() for a in self.cfg.allow_from}
+        if mail.sender not in allowed or mail.automated or \
+                (self.cfg.require_authentication and mail.authenticated != "pass"):  # fmt: skip
+            return
+        conversation = conversation_of(mail.sender, mail.thread or mail.message_id)
+        self._remember(conversation, mail)
+        text = (f"Your mail \"{mail.subject or '(no subject)'}\" was not read: it is {size / 1e6:.1f} MB, and kith "
+                f"reads mail up to {self.cfg.max_message_bytes / 1e6:.1f} MB. Send a smaller one (or the file "
+                "another way).")  # fmt: skip
+        self._tasks.spawn(self._deliver(conversation, text, threaded=True))
 
     async def _mark_seen(self, client: Any, uid: int) -> None:
         if self.cfg.mark_seen:

@@ -136,7 +136,7 @@ async def test_polling_when_the_server_has_no_idle(tmp_path: Path) -> None:
 
 async def test_unvouched_machine_own_and_oversized_mail_is_not_a_turn(servers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     imap, smtp = servers
-    cfg = section(imap, smtp, max_message_bytes=128 * 1024)
+    cfg = section(imap, smtp, max_message_bytes=128 * 1024, allow_from=[ADA])
     async with StubGateway.with_channels(tmp_path, email=cfg) as gw:
         adapter, _task = await started(gw)
         await imap.deliver(mail("forged", auth="dkim=fail header.d=example.org; spf=fail"))
@@ -154,8 +154,12 @@ async def test_unvouched_machine_own_and_oversized_mail_is_not_a_turn(servers, t
         stats = adapter.stats
         assert (stats["unauthenticated"], stats["automated"], stats["too_large"], stats["refused"]) == (1, 1, 1, 1)
         assert "\\Seen" in await imap.flags(huge)  # refused unread, and not fetched again
-        await smtp.wait_received(1)
-        assert len(smtp.received) == 1
+        sent = await smtp.wait_received(2)
+        notice = next(d.message for d in sent if "was not read" in d.message.get_content())
+        assert notice["To"] == ADA and notice["In-Reply-To"] == "<a1@example.org>"
+        assert "0.3 MB" in notice.get_content() and "0.1 MB" in notice.get_content()
+        await asyncio.sleep(0.2)
+        assert len(smtp.received) == 2  # the notice and the answer: nothing to the others
 
 
 async def test_files_in_and_out(servers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
