@@ -375,15 +375,24 @@ class EmailAdapter(Adapter):
                 await self._imap(client.uid("store", str(uid), "+FLAGS.SILENT (\\Seen)"))
 
     async def _handle(self, uid: int, raw: bytes, arrived: datetime | None) -> None:
+        slots = self._slots
         try:
             message = await self._message(uid, raw, arrived)
             if message is not None:
                 await self._turn(message)
+        except asyncio.CancelledError:
+            # Stopped mid-turn (shutdown, a reconnect): not handled, so the mark stays below it and the
+            # next run fetches it again (the host persists its dedupe key only with a stored reply).
+            raise
+        except Exception:
+            await self._finish(uid)  # a turn that failed is not retried forever
+            raise
+        else:
+            await self._finish(uid)
         finally:
-            self._slots.release()
+            slots.release()
             for key in [k for k in self._files if k.startswith(f"{self._uidvalidity}:{uid}:")]:
                 del self._files[key]
-            await self._finish(uid)
 
     async def _message(self, uid: int, raw: bytes, arrived: datetime | None) -> InboundMessage | None:
         try:

@@ -95,6 +95,11 @@ class EmailConfig(ChannelAccess):
             found.append(f"{path}.authserv_id: the authserv-id your mail server writes in Authentication-Results "
                          "(the first word of that header in any mail it delivered) is required to believe a "
                          "sender's From; or set require_authentication: false (docs/channels.md#email)")
+        if self.stall_after_s and self.idle and self.stall_after_s <= self.idle_renew_s + 30:
+            found.append(f"{path}.stall_after_s: must be longer than idle_renew_s + 30 s ({self.idle_renew_s:g} s "
+                         "now), or a quiet mailbox is restarted between IDLE rounds")
+        if self.stall_after_s and self.stall_after_s <= self.poll_interval_s + 30:
+            found.append(f"{path}.stall_after_s: must be longer than poll_interval_s + 30 s")
         if self.group_allow:
             found.append(f"{path}.group_allow: email has no groups; every mail is a one-to-one conversation")
         if importlib.util.find_spec("aioimaplib") is None or importlib.util.find_spec("aiosmtplib") is None:

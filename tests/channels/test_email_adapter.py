@@ -253,3 +253,20 @@ async def test_a_flood_is_taken_a_few_mails_at_a_time(servers, tmp_path: Path) -
         await wait_for(lambda: json.loads((tmp_path / "channels" / "email" / "state.json").read_text())["done_to"]
                        == adapter.health()["last_uid"] == 110, what="all handled")  # fmt: skip
         assert saved["uidvalidity"] > 0
+
+
+async def test_a_mail_whose_turn_was_cut_short_is_taken_again(servers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    imap, smtp = servers
+    cfg = section(imap, smtp)
+    async with StubGateway.with_channels(tmp_path, email=cfg) as gw:
+        adapter, task = await started(gw)
+        gw.answer = lambda message: asyncio.Event().wait()  # type: ignore[assignment,return-value]  # never ends
+        await imap.deliver(mail("interrupted"))
+        (first,) = await gw.wait_inbound(1)
+        await adapter.stop()  # shutdown mid-turn: the turn is cancelled
+        await asyncio.wait_for(task, 10)
+    async with StubGateway.with_channels(tmp_path, email=cfg) as gw:
+        await started(gw)
+        (again,) = await gw.wait_inbound(1)
+        assert again.text == "interrupted" and again.message_id == first.message_id  # the host dedupes it if it was
+        await smtp.wait_received(1)
