@@ -108,9 +108,10 @@ async def test_restart_takes_up_where_it_stopped_and_history_is_not_answered(ser
     cfg = section(imap, smtp)
     async with StubGateway.with_channels(tmp_path, email=cfg) as gw:
         adapter, task = await started(gw)
-        await imap.deliver(mail("one", msgid="<b1@example.org>"))
+        uid = await imap.deliver(mail("one", msgid="<b1@example.org>"))
         await gw.wait_inbound(1)
         await smtp.wait_received(1)
+        await wait_for(lambda: adapter.health()["last_uid"] == uid, what="the mail handled")
         await adapter.stop()
         await asyncio.wait_for(task, 10)
     saved = json.loads((tmp_path / "channels" / "email" / "state.json").read_text())
