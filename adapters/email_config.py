@@ -121,8 +121,8 @@ class EmailConfig(ChannelAccess):
 
         where = f"IMAP {self.imap_host}:{self.imap_port}"
         password = self.imap_password.get_secret_value() if self.imap_password else ""
+        client = imap_client(self, timeout=_DOCTOR_S)
         try:
-            client = imap_client(self, timeout=_DOCTOR_S)
             await client.wait_hello_from_server()
             login = await client.login(self.login_user(), password)
             if login.result != "OK":
@@ -134,6 +134,10 @@ class EmailConfig(ChannelAccess):
             await client.logout()
         except (OSError, TimeoutError, ssl.SSLError, aioimaplib.AioImapException) as exc:
             return ("fail", f"{where} unreachable ({type(exc).__name__})")
+        finally:
+            transport = client.protocol.transport
+            if transport is not None:
+                transport.close()
         auth = f"senders checked against {self.authserv_id}" if self.require_authentication \
             else "From is not authenticated (require_authentication: false)"  # fmt: skip
         return ("ok" if self.require_authentication else "warn",

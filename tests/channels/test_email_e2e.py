@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
@@ -195,6 +196,11 @@ async def test_kith_doctor_signs_in_to_imap_and_smtp(servers, tmp_path: Path) ->
     imap_bad, smtp_bad = await check_channels(config(imap_password="wrong", smtp_password="wrong"))
     assert imap_bad.status == "fail" and "refused the login of kith@example.org" in imap_bad.detail
     assert smtp_bad.status == "fail" and f"refused the login of {SMTP_USER}" in smtp_bad.detail
+    with socket.socket() as sock:  # a port where nothing listens
+        sock.bind(("127.0.0.1", 0))
+        closed = sock.getsockname()[1]
+    gone, _ = await check_channels(config(imap_port=closed))
+    assert (gone.status, gone.detail) == ("fail", f"IMAP 127.0.0.1:{closed} unreachable (ConnectionRefusedError)")
     unsafe = (await check_channels(config(require_authentication=False)))[0]
     assert unsafe.status == "warn" and "From is not authenticated" in unsafe.detail
 
