@@ -256,7 +256,9 @@ def authentication(headers: list[str], authserv_id: str, sender: str) -> str:
             props = dict(w.split("=", 1) for w in words[1:] if "=" in w)
             props = {k.lower(): v.lower().strip('"') for k, v in props.items()}
             results.setdefault(method.lower(), (result.lower(), props))
-        if results.get("dmarc", ("",))[0] == "pass":
+        dmarc = results.get("dmarc")
+        # header.from names the From domain the server judged: another one is not this mail's From.
+        if dmarc and dmarc[0] == "pass" and dmarc[1].get("header.from", domain) == domain:
             return "pass"
         dkim = results.get("dkim")
         if dkim and dkim[0] == "pass" and _aligned(dkim[1].get("header.d") or dkim[1].get("header.i", ""), domain):

@@ -104,6 +104,7 @@ def test_machines_are_recognised() -> None:
     ("spf=pass smtp.mailfrom=bounce@example.org", "pass"),
     ("dkim=pass header.d=evil.test; spf=pass smtp.mailfrom=x@evil.test", "fail: dkim=pass, spf=pass"),
     ("dkim=fail header.d=example.org; spf=softfail", "fail: dkim=fail, spf=softfail"),
+    ("dmarc=pass header.from=evil.test", "fail: dmarc=pass"),
 ])  # fmt: skip
 def test_authentication_results_of_the_trusted_server_only(results: str, verdict: str) -> None:
     assert authentication([f"{AR}; {results}"], AR, "ada@example.org") == verdict
