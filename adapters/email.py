@@ -126,7 +126,12 @@ class EmailAdapter(Adapter):
             selected = await client.select(self.cfg.mailbox)
             if selected.result != "OK":
                 raise AdapterAuthError(f"email: the IMAP server has no mailbox {self.cfg.mailbox!r}")
-            await asyncio.to_thread(self._load, _status(selected.lines))
+            status = _status(selected.lines)
+            if "UIDNEXT" not in status:  # required by RFC 3501, but a first start must never answer history
+                every = await self._imap(client.uid_search("ALL"))
+                status["UIDNEXT"] = 1 + max((int(u) for line in every.lines[:-1] for u in bytes(line).split()
+                                             if u.isdigit()), default=0)  # fmt: skip
+            await asyncio.to_thread(self._load, status)
             self.touch()
             self.mark_connected()
             self.ready.set()

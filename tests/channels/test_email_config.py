@@ -58,6 +58,11 @@ def test_check_config_reports_every_email_problem_at_once(tmp_path: Path, capsys
         "channels.email.group_allow: email has no groups; every mail is a one-to-one conversation",
     } <= set(out), out
     assert any(line.startswith("channels.email.authserv_id: the authserv-id your mail server writes") for line in out)
+    code, out = _check_config(tmp_path, capsys, channels={"email": {"idle_renew_s": 600, "stall_after_s": 300}})
+    assert code == 0, out  # a disabled section is not checked
+    code, out = _check_config(tmp_path, capsys, channels={"email": {"enabled": True, "idle_renew_s": 600,
+                                                                     "stall_after_s": 300}})  # fmt: skip
+    assert any(line.startswith("channels.email.stall_after_s: must be longer than idle_renew_s") for line in out)
     good = {"enabled": True, "address": "kith@example.org", "imap_host": "imap.example.org", "imap_password": "p",
             "smtp_host": "smtp.example.org", "smtp_security": "starttls", "smtp_port": 587,
             "authserv_id": "mx.example.org"}  # fmt: skip
