@@ -28,17 +28,15 @@ import os
 import re
 from collections.abc import Awaitable
 from datetime import UTC, datetime
-from email.message import EmailMessage
-from email.utils import format_datetime, formataddr, make_msgid
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import aioimaplib
-import aiosmtplib
 
-from adapters.email_config import EmailConfig, imap_client, smtp_client
+from adapters.email_config import EmailConfig, imap_client
 from adapters.email_parse import MailLimits, MailRefused, ParsedMail, is_address, parse_mail
-from adapters.ratelimit import with_retry
+from adapters.email_progress import UidMark
+from adapters.email_send import compose, keep_references, send_mail
 from gateway.adapter import Adapter, AdapterAuthError
 from gateway.logs import install_redaction
 from gateway.media.errors import AttachmentUnavailable, TooLarge
@@ -52,7 +50,6 @@ log = logging.getLogger("kith.adapters.email")
 T = TypeVar("T")
 
 _IMAP_TIMEOUT_S = 30.0
-SMTP_RETRY_S = 2.0  # after a temporary SMTP failure (4xx, a dropped connection)
 _THREADS_KEPT = 500
 _NOTICE_FIELDS = "FROM AUTHENTICATION-RESULTS SUBJECT MESSAGE-ID REFERENCES IN-REPLY-TO AUTO-SUBMITTED PRECEDENCE"
 _MAX_HEAD = 64 * 1024
@@ -94,9 +91,7 @@ class EmailAdapter(Adapter):
                                   max_attachments=cfg.max_attachments, max_text_chars=cfg.max_text_chars)  # fmt: skip
         self._store = Path(gateway.config.data_dir) / "channels" / "email" / "state.json"
         self._uidvalidity = 0
-        self._done_to = 0  # every UID up to this one is handled
-        self._finished: set[int] = set()  # handled UIDs above the mark (their turns ended out of order)
-        self._started: set[int] = set()  # UIDs handed out and not finished
+        self._mark = UidMark()
         self._threads: dict[str, dict[str, Any]] = {}
         self._files: dict[str, bytes] = {}  # attachment id -> bytes, while its turn runs
         self._tasks = EventTasks(log, "email: handling a mail")
@@ -236,7 +231,7 @@ class EmailAdapter(Adapter):
         self._stop.set()
 
     def health(self) -> dict[str, Any]:
-        return {"address": self._address, "last_uid": self._done_to, **self.stats}
+        return {"address": self._address, "last_uid": self._mark.done_to, **self.stats}
 
     # ------------------------------------------------------------------------------------ progress
     def _load(self, status: dict[str, int]) -> None:
@@ -251,30 +246,22 @@ class EmailAdapter(Adapter):
         self._threads = threads if isinstance(threads, dict) else {}
         same = saved.get("account") == self.cfg.login_user() and saved.get("mailbox") == self.cfg.mailbox
         if same and saved.get("uidvalidity") == uidvalidity and isinstance(saved.get("done_to"), int):
-            self._uidvalidity, self._done_to = uidvalidity, saved["done_to"]
+            self._uidvalidity, done_to = uidvalidity, saved["done_to"]
         else:
             if saved:
                 log.warning("email: %s was recreated on the server (UIDVALIDITY changed): mail already in it is "
                             "not answered", self.cfg.mailbox)  # fmt: skip
             # What is in the mailbox before kith first looks is history, not mail to answer.
-            self._uidvalidity, self._done_to = uidvalidity, max(0, uidnext - 1)
-        self._finished.clear()
-        self._started.clear()
+            self._uidvalidity, done_to = uidvalidity, max(0, uidnext - 1)
+        self._mark.reset(done_to)
         _write(self._store, self._dump())
 
     def _dump(self) -> str:
         return json.dumps({"account": self.cfg.login_user(), "mailbox": self.cfg.mailbox,
-                           "uidvalidity": self._uidvalidity, "done_to": self._done_to, "threads": self._threads})
+                           "uidvalidity": self._uidvalidity, "done_to": self._mark.done_to, "threads": self._threads})
 
     async def _finish(self, uid: int) -> None:
-        self._started.discard(uid)
-        self._finished.add(uid)
-        # A new mail always gets a higher UID than any before it, so below the lowest one still
-        # running, every UID that exists was handled.
-        mark = min(self._started) - 1 if self._started else max(self._finished)
-        if mark > self._done_to:
-            self._done_to = mark
-            self._finished = {u for u in self._finished if u > mark}
+        if self._mark.finish(uid):
             await self._persist()
 
     async def _persist(self) -> None:
@@ -284,19 +271,18 @@ class EmailAdapter(Adapter):
 
     # ------------------------------------------------------------------------------------- inbound
     async def _catch_up(self, client: Any) -> None:
-        found = await self._imap(client.uid_search(f"UID {self._done_to + 1}:*"))
+        found = await self._imap(client.uid_search(f"UID {self._mark.done_to + 1}:*"))
         if found.result != "OK":
             raise ConnectionError(f"email: UID SEARCH failed ({found.result})")
         self.touch()
-        uids = sorted({int(u) for line in found.lines[:-1] for u in line.split() if u.isdigit()})
-        # "n:*" always matches the newest mail, even one below n.
-        new = [u for u in uids if u > self._done_to and u not in self._started and u not in self._finished]
+        # "n:*" always matches the newest mail, even one below n: the mark filters it out.
+        new = self._mark.new([int(u) for line in found.lines[:-1] for u in line.split() if u.isdigit()])
         if not new:
             return
         sizes = await self._sizes(client, new)
         for uid in new:
             size, arrived = sizes.get(uid, (None, None))
-            self._started.add(uid)
+            self._mark.start(uid)
             if size is None:
                 await self._finish(uid)  # expunged between SEARCH and FETCH
                 continue
@@ -446,7 +432,7 @@ class EmailAdapter(Adapter):
         if mail.message_id:
             refs.append(mail.message_id)
         self._threads.pop(conversation, None)
-        self._threads[conversation] = {"to": mail.sender, "subject": mail.subject, "refs": refs[:1] + refs[1:][-19:]}
+        self._threads[conversation] = {"to": mail.sender, "subject": mail.subject, "refs": keep_references(refs)}
         while len(self._threads) > _THREADS_KEPT:
             self._threads.pop(next(iter(self._threads)))
 
@@ -484,40 +470,13 @@ class EmailAdapter(Adapter):
             if file is not None:
                 raise AttachmentUnavailable(f"email: {conversation!r} is not an address")
             raise ValueError(f"email: {conversation!r} is not an address")
-        msg = EmailMessage()
-        msg["From"] = formataddr((self.cfg.display_name, self.cfg.address))
-        msg["To"] = to
-        msg["Date"] = format_datetime(datetime.now(UTC))
-        msg["Message-ID"] = make_msgid(domain=self._address.rsplit("@", 1)[1])
-        msg["Auto-Submitted"] = "auto-replied" if thread else "auto-generated"  # RFC 3834: no robot answers it
-        if thread:
-            subject = str(thread.get("subject") or "")
-            msg["Subject"] = subject if subject.lower().startswith("re:") else f"Re: {subject}".strip()
-            refs = [str(r) for r in thread.get("refs") or []]
-            if refs:
-                msg["In-Reply-To"] = refs[-1]
-                msg["References"] = " ".join(refs)
-        else:
-            msg["Subject"] = self.cfg.subject
-        msg.set_content(text or (f"{file[0]}" if file else ""))
-        if file is not None:
-            msg.add_attachment(file[3], maintype=file[1], subtype=file[2], filename=file[0])
-        login = self.cfg.smtp_login()
-        async with self._send_lock:
-            await with_retry(lambda: self._smtp_send(msg, login), retry_after=_retry_after, what="email SMTP send")
+        msg = compose(self.cfg, to, text, thread=thread, file=file)
+        await send_mail(self.cfg, msg, self._send_lock)
         self.stats["sent"] += 1
         if thread is not None:
-            refs = [*thread.get("refs", []), str(msg["Message-ID"])]
-            thread["refs"] = refs[:1] + refs[1:][-19:]
+            thread["refs"] = keep_references([*thread.get("refs", []), str(msg["Message-ID"])])
             await self._persist()
         return str(msg["Message-ID"])
-
-    async def _smtp_send(self, msg: EmailMessage, login: tuple[str, str] | None) -> None:
-        client = smtp_client(self.cfg, timeout=30)
-        async with client:
-            if login is not None:
-                await client.login(*login)
-            await client.send_message(msg)
 
 
 def _arrived(line: bytes) -> datetime | None:
@@ -538,15 +497,6 @@ def _write(path: Path, data: str) -> None:
     tmp = path.with_suffix(".tmp")
     tmp.write_text(data)
     os.replace(tmp, path)
-
-
-def _retry_after(exc: BaseException) -> float | None:
-    """A temporary SMTP failure (4xx) or a dropped connection is retried; a refusal (5xx) is not."""
-    if isinstance(exc, aiosmtplib.SMTPResponseException):
-        return SMTP_RETRY_S if 400 <= exc.code < 500 else None
-    if isinstance(exc, aiosmtplib.SMTPServerDisconnected | aiosmtplib.SMTPConnectError | ConnectionError):
-        return SMTP_RETRY_S
-    return None
 
 
 def _status(lines: list[Any]) -> dict[str, int]:

@@ -208,9 +208,9 @@ async def test_files_in_and_out(servers, tmp_path: Path) -> None:  # type: ignor
 async def test_smtp_temporary_failure_is_retried_and_a_refused_login_stops_the_adapter(
     servers, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
 ) -> None:
-    import adapters.email
+    import adapters.email_send
 
-    monkeypatch.setattr(adapters.email, "SMTP_RETRY_S", 0.01)
+    monkeypatch.setattr(adapters.email_send, "SMTP_RETRY_S", 0.01)
     imap, smtp = servers
     async with StubGateway.with_channels(tmp_path, email=section(imap, smtp)) as gw:
         adapter, _task = await started(gw)
