@@ -1,20 +1,22 @@
 """Email adapter: IMAP in (aioimaplib, IDLE with a polling fallback), SMTP out (aiosmtplib).
 
 * Progress is the mailbox's UIDs: ``<data_dir>/channels/email/state.json`` keeps ``UIDVALIDITY`` and
-  the highest UID below which every mail was handled (a low-water mark: a mail whose turn is still
-  running holds it back), written after each mail. A restart fetches only what lies above it, and a
-  mail fetched twice (after a crash mid-turn) is one turn: the host dedupes by the mail's UID. The
+  the mark below which every mail was handled (``adapters.email_progress``: a mail whose turn still
+  runs holds it back), written as it moves. A restart fetches only what lies above it: a turn cut
+  short is taken again, an answered mail is one turn (the host dedupes by ``UIDVALIDITY:UID``). The
   very first start, or a mailbox whose ``UIDVALIDITY`` changed, answers nothing already there.
-* Fetching: ``UID FETCH (RFC822.SIZE)`` first, and a mail over ``max_message_bytes`` is never
-  downloaded; the rest with ``BODY.PEEK[]`` (nothing is flagged by reading) and parsed in a thread
-  (``adapters.email_parse``: limits, quoted text and signature cut, HTML as text).
+* Fetching: ``UID FETCH (RFC822.SIZE INTERNALDATE)`` first, and a mail over ``max_message_bytes`` is
+  never downloaded (a sender in ``allow_from`` is told); the rest with ``BODY.PEEK[]``, at most
+  ``_IN_FLIGHT`` at once, parsed in a thread (``adapters.email_parse``: limits, quoted text and
+  signature cut, HTML as text). A lost connection ends ``run`` at once, for the supervisor.
 * Who: the account id is the From address; it is believed only when the server's
   ``Authentication-Results`` (``authserv_id``) vouch for it, unless ``require_authentication`` is
   off. Mail from machines (bounces, lists, auto-replies) and from the bot itself is never answered.
   The host's access policy (pairing, ``allow_from``) runs on what is left.
 * Threads: one conversation per thread (its first Message-ID), ``<address>#<hash>``; a reply carries
   ``In-Reply-To`` and ``References`` and keeps the subject, and quotes nothing. Files come in as
-  attachments for the media pipeline; ``send_file`` mails one. ``send`` (reminders) starts a new mail.
+  attachments for the media pipeline; ``send_file`` mails one. ``send`` (reminders) starts a new mail
+  (``adapters.email_send``).
 """
 
 from __future__ import annotations
