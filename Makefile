@@ -13,4 +13,4 @@ lint:
 	.venv/bin/ruff check .
 
 lock:       ## re-pin requirements.lock from pyproject.toml (needs uv in the venv)
-	.venv/bin/uv pip compile pyproject.toml --extra dev --extra matrix --extra slack --extra web --extra calendar --generate-hashes --python-version 3.11 -q -o requirements.lock
+	.venv/bin/uv pip compile pyproject.toml --extra dev --extra matrix --extra slack --extra web --extra calendar --extra email --generate-hashes --python-version 3.11 -q -o requirements.lock

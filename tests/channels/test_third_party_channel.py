@@ -100,7 +100,7 @@ def test_check_config_reports_the_channels_and_the_hosts_problems_at_once(
         "channels.pigeon.max_text_chars: Input should be greater than or equal to 1",
         "channels.pigeon.webhook_path: Value error, must start with '/'",
     } <= set(out), out
-    declared = "discord, matrix, nextcloud, pigeon, signal, slack, telegram, websocket, whatsapp"
+    declared = "discord, email, matrix, nextcloud, pigeon, signal, slack, telegram, websocket, whatsapp"
     assert any(line.startswith("channels.carrier: unknown key (no plugin declares that channel; declared: "
                                f"{declared})") for line in out), out
 
@@ -125,7 +125,7 @@ def test_the_channels_own_checks_and_model_roles_join_the_hosts(
 
 def test_without_the_plugin_its_section_is_an_unknown_key(tmp_path: Path, installed_pigeon: None) -> None:
     # With entry points on, kith's own Matrix, Slack, Signal and WhatsApp plugins declare theirs too.
-    everyone = "discord, matrix, nextcloud, signal, slack, telegram, websocket, whatsapp"
+    everyone = "discord, email, matrix, nextcloud, signal, slack, telegram, websocket, whatsapp"
     for plugins, declared in (({"entry_points": False}, "discord, nextcloud, telegram, websocket"),
                               ({"deny": ["pigeon"]}, everyone)):
         with pytest.raises(ConfigError) as err:
