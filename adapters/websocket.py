@@ -32,6 +32,8 @@ from gateway.hookspecs import hookimpl
 from gateway.http.auth import tokens_match
 from gateway.http.guard import HTTP_POLICY
 from gateway.http.principal import principal_or_none
+from gateway.http.signin import is_local
+from gateway.identity.owner import attach_client, local_person
 from gateway.media.errors import AttachmentUnavailable, TooLarge
 from gateway.media.limits import media_limits
 from gateway.media.uploads import uploads
@@ -73,12 +75,13 @@ class Connection:
     """One client connection: auth state, identity and ordered message handling."""
 
     def __init__(self, adapter: WebSocketAdapter, ws: web.WebSocketResponse, authed: bool, remote: str,
-                 signed_in: str | None = None) -> None:  # fmt: skip
+                 signed_in: str | None = None, owner: bool = False) -> None:  # fmt: skip
         self.adapter = adapter
         self.ws = ws
         self.authed = authed
         self.remote = remote  # the client's address: the key of its new-user allowance
         self.signed_in = signed_in  # the person of the upgrade's kith_session cookie: hello's account is theirs
+        self.owner = owner  # loopback without a token: this client is the local owner (docs/web.md#one-owner)
         self.client_id = ""  # set once, by the first hello: a connection is one client for its lifetime
         self.user_id = ""
         self.name = ""
@@ -222,6 +225,8 @@ class Connection:
                              "open a new connection for another client_id")
             return
         gw = self.adapter.gateway
+        if self.owner and self.signed_in is None:
+            self.signed_in = local_person(gw.identities, client_id=client_id, name=name)
         owner = gw.identities.lookup("websocket", client_id)
         if self.signed_in is not None and owner not in (None, self.signed_in):
             # The cookie names the person; an account of someone else is not taken over (nor merged).
@@ -262,13 +267,10 @@ class Connection:
         acknowledge(self.adapter.gateway, delivery_id, self.user_id)
 
     def _attach(self, client_id: str, name: str) -> None:
-        """A new client of a signed-in browser: its account joins the cookie's person (no new user)."""
+        """A new client of a signed-in browser or of the local owner: its account joins that person."""
         assert self.signed_in is not None
-        state = self.adapter.gateway.state
-        with state.tx():
-            state.identities.add("websocket", client_id, self.signed_in, display_name=name, source="signin",
-                                 at=datetime.now(UTC))  # fmt: skip
-        log.info("websocket client %s attached to signed-in user %s", client_id, self.signed_in)
+        attach_client(self.adapter.gateway.identities, self.signed_in, client_id, name,
+                      source="owner" if self.owner else "signin")  # fmt: skip
 
     async def _history(self, frame: dict[str, Any]) -> None:
         ref = frame.get("id")
@@ -472,12 +474,15 @@ class WebSocketAdapter(Adapter):
             who = principal_or_none(request)
             if who is not None:
                 authed, signed_in = True, who.user_id
+        # No cookie on loopback without a token (``kith chat``, a script, a page before its sign-in): the
+        # local owner. is_local also checks the Host and that no proxy speaks for someone else.
+        owner = signed_in is None and self.gateway.config.server.local_owner and is_local(self.gateway, request)
         limit = self.gateway.config.server.max_frame_bytes
         # aiohttp closes at its own limit; ours is checked per frame below so an oversize message is
         # answered (and the page keeps its draft). The hard limit only bounds what one frame may cost.
         ws = web.WebSocketResponse(max_msg_size=hard_frame_bytes(limit), heartbeat=30.0)
         await ws.prepare(request)
-        conn = Connection(self, ws, authed, request.remote or "", signed_in)
+        conn = Connection(self, ws, authed, request.remote or "", signed_in, owner)
         auth_deadline = None if authed else asyncio.get_running_loop().time() + AUTH_TIMEOUT_S
         try:
             while True:
