@@ -37,7 +37,16 @@ from gateway.identity.owner import attach_client, local_person
 from gateway.media.errors import AttachmentUnavailable, TooLarge
 from gateway.media.limits import media_limits
 from gateway.media.uploads import uploads
-from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply, UserRef
+from gateway.types import (
+    Attachment,
+    ConversationAddress,
+    ConversationKind,
+    InboundMessage,
+    Reply,
+    ToolCall,
+    Turn,
+    UserRef,
+)
 from gateway.web import serve
 
 if TYPE_CHECKING:
@@ -93,6 +102,8 @@ class Connection:
         self.busy = False
         self.closing = False
         self.acks = False  # the client acknowledges proactive frames ("acks": true in its hello)
+        # The message being answered now: its id, its platform message id, and the event that stops it.
+        self.current: tuple[Any, str, asyncio.Event] | None = None
 
     async def _work(self) -> None:
         while not self.closing:
@@ -183,6 +194,8 @@ class Connection:
             await self._history(frame)
         elif kind == "ack":
             await self._ack(frame)
+        elif kind == "cancel":
+            await self._cancel(frame)
         elif kind == "message":
             if self.worker is None:
                 self.worker = asyncio.create_task(self._work(), name=f"ws:{self.client_id or 'anon'}")
@@ -265,6 +278,18 @@ class Connection:
             await self.error("no_hello", "send a 'hello' frame with your client_id first", frame.get("id"))
             return
         acknowledge(self.adapter.gateway, delivery_id, self.user_id)
+
+    async def _cancel(self, frame: dict[str, Any]) -> None:
+        """Stop the reply being written now (its ``id``, or whichever when none is named). Handled here, in
+        the receive loop, while the worker awaits the model. An id not being answered (the reply went
+        out an instant ago, or it never existed) changes nothing and is not answered."""
+        ref = frame.get("id")
+        if ref is not None and (not isinstance(ref, (str, int)) or isinstance(ref, bool)):
+            await self.error("bad_frame", "'id' must be a string or a number")
+            return
+        current = self.current
+        if current is not None and (ref is None or ref == current[0]):
+            current[2].set()
 
     def _attach(self, client_id: str, name: str) -> None:
         """A new client of a signed-in browser or of the local owner: its account joins that person."""
@@ -359,13 +384,22 @@ class Connection:
                 await self.error("busy", f"the server is answering {limits.max_turns} messages already; "
                                  "try again in a moment", ref)
                 return
-            reply = await self.adapter.gateway.handle_inbound(self._message_obj(text, message_id, tier, attachments),
-                                                              on_delta=on_delta)
+            stop = asyncio.Event()
+            self.current = (ref, message_id, stop)
+            try:
+                await self.send({"type": "status", "id": ref, "state": "thinking"})
+                reply = await self.adapter.gateway.handle_inbound(
+                    self._message_obj(text, message_id, tier, attachments), on_delta=on_delta, stop=stop)
+            finally:
+                self.current = None
         if reply is None:
             await self.send({"type": "reply", "id": ref, "text": "", "dropped": True})
             return
-        await self.send({"type": "reply", "id": ref, "text": reply.text, "session_id": reply.session_id,
-                         "otr": reply.otr, "notice": reply.notice, "turn_id": reply.turn_id})
+        out: dict[str, Any] = {"type": "reply", "id": ref, "text": reply.text, "session_id": reply.session_id,
+                               "otr": reply.otr, "notice": reply.notice, "turn_id": reply.turn_id}
+        if reply.stopped:
+            out["stopped"] = True
+        await self.send(out)
         # A command (or a session started after an idle gap) may have changed what every client of this
         # person shows; each is sent a state frame only if its view changed. (Whose: as of now, a /link
         # confirmed in this turn may have merged this client's person into another.)
@@ -530,6 +564,19 @@ def _kind(mime_type: str) -> str:
 @hookimpl
 def gateway_register_adapters(register: AdapterRegistry) -> None:
     register(WebSocketAdapter)
+
+
+@hookimpl(tryfirst=True)
+async def gateway_before_tool_call(gateway: Services, turn: Turn, call: ToolCall) -> str | None:
+    # The web chat shows "using a tool…" while the model waits for one (a status frame); never a veto.
+    message = turn.message
+    adapter = gateway.adapters.get("websocket")
+    if message.channel != "websocket" or not message.message_id or not isinstance(adapter, WebSocketAdapter):
+        return None
+    for conn in list(adapter.connections.get(message.account_id, ())):
+        if conn.current is not None and conn.current[1] == message.message_id:
+            await conn.send({"type": "status", "id": conn.current[0], "state": "tool", "tool": call.name})
+    return None
 
 
 @hookimpl

@@ -34,6 +34,7 @@ from gateway.turn.commands import unknown as unknown_command
 from gateway.turn.gate import TURNS
 from gateway.turn.sessions import scope_key_for
 from gateway.turn.spool import SpooledTurn
+from gateway.turn.stop import STOP, STOPPED_REASON, Shown, until_stopped
 from gateway.turn.writeback import NOT_KEPT_NOTE, write_back_of
 from gateway.turn.writefailures import write_failures
 from gateway.types import (
@@ -194,8 +195,12 @@ async def _serve(gateway: Services, turn: Turn, user: UserRef) -> Reply | None:
     try:
         request = await build_request(gateway, turn)
         request = await hooks.before_llm_call(gateway, turn, request) or request
+        # What was shown is kept, so a stopped reply ends with exactly that (gateway/turn/stop.py).
+        on_delta = turn.stash.get(ON_DELTA)
+        shown = Shown(on_delta)
         with TURNS.waiting():  # no core needed while the model answers: background work may run
-            response = await hooks.llm_call(gateway, turn, request, turn.stash.get(ON_DELTA))
+            response = await until_stopped(hooks.llm_call(gateway, turn, request, shown if on_delta else None),
+                                           turn.stash.get(STOP), shown, turn.turn_id)  # fmt: skip
         if response is None:
             raise LLMError("no plugin answered gateway_llm_call")
     except LLMError as exc:
@@ -212,6 +217,8 @@ async def _serve(gateway: Services, turn: Turn, user: UserRef) -> Reply | None:
         return await _render_notice(gateway, turn, Reply(text=GENERIC_ERROR, notice=True))
 
     reply = await hooks.render_reply(gateway, turn, response) or default_render(gateway, turn, response.text)
+    if response.stop_reason == STOPPED_REASON:
+        reply = replace(reply, stopped=True)
 
     # Persist + after. The reply exists: a write failing now (a full disk, a broken database) is
     # logged and shown in /healthz, never turned into an error instead of the answer. Each write is

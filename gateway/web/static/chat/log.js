@@ -4,6 +4,8 @@ import { renderMarkdown } from "./render.js";
 // Streaming bubbles -> the text to render at the next animation frame.
 const STREAMING = new WeakMap();
 const ROLE_CLASS = { user: "me", assistant: "bot", notice: "notice", system: "notice", error: "error" };
+// How a stopped reply ends in the history (gateway/turn/stop.py): shown as stopped after a reload too.
+const STOPPED = ["*[stopped]*", "*[stopped before answering]*"];
 
 export class MessageLog {
   constructor(root, { onLoadEarlier } = {}) {
@@ -28,6 +30,7 @@ export class MessageLog {
     if (seq !== undefined && seq !== null) el.dataset.seq = String(seq);
     if (streaming) el.setAttribute("aria-busy", "true"); // read out once finished, not at every frame
     if (at) el.title = new Date(at).toLocaleString();
+    if (role === "assistant" && STOPPED.some((mark) => (text || "").endsWith(mark))) el.classList.add("stopped");
     this.fill(el, role, text);
     if (prepend) {
       const anchor = this.moreButton ? this.moreButton.nextSibling : this.root.firstChild;

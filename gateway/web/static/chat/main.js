@@ -9,6 +9,7 @@ import { installCopyHandler, ready as rendererReady } from "./render.js";
 import { SessionsPanel } from "./sessions.js";
 import { SettingsPanel } from "./settings.js";
 import { ChatSocket } from "./socket.js";
+import { Working } from "./working.js";
 
 const $ = (id) => document.getElementById(id);
 const HISTORY_PAGE = 50;
@@ -38,6 +39,7 @@ const historyAsked = new Map(); // history request id -> "replace" | "prepend"
 
 const log = new MessageLog($("log"), { onLoadEarlier: (before) => requestHistory(before) });
 installCopyHandler(document.body);
+const working = new Working({ log, stop: $("stop"), sendCancel: (id) => socket.send({ type: "cancel", id }) });
 
 const socket = new ChatSocket({
   clientId,
@@ -51,6 +53,7 @@ const socket = new ChatSocket({
       else composer.restore(p.text, "The connection dropped before this was answered; it is back in the box.");
       pending.delete(id);
     }
+    working.clear();
     historyAsked.clear();
   },
   onLocked: () => { setConn("locked", "off"); $("auth").showModal(); },
@@ -64,6 +67,7 @@ function sendText(text, files = []) {
   if (files.length) frame.attachments = files.map((f) => f.id); // docs/protocol.md#attachments
   if (!socket.send(frame)) return null;
   pending.set(id, { text, bubble: null, acc: "" });
+  working.add(id);
   return id;
 }
 
@@ -199,9 +203,13 @@ function handle(f) {
     case "state":
       update(fromSocket(f));
       break;
+    case "status":
+      working.status(f);
+      break;
     case "delta": {
       const p = pending.get(f.id);
       if (!p) break;
+      working.token(f.id);
       p.acc += f.text;
       if (!p.bubble) p.bubble = log.bubble("assistant", "", { streaming: true });
       log.stream(p.bubble, p.acc);
@@ -221,18 +229,24 @@ function handle(f) {
 function onReply(f) {
   const p = f.id !== null && f.id !== undefined ? pending.get(f.id) : undefined;
   pending.delete(f.id);
+  if (p) working.done(f.id);
   const fields = {};
   if (typeof f.otr === "boolean") fields.otr = f.otr;
   if (f.session_id) fields.session_id = f.session_id;
   update(fields);
   if (f.dropped) { p?.bubble?.remove(); return; }
   const role = f.notice ? "notice" : "assistant";
-  if (p?.bubble) log.finish(p.bubble, role, f.text);
-  else {
-    const el = log.bubble(role, f.text, { at: f.created_at });
+  let el;
+  if (p?.bubble) {
+    el = p.bubble;
+    log.finish(el, role, f.text);
+  } else {
+    el = log.bubble(role, f.text, { at: f.created_at });
     // Sent while no tab was open, shown on this connection (docs/protocol.md#missed-messages).
     if (f.missed) el.classList.add("missed");
   }
+  // Stopped with the Stop button: the text shown so far, marked (docs/protocol.md#stopping-a-reply).
+  if (f.stopped) el.classList.add("stopped");
   // Answers to the person panel's /link commands, and the other account's link news, show there too.
   const linkNews = f.proactive && /\/link confirm|^Linked\.|cancelled the link/.test(f.text || "");
   if (personPanel.answer(f.id, f.text) || linkNews) {
@@ -258,6 +272,7 @@ function onError(f) {
   const p = f.id !== undefined ? pending.get(f.id) : undefined;
   if (p) {
     pending.delete(f.id);
+    working.done(f.id);
     p.bubble?.remove();
     // The refused message leaves the log and goes back into the box, with the reason.
     const mine = [...$("log").querySelectorAll(".msg.me")].reverse().find((b) => b.textContent === p.text);
