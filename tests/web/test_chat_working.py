@@ -1,6 +1,7 @@
 """The chat shows that it is working and can be stopped (docs/web.md, docs/protocol.md#stopping-a-reply):
 with a slow fake model, "Thinking" shows before the first token, "Using a tool" while a tool runs, and
-Stop ends the stream with the partial reply kept and marked, also after a reload (headless Chromium)."""
+Stop ends the stream with the partial reply kept and marked, also after a reload; a message is copied
+as written (headless Chromium)."""
 
 from __future__ import annotations
 
@@ -67,6 +68,17 @@ async def test_thinking_tool_and_stop_keep_the_partial_reply(
         await page.wait_for_selector("#stop", state="hidden")
         assert await page.locator(".msg.working, .msg.streaming").count() == 0
         await chat.shot("stopped")
+        if size == "desktop":
+            # Copy: a click on the message, then Copy: its text as written (the Markdown, mark included).
+            await page.context.grant_permissions(["clipboard-read", "clipboard-write"])
+            await stopped.click()
+            await page.click(".msg-tools button:has-text('Copy')")
+            await page.wait_for_selector(".msg-tools button:has-text('Copied')")
+            copied = await page.evaluate("navigator.clipboard.readText()")
+            assert copied.startswith("word0 word1") and copied.endswith("\n\n*[stopped]*")
+            await chat.shot("copy")
+            await page.keyboard.press("Escape")
+            await page.wait_for_selector(".msg-tools", state="detached")
         # A tool: "Using a tool (lookup)" while it runs, then the answer.
         fake_anthropic.chunk_delay_s = 0.0
         fake_anthropic.enqueue_tool_use("lookup", {}, text="Let me look.")

@@ -3,6 +3,10 @@ import { renderMarkdown } from "./render.js";
 
 // Streaming bubbles -> the text to render at the next animation frame.
 const STREAMING = new WeakMap();
+// Every bubble -> the text it shows, as written (Markdown source for replies): what Copy copies.
+const SOURCE = new WeakMap();
+
+export function sourceOf(el) { return SOURCE.get(el) ?? el.textContent; }
 const ROLE_CLASS = { user: "me", assistant: "bot", notice: "notice", system: "notice", error: "error" };
 // How a stopped reply ends in the history (gateway/turn/stop.py): shown as stopped after a reload too.
 const STOPPED = ["*[stopped]*", "*[stopped before answering]*"];
@@ -44,6 +48,7 @@ export class MessageLog {
   }
 
   fill(el, role, text) {
+    SOURCE.set(el, text);
     if (role === "user" || role === "error") {
       el.textContent = text;
     } else {

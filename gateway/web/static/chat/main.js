@@ -10,6 +10,7 @@ import { SessionsPanel } from "./sessions.js";
 import { SettingsPanel } from "./settings.js";
 import { ChatSocket } from "./socket.js";
 import { Working } from "./working.js";
+import { MessageTools } from "./tools.js";
 
 const $ = (id) => document.getElementById(id);
 const HISTORY_PAGE = 50;
@@ -39,6 +40,7 @@ const historyAsked = new Map(); // history request id -> "replace" | "prepend"
 
 const log = new MessageLog($("log"), { onLoadEarlier: (before) => requestHistory(before) });
 installCopyHandler(document.body);
+new MessageTools({ root: $("log") });
 const working = new Working({ log, stop: $("stop"), sendCancel: (id) => socket.send({ type: "cancel", id }) });
 
 const socket = new ChatSocket({
