@@ -321,13 +321,29 @@ class Connection:
         await self.send(out)
 
     def _message_obj(self, text: str, message_id: str, tier: int | None = None,
-                     attachments: tuple[Attachment, ...] = ()) -> InboundMessage:  # fmt: skip
+                     attachments: tuple[Attachment, ...] = (), redo: str | None = None) -> InboundMessage:  # fmt: skip
+        raw: dict[str, Any] = {"tier": tier} if tier is not None else {}
+        if redo is not None:
+            raw["redo"] = redo  # gateway/turn/protocol.py answers it without that exchange
         return InboundMessage(
             channel="websocket", account_id=self.client_id, conversation_id=self.client_id, text=text,
             kind=ConversationKind.DM, display_name=self.name, message_id=message_id,
-            timestamp=datetime.now(UTC), trusted=True, raw={"tier": tier} if tier is not None else {},
-            attachments=attachments,
+            timestamp=datetime.now(UTC), trusted=True, raw=raw, attachments=attachments,
         )
+
+    def _redo_problem(self, redo: Any) -> tuple[str, str] | None:
+        """Why ``redo`` cannot be redone, as (code, message), or None: only the last exchange of the
+        current session, answered, can be regenerated or edited (docs/protocol.md#regenerate-and-edit)."""
+        if not isinstance(redo, str) or not 0 < len(redo) <= 64:
+            return "bad_frame", "'redo' must be the turn_id of the last reply"
+        user = self.user()
+        if user is None:
+            return "stale", "nothing to redo"
+        last = ws_conversation.history(self.adapter.gateway, user, self._message_obj("", ""), before_seq=None,
+                                       limit=1).messages  # fmt: skip
+        if not last or last[-1]["role"] != "assistant" or last[-1]["turn_id"] != redo:
+            return "stale", "only the last reply of the current conversation can be regenerated or edited"
+        return None
 
     def _attachments(self, value: Any) -> tuple[Attachment, ...] | str:
         """The frame's ``attachments`` (upload ids of ``POST /api/uploads``, this person's own) or why not."""
@@ -369,6 +385,10 @@ class Connection:
         if tier is not None and (not isinstance(tier, int) or isinstance(tier, bool) or not 1 <= tier <= 4):
             await self.error("bad_frame", "'tier' must be a context tier 1-4", ref)
             return
+        redo = frame.get("redo")
+        if redo is not None and (problem := self._redo_problem(redo)) is not None:
+            await self.error(*problem, ref)
+            return
         limits = self.adapter.limits
         refusal = limits.message(self.user_id)
         if refusal is not None:
@@ -389,7 +409,7 @@ class Connection:
             try:
                 await self.send({"type": "status", "id": ref, "state": "thinking"})
                 reply = await self.adapter.gateway.handle_inbound(
-                    self._message_obj(text, message_id, tier, attachments), on_delta=on_delta, stop=stop)
+                    self._message_obj(text, message_id, tier, attachments, redo), on_delta=on_delta, stop=stop)
             finally:
                 self.current = None
         if reply is None:

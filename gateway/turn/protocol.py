@@ -176,6 +176,11 @@ async def _serve(gateway: Services, turn: Turn, user: UserRef) -> Reply | None:
     if session.is_new:
         await hooks.session_started(gateway, turn, session)
     turn.history = gateway.sessions.history(session, turn)
+    redo = msg.raw.get("redo") if msg.raw else None
+    if isinstance(redo, str) and redo:
+        # Regenerate or edit (the channel checked it is the last exchange): answered afresh, as if that
+        # exchange had not been. It stays in the transcript and the session log: both attempts happened.
+        turn.history = tuple(h for h in turn.history if h.turn_id != redo)
     prepared = await hooks.prepare_message(gateway, turn)
     if isinstance(prepared, Reply):  # a refused attachment: answered, nothing recorded
         if not session.otr:

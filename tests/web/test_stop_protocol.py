@@ -122,3 +122,37 @@ async def test_a_tool_call_is_shown_as_a_status(
     assert kinds == [("status", "thinking"), ("status", "tool"), ("reply", None)]
     assert next(f for f in got if f.get("state") == "tool")["tool"] == "lookup"
     assert got[-1]["text"].endswith("It is found.")
+
+
+async def test_regenerate_and_edit_redo_the_last_exchange_and_keep_it(
+    make_gateway: GatewayFactory, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any], ws_connect: Any,
+) -> None:
+    gw = await make_gateway(llm=anthropic_llm)
+    client: WSClient = await ws_connect(gw)
+    await client.hello("tab")
+    fake_anthropic.enqueue("A first answer.")
+    first, _ = await client.ask("what is kith?")
+    # Regenerate: the same text, answered afresh: the model does not see the answer being redone.
+    fake_anthropic.enqueue("A second answer.")
+    await client.ws.send_json({"type": "message", "id": "r", "text": "what is kith?", "redo": first["turn_id"]})
+    again = (await frames_until_reply(client, "r"))[-1]
+    assert again["text"] == "A second answer."
+    assert "A first answer." not in str(fake_anthropic.last_turn()["messages"])
+    # Edit: another text for the last exchange, again without it.
+    fake_anthropic.enqueue("An edited answer.")
+    await client.ws.send_json({"type": "message", "id": "e", "text": "what is kith, briefly?",
+                               "redo": again["turn_id"]})
+    edited = (await frames_until_reply(client, "e"))[-1]
+    assert edited["text"] == "An edited answer."
+    assert "A second answer." not in str(fake_anthropic.last_turn()["messages"])
+    # Only the last exchange can be redone; nothing is rewritten: every attempt is in the history.
+    for redo, code in ((first["turn_id"], "stale"), (7, "bad_frame"), ("x" * 65, "bad_frame")):
+        await client.ws.send_json({"type": "message", "id": "s", "text": "again", "redo": redo})
+        refused = (await frames_until_reply(client, "s"))[-1]
+        assert refused["type"] == "error" and refused["code"] == code, refused
+    await client.ws.send_json({"type": "history", "id": "h"})
+    while (history := await client.recv())["type"] != "history":
+        pass
+    assert [m["text"] for m in history["messages"]] == [
+        "what is kith?", "A first answer.", "what is kith?", "A second answer.", "what is kith, briefly?",
+        "An edited answer."]
