@@ -15,6 +15,7 @@ from datetime import UTC, datetime
 from typing import TYPE_CHECKING
 
 from gateway.identity.users import new_user_id
+from gateway.state.errors import StorageError
 
 if TYPE_CHECKING:
     from gateway.identity.users import Identities
@@ -42,11 +43,18 @@ def local_owner(identities: Identities, *, client_id: str = "", name: str = "") 
     if claimed is not None and any(channel != LOCAL_CHANNEL for channel, _ in identities.accounts(claimed)):
         claimed = None
     now = datetime.now(UTC)
-    with state.tx():
-        if claimed is None:
-            claimed = new_user_id()
-            state.users.create(claimed, display_name=name, timezone=identities.config.timezone, at=now)
-        state.identities.add(OWNER_CHANNEL, OWNER_ACCOUNT, claimed, display_name=name, source="owner", at=now)
+    try:
+        with state.tx():
+            if claimed is None:
+                claimed = new_user_id()
+                state.users.create(claimed, display_name=name, timezone=identities.config.timezone, at=now)
+            state.identities.add(OWNER_CHANNEL, OWNER_ACCOUNT, claimed, display_name=name, source="owner", at=now)
+    except StorageError:
+        # Another node of a cluster made the owner in the same instant (the account is unique): theirs.
+        found = identities.lookup(OWNER_CHANNEL, OWNER_ACCOUNT)
+        if found is None:
+            raise
+        return found
     log.info("user %s is the local owner (every local browser and terminal signs in as them)", claimed)
     return claimed
 

@@ -13,7 +13,8 @@ import pytest
 
 from gateway.app import Gateway
 from gateway.cli.chat import one_message
-from gateway.identity.owner import OWNER_ACCOUNT, OWNER_CHANNEL
+from gateway.identity.owner import OWNER_ACCOUNT, OWNER_CHANNEL, local_owner
+from gateway.identity.users import Identities
 from gateway.testing import test_config
 from tests.conftest import WSClient
 from tests.signin.rig import browser, daemon, person, url
@@ -128,3 +129,23 @@ async def test_nothing_from_beyond_loopback_becomes_the_owner(tmp_path: Path) ->
                     await http.ws_connect(url(gw, "/ws"), headers=headers)
         assert owner_of(gw) == owner
         assert gw.identities.lookup("websocket", "lan-tab") != owner
+
+
+async def test_two_nodes_making_the_owner_at_once_agree(tmp_path: Path) -> None:
+    """Another node of a cluster inserts the owner between this node's look-up and its insert."""
+    async with daemon(test_config(tmp_path / "data")) as gw:
+        theirs = await person(gw, "their-tab")
+
+        class LateLookup(Identities):
+            first = True
+
+            def lookup(self, channel: str, account_id: str) -> str | None:
+                if (channel, account_id) == (OWNER_CHANNEL, OWNER_ACCOUNT) and LateLookup.first:
+                    LateLookup.first = False
+                    with gw.state.tx():  # the other node, just now
+                        gw.state.identities.add(OWNER_CHANNEL, OWNER_ACCOUNT, theirs, source="owner")
+                    return None
+                return super().lookup(channel, account_id)
+
+        assert local_owner(LateLookup(gw.state, gw.config), client_id="my-tab") == theirs
+        assert owner_of(gw) == theirs and [u.user_id for u in gw.state.users.all()] == [theirs]  # rolled back
