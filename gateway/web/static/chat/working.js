@@ -27,7 +27,7 @@ export class Working {
   add(id) {
     this.queue.push(id);
     if (this.queue.length === 1) this.show("Thinking");
-    this.stop.hidden = false;
+    this.setBusy(true);
   }
 
   // A `status` frame: thinking, or a tool being used.
@@ -50,14 +50,20 @@ export class Working {
     this.el.remove();
     this.stop.disabled = false;
     if (this.queue.length) this.show("Thinking");
-    else this.stop.hidden = true;
+    else this.setBusy(false);
   }
 
   clear() {
     this.queue = [];
     this.el.remove();
-    this.stop.hidden = true;
+    this.setBusy(false);
     this.stop.disabled = false;
+  }
+
+  // Stop shows while a reply is on its way (a phone makes room for it: chat.css, body.working).
+  setBusy(on) {
+    this.stop.hidden = !on;
+    document.body.classList.toggle("working", on);
   }
 
   cancel() {
