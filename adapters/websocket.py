@@ -595,7 +595,10 @@ async def gateway_before_tool_call(gateway: Services, turn: Turn, call: ToolCall
         return None
     for conn in list(adapter.connections.get(message.account_id, ())):
         if conn.current is not None and conn.current[1] == message.message_id:
-            await conn.send({"type": "status", "id": conn.current[0], "state": "tool", "tool": call.name})
+            try:
+                await conn.send({"type": "status", "id": conn.current[0], "state": "tool", "tool": call.name})
+            except Exception:  # a status that cannot be shown must never refuse the tool (a failed veto does)
+                log.debug("could not send a tool status to websocket client %s", conn.client_id, exc_info=True)
     return None
 
 
