@@ -1,6 +1,7 @@
 """Working and stopping at the protocol level (docs/protocol.md#stopping-a-reply): a ``status`` frame
 says the message is being answered and when a tool runs; a ``cancel`` frame stops the model call, and
-the partial reply is kept and marked in the reply, the history and the session log."""
+the partial reply is kept and marked in the reply, the history and the session log; a ``redo`` message
+regenerates or edits the last exchange without rewriting it (docs/protocol.md#regenerate-and-edit)."""
 
 from __future__ import annotations
 
