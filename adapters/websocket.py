@@ -32,10 +32,21 @@ from gateway.hookspecs import hookimpl
 from gateway.http.auth import tokens_match
 from gateway.http.guard import HTTP_POLICY
 from gateway.http.principal import principal_or_none
+from gateway.http.signin import is_local
+from gateway.identity.owner import attach_client, local_person
 from gateway.media.errors import AttachmentUnavailable, TooLarge
 from gateway.media.limits import media_limits
 from gateway.media.uploads import uploads
-from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply, UserRef
+from gateway.types import (
+    Attachment,
+    ConversationAddress,
+    ConversationKind,
+    InboundMessage,
+    Reply,
+    ToolCall,
+    Turn,
+    UserRef,
+)
 from gateway.web import serve
 
 if TYPE_CHECKING:
@@ -73,12 +84,13 @@ class Connection:
     """One client connection: auth state, identity and ordered message handling."""
 
     def __init__(self, adapter: WebSocketAdapter, ws: web.WebSocketResponse, authed: bool, remote: str,
-                 signed_in: str | None = None) -> None:  # fmt: skip
+                 signed_in: str | None = None, owner: bool = False) -> None:  # fmt: skip
         self.adapter = adapter
         self.ws = ws
         self.authed = authed
         self.remote = remote  # the client's address: the key of its new-user allowance
         self.signed_in = signed_in  # the person of the upgrade's kith_session cookie: hello's account is theirs
+        self.owner = owner  # loopback without a token: this client is the local owner (docs/web.md#one-owner)
         self.client_id = ""  # set once, by the first hello: a connection is one client for its lifetime
         self.user_id = ""
         self.name = ""
@@ -90,6 +102,8 @@ class Connection:
         self.busy = False
         self.closing = False
         self.acks = False  # the client acknowledges proactive frames ("acks": true in its hello)
+        # The message being answered now: its id, its platform message id, and the event that stops it.
+        self.current: tuple[Any, str, asyncio.Event] | None = None
 
     async def _work(self) -> None:
         while not self.closing:
@@ -180,6 +194,8 @@ class Connection:
             await self._history(frame)
         elif kind == "ack":
             await self._ack(frame)
+        elif kind == "cancel":
+            await self._cancel(frame)
         elif kind == "message":
             if self.worker is None:
                 self.worker = asyncio.create_task(self._work(), name=f"ws:{self.client_id or 'anon'}")
@@ -222,6 +238,8 @@ class Connection:
                              "open a new connection for another client_id")
             return
         gw = self.adapter.gateway
+        if self.owner and self.signed_in is None:
+            self.signed_in = local_person(gw.identities, client_id=client_id, name=name)
         owner = gw.identities.lookup("websocket", client_id)
         if self.signed_in is not None and owner not in (None, self.signed_in):
             # The cookie names the person; an account of someone else is not taken over (nor merged).
@@ -261,14 +279,23 @@ class Connection:
             return
         acknowledge(self.adapter.gateway, delivery_id, self.user_id)
 
+    async def _cancel(self, frame: dict[str, Any]) -> None:
+        """Stop the reply being written now (its ``id``, or whichever when none is named). Handled here, in
+        the receive loop, while the worker awaits the model. An id not being answered (the reply went
+        out an instant ago, or it never existed) changes nothing and is not answered."""
+        ref = frame.get("id")
+        if ref is not None and (not isinstance(ref, (str, int)) or isinstance(ref, bool)):
+            await self.error("bad_frame", "'id' must be a string or a number")
+            return
+        current = self.current
+        if current is not None and (ref is None or ref == current[0]):
+            current[2].set()
+
     def _attach(self, client_id: str, name: str) -> None:
-        """A new client of a signed-in browser: its account joins the cookie's person (no new user)."""
+        """A new client of a signed-in browser or of the local owner: its account joins that person."""
         assert self.signed_in is not None
-        state = self.adapter.gateway.state
-        with state.tx():
-            state.identities.add("websocket", client_id, self.signed_in, display_name=name, source="signin",
-                                 at=datetime.now(UTC))  # fmt: skip
-        log.info("websocket client %s attached to signed-in user %s", client_id, self.signed_in)
+        attach_client(self.adapter.gateway.identities, self.signed_in, client_id, name,
+                      source="owner" if self.owner else "signin")  # fmt: skip
 
     async def _history(self, frame: dict[str, Any]) -> None:
         ref = frame.get("id")
@@ -294,13 +321,29 @@ class Connection:
         await self.send(out)
 
     def _message_obj(self, text: str, message_id: str, tier: int | None = None,
-                     attachments: tuple[Attachment, ...] = ()) -> InboundMessage:  # fmt: skip
+                     attachments: tuple[Attachment, ...] = (), redo: str | None = None) -> InboundMessage:  # fmt: skip
+        raw: dict[str, Any] = {"tier": tier} if tier is not None else {}
+        if redo is not None:
+            raw["redo"] = redo  # gateway/turn/protocol.py answers it without that exchange
         return InboundMessage(
             channel="websocket", account_id=self.client_id, conversation_id=self.client_id, text=text,
             kind=ConversationKind.DM, display_name=self.name, message_id=message_id,
-            timestamp=datetime.now(UTC), trusted=True, raw={"tier": tier} if tier is not None else {},
-            attachments=attachments,
+            timestamp=datetime.now(UTC), trusted=True, raw=raw, attachments=attachments,
         )
+
+    def _redo_problem(self, redo: Any) -> tuple[str, str] | None:
+        """Why ``redo`` cannot be redone, as (code, message), or None: only the last exchange of the
+        current session, answered, can be regenerated or edited (docs/protocol.md#regenerate-and-edit)."""
+        if not isinstance(redo, str) or not 0 < len(redo) <= 64:
+            return "bad_frame", "'redo' must be the turn_id of the last reply"
+        user = self.user()
+        if user is None:
+            return "stale", "nothing to redo"
+        last = ws_conversation.history(self.adapter.gateway, user, self._message_obj("", ""), before_seq=None,
+                                       limit=1).messages  # fmt: skip
+        if not last or last[-1]["role"] != "assistant" or last[-1]["turn_id"] != redo:
+            return "stale", "only the last reply of the current conversation can be regenerated or edited"
+        return None
 
     def _attachments(self, value: Any) -> tuple[Attachment, ...] | str:
         """The frame's ``attachments`` (upload ids of ``POST /api/uploads``, this person's own) or why not."""
@@ -342,6 +385,10 @@ class Connection:
         if tier is not None and (not isinstance(tier, int) or isinstance(tier, bool) or not 1 <= tier <= 4):
             await self.error("bad_frame", "'tier' must be a context tier 1-4", ref)
             return
+        redo = frame.get("redo")
+        if redo is not None and (problem := self._redo_problem(redo)) is not None:
+            await self.error(*problem, ref)
+            return
         limits = self.adapter.limits
         refusal = limits.message(self.user_id)
         if refusal is not None:
@@ -357,13 +404,22 @@ class Connection:
                 await self.error("busy", f"the server is answering {limits.max_turns} messages already; "
                                  "try again in a moment", ref)
                 return
-            reply = await self.adapter.gateway.handle_inbound(self._message_obj(text, message_id, tier, attachments),
-                                                              on_delta=on_delta)
+            stop = asyncio.Event()
+            self.current = (ref, message_id, stop)
+            try:
+                await self.send({"type": "status", "id": ref, "state": "thinking"})
+                reply = await self.adapter.gateway.handle_inbound(
+                    self._message_obj(text, message_id, tier, attachments, redo), on_delta=on_delta, stop=stop)
+            finally:
+                self.current = None
         if reply is None:
             await self.send({"type": "reply", "id": ref, "text": "", "dropped": True})
             return
-        await self.send({"type": "reply", "id": ref, "text": reply.text, "session_id": reply.session_id,
-                         "otr": reply.otr, "notice": reply.notice, "turn_id": reply.turn_id})
+        out: dict[str, Any] = {"type": "reply", "id": ref, "text": reply.text, "session_id": reply.session_id,
+                               "otr": reply.otr, "notice": reply.notice, "turn_id": reply.turn_id}
+        if reply.stopped:
+            out["stopped"] = True
+        await self.send(out)
         # A command (or a session started after an idle gap) may have changed what every client of this
         # person shows; each is sent a state frame only if its view changed. (Whose: as of now, a /link
         # confirmed in this turn may have merged this client's person into another.)
@@ -472,12 +528,15 @@ class WebSocketAdapter(Adapter):
             who = principal_or_none(request)
             if who is not None:
                 authed, signed_in = True, who.user_id
+        # No cookie on loopback without a token (``kith chat``, a script, a page before its sign-in): the
+        # local owner. is_local also checks the Host and that no proxy speaks for someone else.
+        owner = signed_in is None and self.gateway.config.server.local_owner and is_local(self.gateway, request)
         limit = self.gateway.config.server.max_frame_bytes
         # aiohttp closes at its own limit; ours is checked per frame below so an oversize message is
         # answered (and the page keeps its draft). The hard limit only bounds what one frame may cost.
         ws = web.WebSocketResponse(max_msg_size=hard_frame_bytes(limit), heartbeat=30.0)
         await ws.prepare(request)
-        conn = Connection(self, ws, authed, request.remote or "", signed_in)
+        conn = Connection(self, ws, authed, request.remote or "", signed_in, owner)
         auth_deadline = None if authed else asyncio.get_running_loop().time() + AUTH_TIMEOUT_S
         try:
             while True:
@@ -525,6 +584,22 @@ def _kind(mime_type: str) -> str:
 @hookimpl
 def gateway_register_adapters(register: AdapterRegistry) -> None:
     register(WebSocketAdapter)
+
+
+@hookimpl(tryfirst=True)
+async def gateway_before_tool_call(gateway: Services, turn: Turn, call: ToolCall) -> str | None:
+    # The web chat shows "using a tool…" while the model waits for one (a status frame); never a veto.
+    message = turn.message
+    adapter = gateway.adapters.get("websocket")
+    if message.channel != "websocket" or not message.message_id or not isinstance(adapter, WebSocketAdapter):
+        return None
+    for conn in list(adapter.connections.get(message.account_id, ())):
+        if conn.current is not None and conn.current[1] == message.message_id:
+            try:
+                await conn.send({"type": "status", "id": conn.current[0], "state": "tool", "tool": call.name})
+            except Exception:  # a status that cannot be shown must never refuse the tool (a failed veto does)
+                log.debug("could not send a tool status to websocket client %s", conn.client_id, exc_info=True)
+    return None
 
 
 @hookimpl

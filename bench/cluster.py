@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from bench.common import machine, percentile
-from bench.turn import MEMORY_STAGES, _client
+from bench.turn import MEMORY_STAGES, PEOPLE, _client
 from gateway.app import Gateway
 from gateway.bus.server import EmbeddedRedis
 from gateway.configread import parse_config
@@ -43,7 +43,7 @@ async def _run(tmp: Path, redis_url: str, clustered: bool, clients: int, turns: 
         "server": {"port": 0, "rate_limit": {
             "messages_per_minute": _OPEN, "burst": _OPEN, "global_messages_per_minute": _OPEN, "global_burst": _OPEN,
             "new_users_per_minute": _OPEN, "new_users_burst": _OPEN, "global_new_users_per_minute": _OPEN,
-            "global_new_users_burst": _OPEN, "max_concurrent_turns": _OPEN}},
+            "global_new_users_burst": _OPEN, "max_concurrent_turns": _OPEN}, **PEOPLE},
         "bus": {"url": redis_url, "prefix": f"b{time.monotonic_ns()}"},
         "cluster": {"enabled": clustered, "node_id": "bench"},
         "plugins": {"entry_points": False, "deny": MEMORY_STAGES if core else []},

@@ -32,6 +32,7 @@ import aiohttp
 
 from bench.common import machine, percentile
 from gateway.app import Gateway
+from gateway.config import ServerConfig
 from gateway.configread import parse_config
 from gateway.hookspecs import hookimpl
 
@@ -70,6 +71,10 @@ async def _client(port: int, idx: int, turns: int, rtts: list[float]) -> None:
                     break
             rtts.append((time.perf_counter() - t0) * 1000)
 
+
+# Each client is a person of its own, not the one local owner (docs/web.md#one-owner); a baseline tree
+# from before the owner (--against) has no such key and needs none.
+PEOPLE: dict[str, Any] = {"local_owner": False} if "local_owner" in ServerConfig.model_fields else {}
 
 MEMORY_STAGES = [
     "plugins.memory_index", "plugins.recall", "plugins.profile", "plugins.people", "plugins.compaction",
@@ -178,7 +183,7 @@ async def _run(clients: int, turns: int, core: bool, llm: dict[str, Any], state_
                 "messages_per_minute": 1_000_000, "burst": 1_000_000, "global_messages_per_minute": 1_000_000,
                 "global_burst": 1_000_000, "new_users_per_minute": 1_000_000, "new_users_burst": 1_000_000,
                 "global_new_users_per_minute": 1_000_000, "global_new_users_burst": 1_000_000,
-                "max_concurrent_turns": 1_000_000}},
+                "max_concurrent_turns": 1_000_000}, **PEOPLE},
             "plugins": {"entry_points": False, "deny": MEMORY_STAGES if core else []}, "log_level": "WARNING",
             **({"state": {"url": state_url}} if state_url else {}),
         }, env={})

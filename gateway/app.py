@@ -290,13 +290,18 @@ class Gateway:
         })
 
     # ---------------------------------------------------------------------------------- turns
-    async def handle_inbound(self, message: InboundMessage, *, on_delta: DeltaCallback | None = None) -> Reply | None:
-        """Run the turn protocol for one normalized message and return the reply (None = silent)."""
+    async def handle_inbound(self, message: InboundMessage, *, on_delta: DeltaCallback | None = None,
+                             stop: asyncio.Event | None = None) -> Reply | None:  # fmt: skip
+        """Run the turn protocol for one normalized message and return the reply (None = silent);
+        setting ``stop`` ends the model call with what was shown so far (gateway/turn/stop.py)."""
         from gateway.turn.protocol import ON_DELTA
+        from gateway.turn.stop import STOP
 
         turn = Turn(turn_id=uuid.uuid4().hex, message=message, received_at=message.timestamp or datetime.now(UTC))
         if on_delta is not None:
             turn.stash[ON_DELTA] = on_delta
+        if stop is not None:
+            turn.stash[STOP] = stop
         # Every log line of this turn carries its id (JSON logs, gateway/logs.py); counted for /metrics.
         token = TURN_ID.set(turn.turn_id)
         started = time.perf_counter()

@@ -112,6 +112,9 @@ class ServerConfig(Section):
     public_url: str | None = None
     max_frame_bytes: int = Field(64 * 1024, ge=1024)
     rate_limit: RateLimit = Field(default_factory=RateLimit)
+    # On loopback without a token, every local browser and `kith chat` is the one local owner; false: each
+    # browser or terminal is a person of its own (docs/web.md#one-owner).
+    local_owner: bool = True
 
     @field_validator("public_names")
     @classmethod

@@ -62,8 +62,10 @@ class Services(Protocol):
         """The running channels by name (read-only to modules: the gateway creates them)."""
         ...
 
-    async def handle_inbound(self, message: InboundMessage, *, on_delta: DeltaCallback | None = None) -> Reply | None:
-        """Run the turn protocol for one normalized message (None = silent)."""
+    async def handle_inbound(self, message: InboundMessage, *, on_delta: DeltaCallback | None = None,
+                             stop: asyncio.Event | None = None) -> Reply | None:  # fmt: skip
+        """Run the turn protocol for one normalized message (None = silent); setting ``stop`` ends the
+        model call with what was shown so far (gateway/turn/stop.py)."""
         ...
 
     async def send(self, address: ConversationAddress, reply: Reply) -> None:

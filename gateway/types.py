@@ -297,6 +297,7 @@ class Reply:
     otr: bool = False
     notice: bool = False  # a system notice (command answer, config hint), not a model reply
     delivery_id: str = ""  # a proactive message's outbox row: clients that acknowledge name it back
+    stopped: bool = False  # the person stopped the model: ``text`` is what was shown, marked (gateway/turn/stop.py)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -3,7 +3,8 @@
 ``kith chat`` is interactive: replies stream and are rendered as Markdown (rich), command answers and
 notices are shown as they are, the prompt shows Off-The-Record and a status line the session, and
 the arrow keys recall earlier lines (readline; kept in ``$XDG_STATE_HOME/kith/chat_history``, never
-the lines typed Off-The-Record). Ctrl-D or Ctrl-C leaves. ``kith chat --message TEXT`` sends one
+the lines typed Off-The-Record). Ctrl-C while a reply comes stops it (what came stays, marked); at
+the prompt Ctrl-C or Ctrl-D leaves, as does a second Ctrl-C. ``kith chat --message TEXT`` sends one
 message, prints the reply and exits (0 on a reply, 1 on an error frame, 2 when it cannot connect).
 
 The input loop runs in the main thread (so Ctrl-C interrupts it cleanly); the connection runs on an
@@ -22,7 +23,7 @@ import sys
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -133,6 +134,12 @@ class Client:
             self.shown.popitem(last=False)
         return True
 
+    async def cancel(self) -> None:
+        """Stop the reply being written (docs/protocol.md#working-and-stopping-a-reply)."""
+        if not self.closed:
+            with contextlib.suppress(ConnectionError, aiohttp.ClientError):
+                await self.ws.send_json({"type": "cancel"})
+
     async def ask(self, text: str, *, stream: bool) -> tuple[bool, str]:
         """Send ``text``; (True, reply text) or (False, an error line). Streams to the view if asked."""
         if self.closed:
@@ -209,6 +216,20 @@ class Loop:
             future.cancel()
             raise
 
+    def run_stoppable(self, coro: Coroutine[Any, Any, T], stop: Callable[[], Coroutine[Any, Any, None]]) -> T:
+        """Like ``run``, but the first Ctrl-C runs ``stop`` and keeps waiting (the reply ends with what
+        came); a second one leaves."""
+        future = asyncio.run_coroutine_threadsafe(coro, self.loop)
+        try:
+            return future.result()
+        except KeyboardInterrupt:
+            asyncio.run_coroutine_threadsafe(stop(), self.loop)
+        try:
+            return future.result()
+        except BaseException:
+            future.cancel()
+            raise
+
     def close(self) -> None:
         self.loop.call_soon_threadsafe(self.loop.stop)
         self.thread.join(timeout=2)
@@ -234,7 +255,7 @@ def interactive(args: argparse.Namespace, url: str) -> int:
                 continue
             if not client.state.get("otr"):  # as it is now: another client may have switched it
                 view.keep(line)
-            ok, text = net.run(client.ask(line, stream=True))
+            ok, text = net.run_stoppable(client.ask(line, stream=True), client.cancel)
             if not ok:
                 view.error(text)
     except KeyboardInterrupt:

@@ -4,9 +4,9 @@
   ``kith users login-link``. It sets the cookie and redirects to ``/``. Only a real browser navigation
   (``Sec-Fetch-Mode: navigate``) redeems it: the link-preview fetchers of chat platforms (which open every
   link in a message) would otherwise use up the link before the person clicks it.
-* ``POST /api/session/local {"client_id"}``: the single local user on loopback without ``server.token``
-  is signed in automatically (operator role); ``websocket:<client_id>`` maps to its user exactly as the
-  WebSocket ``hello`` does (``Identities.resolve``).
+* ``POST /api/session/local {"client_id"}``: on loopback without ``server.token`` the local owner is
+  signed in automatically (operator role, ``gateway/identity/owner.py``); with ``server.local_owner``
+  off, ``websocket:<client_id>`` maps to its own user exactly as the WebSocket ``hello`` does.
 * ``POST /api/session/logout``; ``POST /api/session/links {"user", "operator"?}`` (operator) mints a link.
 
 Secrets (link tokens, cookie values) are 256-bit random, stored only as SHA-256 hashes
@@ -40,6 +40,7 @@ from gateway.http.principal import (
     principal_or_none,
     require_operator_principal,
 )
+from gateway.identity.owner import local_person
 from gateway.types import ConversationKind, InboundMessage
 
 if TYPE_CHECKING:
@@ -218,10 +219,16 @@ def routes(gateway: Services) -> list[web.RouteDef]:
             # that session, so it is not swapped under the person and the other tabs' CSRF token stays valid.
             return web.json_response({"user_id": who.user_id, "operator": who.operator, "csrf": csrf_for(held)},
                                      headers=NO_STORE)  # fmt: skip
-        user = gateway.identities.resolve(websocket_client(client_id, name))
-        assert user is not None  # resolve creates the user when missing
-        secret = _start_session(gateway, request, user.user_id, operator=True, via="local")
-        response = web.json_response({"user_id": user.user_id, "operator": True, "csrf": csrf_for(secret)},
+        if gateway.config.server.local_owner:
+            # A new browser is the one owner; its account joins them at the hello. A client id someone
+            # already has (linked on purpose, or a person of its own from before) stays theirs.
+            user_id = local_person(gateway.identities, client_id=client_id, name=name)
+        else:
+            user = gateway.identities.resolve(websocket_client(client_id, name))
+            assert user is not None  # resolve creates the user when missing
+            user_id = user.user_id
+        secret = _start_session(gateway, request, user_id, operator=True, via="local")
+        response = web.json_response({"user_id": user_id, "operator": True, "csrf": csrf_for(secret)},
                                      headers=NO_STORE)  # fmt: skip
         set_session_cookie(gateway, request, response, secret)
         return response

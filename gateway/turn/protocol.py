@@ -34,6 +34,7 @@ from gateway.turn.commands import unknown as unknown_command
 from gateway.turn.gate import TURNS
 from gateway.turn.sessions import scope_key_for
 from gateway.turn.spool import SpooledTurn
+from gateway.turn.stop import STOP, STOPPED_REASON, Shown, until_stopped
 from gateway.turn.writeback import NOT_KEPT_NOTE, write_back_of
 from gateway.turn.writefailures import write_failures
 from gateway.types import (
@@ -175,6 +176,11 @@ async def _serve(gateway: Services, turn: Turn, user: UserRef) -> Reply | None:
     if session.is_new:
         await hooks.session_started(gateway, turn, session)
     turn.history = gateway.sessions.history(session, turn)
+    redo = msg.raw.get("redo") if msg.raw else None
+    if isinstance(redo, str) and redo:
+        # Regenerate or edit (the channel checked it is the last exchange): answered afresh, as if that
+        # exchange had not been. It stays in the transcript and the session log: both attempts happened.
+        turn.history = tuple(h for h in turn.history if h.turn_id != redo)
     prepared = await hooks.prepare_message(gateway, turn)
     if isinstance(prepared, Reply):  # a refused attachment: answered, nothing recorded
         if not session.otr:
@@ -194,8 +200,12 @@ async def _serve(gateway: Services, turn: Turn, user: UserRef) -> Reply | None:
     try:
         request = await build_request(gateway, turn)
         request = await hooks.before_llm_call(gateway, turn, request) or request
+        # What was shown is kept, so a stopped reply ends with exactly that (gateway/turn/stop.py).
+        on_delta = turn.stash.get(ON_DELTA)
+        shown = Shown(on_delta)
         with TURNS.waiting():  # no core needed while the model answers: background work may run
-            response = await hooks.llm_call(gateway, turn, request, turn.stash.get(ON_DELTA))
+            response = await until_stopped(hooks.llm_call(gateway, turn, request, shown if on_delta else None),
+                                           turn.stash.get(STOP), shown, turn.turn_id)  # fmt: skip
         if response is None:
             raise LLMError("no plugin answered gateway_llm_call")
     except LLMError as exc:
@@ -212,6 +222,8 @@ async def _serve(gateway: Services, turn: Turn, user: UserRef) -> Reply | None:
         return await _render_notice(gateway, turn, Reply(text=GENERIC_ERROR, notice=True))
 
     reply = await hooks.render_reply(gateway, turn, response) or default_render(gateway, turn, response.text)
+    if response.stop_reason == STOPPED_REASON:
+        reply = replace(reply, stopped=True)
 
     # Persist + after. The reply exists: a write failing now (a full disk, a broken database) is
     # logged and shown in /healthz, never turned into an error instead of the answer. Each write is

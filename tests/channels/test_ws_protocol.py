@@ -56,7 +56,7 @@ async def history(client: WSClient, **fields: Any) -> dict[str, Any]:
 
 
 async def test_ready_tells_who_and_where(kith_gateway: GatewayFactory, ws_connect: Connect) -> None:
-    gw = await kith_gateway(context={"default_tier": 3})
+    gw = await kith_gateway(context={"default_tier": 3}, server={"local_owner": False})
     client = await ws_connect(gw)
     ready = await client.hello("p1", "Ada")
     assert ready["type"] == "ready" and ready["display_name"] == "Ada" and ready["persona"] == "kith"
@@ -69,7 +69,7 @@ async def test_ready_tells_who_and_where(kith_gateway: GatewayFactory, ws_connec
 
 
 async def test_history_pages_the_current_session_only(kith_gateway: GatewayFactory, ws_connect: Connect) -> None:
-    gw = await kith_gateway()
+    gw = await kith_gateway(server={"local_owner": False})  # two people, each a client of their own
     ada, bob = await ws_connect(gw), await ws_connect(gw)
     await ada.hello("ada")
     await bob.hello("bob")
@@ -133,7 +133,7 @@ async def test_history_refuses_bad_paging(kith_gateway: GatewayFactory, ws_conne
 
 
 async def test_state_reaches_every_client_of_the_person(kith_gateway: GatewayFactory, ws_connect: Connect) -> None:
-    gw = await kith_gateway()
+    gw = await kith_gateway(server={"local_owner": False})  # "someone-else" is another person
     tab1, tab2, other = await ws_connect(gw), await ws_connect(gw), await ws_connect(gw)
     ready = await tab1.hello("laptop")
     await tab2.hello("laptop")
@@ -228,7 +228,7 @@ async def test_signed_in_cookie_links_the_client_to_its_person(kith_gateway: Gat
 
 async def test_a_link_shows_the_joined_session_on_both_clients(kith_gateway: GatewayFactory,
                                                                ws_connect: Connect) -> None:
-    gw = await kith_gateway()
+    gw = await kith_gateway(server={"local_owner": False})  # two people until the link joins them
     laptop, phone = await ws_connect(gw), await ws_connect(gw)
     await laptop.hello("laptop")
     await phone.hello("phone")

@@ -1,6 +1,7 @@
 """Interactive ``kith chat`` in a real terminal (a pty) against a real ``kith run`` on a free port:
 command replies are printed, Markdown is rendered, the prompt shows Off-The-Record, arrow-up recalls
-earlier lines (also from the history file of an earlier run), Ctrl-D and Ctrl-C leave cleanly."""
+earlier lines (also from the history file of an earlier run), Ctrl-C stops a reply, Ctrl-D and Ctrl-C at
+the prompt leave cleanly."""
 
 from __future__ import annotations
 
@@ -103,7 +104,11 @@ class Terminal:
 def daemon(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Path]:
     """One ``kith run`` (echo model, plus a Markdown-answering stand-in) for the module's tests."""
     tmp = tmp_path_factory.mktemp("chatd")
-    config = write_config(tmp / "config.yaml", tmp / "data", free_port(),
+    port = free_port()
+    # Each test's terminal (a home of its own) is a person of its own, not the one local owner: one
+    # test's Off-The-Record must not be the next one's.
+    config = write_config(tmp / "config.yaml", tmp / "data", port,
+                          server={"host": "127.0.0.1", "port": port, "local_owner": False},
                           plugins={"entry_points": False, "modules": ["tests.cli.markdown_model"]})
     proc = Daemon(config, tmp / "daemon.log").start()
     # Past its start-up (the embedder and the index load in the background, ~1 s of held GIL): the
@@ -214,10 +219,13 @@ def test_one_message_mode_still_prints_and_exits(daemon: Path, tmp_path: Path) -
     assert done.returncode == 0 and done.stdout.startswith("echo: hello there")
 
 
-def test_ctrl_c_while_a_reply_streams_leaves_cleanly(chat: Terminal) -> None:
+def test_ctrl_c_while_a_reply_streams_stops_it(chat: Terminal) -> None:
     chat.line("slowly please")
     chat.expect("Packing")  # the reply has begun streaming
-    os.write(chat.fd, b"\x03")
+    os.write(chat.fd, b"\x03")  # stops the reply: what came stays, marked (a cancel frame)
+    chat.expect("[stopped]")
+    assert "warm jacket" not in chat.text  # the rest never came
+    chat.send("\x04")  # the prompt is back (kith chat did not leave): Ctrl-D leaves
     assert chat.wait() == 0
     assert "Traceback" not in chat.text and "KeyboardInterrupt" not in chat.text
 
@@ -229,6 +237,8 @@ def test_ctrl_c_works_even_when_the_parent_ignored_it(start_chat: Callable[..., 
     chat = start_chat(sigint_ignored=True)
     chat.line("slowly please")
     chat.expect("Packing")  # the reply has begun streaming
-    os.write(chat.fd, b"\x03")
+    os.write(chat.fd, b"\x03")  # stops the reply
+    chat.expect("[stopped]")
+    os.write(chat.fd, b"\x03")  # and leaves at the prompt
     assert chat.wait() == 0
     assert "Traceback" not in chat.text and "KeyboardInterrupt" not in chat.text

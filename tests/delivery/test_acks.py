@@ -70,7 +70,7 @@ async def test_a_frame_the_client_never_acknowledged_is_sent_again_when_it_recon
 
 async def test_only_the_persons_own_client_can_acknowledge_and_a_live_ack_marks_it_sent(
         kith_gateway: GatewayFactory, ws_connect: Callable[..., Awaitable[WSClient]]) -> None:  # fmt: skip
-    gw = await kith_gateway()
+    gw = await kith_gateway(server={"local_owner": False})  # two people on one machine
     dana, eve = await ws_connect(gw), await ws_connect(gw)
     uid = (await hello(dana, "dana-tab"))["user_id"]
     await hello(eve, "eve-tab")

@@ -74,7 +74,8 @@ async def test_new_users_are_rate_limited_per_address_and_globally(
     caplog.set_level(logging.WARNING, logger="kith.adapters.websocket")
     limits = {"new_users_per_minute": 1, "new_users_burst": 3,
               "global_new_users_per_minute": 1, "global_new_users_burst": 5}
-    gw = await make_gateway(server={"rate_limit": limits})
+    # each client its own person (server.local_owner off): every new client_id is a new user
+    gw = await make_gateway(server={"rate_limit": limits, "local_owner": False})
     answers = []
     for i in range(10):  # ten fresh identities from one address
         client: WSClient = await ws_connect(gw)

@@ -61,7 +61,8 @@ Inline `<img src=x onerror=window.__pwned='inline'>` too."""
 async def test_markdown_reply_renders_lists_tables_code_links_quotes(
     browser: Any, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]  # noqa: F811
 ) -> None:
-    gw = await make_gateway(llm=anthropic_llm)
+    # each size is a person of its own, from an empty conversation
+    gw = await make_gateway(llm=anthropic_llm, server={"local_owner": False})
     for size in SIZES:  # one gateway, a desktop and a phone browser in turn
         fake_anthropic.chunk_delay_s = 0.02
         fake_anthropic.enqueue(RICH)

@@ -56,7 +56,8 @@ async def test_settings_change_name_and_timezone_and_the_next_prompt_follows(
 async def test_linking_another_browser_from_the_person_panel(
     browser: Any, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]  # noqa: F811
 ) -> None:
-    gw = await make_gateway(llm=anthropic_llm)
+    # two people until the link joins them (not the one local owner)
+    gw = await make_gateway(llm=anthropic_llm, server={"local_owner": False})
     laptop = await open_chat(browser, gw, "desktop", client_id="web-laptop")
     phone = await open_chat(browser, gw, "phone", client_id="web-phone")
     for chat in (laptop, phone):

@@ -18,7 +18,8 @@ SIZES = ["desktop", "phone"]
 async def test_reload_shows_the_conversation(
     browser: Any, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]  # noqa: F811
 ) -> None:
-    gw = await make_gateway(llm=anthropic_llm)
+    # each size is a person of its own, from an empty conversation
+    gw = await make_gateway(llm=anthropic_llm, server={"local_owner": False})
     for size in SIZES:  # one gateway, a desktop and a phone browser in turn
         fake_anthropic.enqueue("First answer with a **bold** word.")
         fake_anthropic.enqueue("Second answer:\n\n1. one\n2. two")
@@ -77,7 +78,8 @@ async def test_load_earlier_pages_back_through_a_long_session(
 async def test_a_past_session_is_found_by_search_and_opened_read_only(
     browser: Any, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]  # noqa: F811
 ) -> None:
-    gw = await make_gateway(llm=anthropic_llm)
+    # each size is a person of its own, from an empty conversation
+    gw = await make_gateway(llm=anthropic_llm, server={"local_owner": False})
     for size in SIZES:  # one gateway, a desktop and a phone browser in turn
         fake_anthropic.enqueue("Zebras migrate with the *rains*.")
         fake_anthropic.enqueue("Sure, a new topic.")
@@ -113,7 +115,8 @@ async def test_a_past_session_is_found_by_search_and_opened_read_only(
 async def test_off_the_record_label_follows_otr_on_off_and_new(
     browser: Any, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]  # noqa: F811
 ) -> None:
-    gw = await make_gateway(llm=anthropic_llm)
+    # each size is a person of its own, from an empty conversation
+    gw = await make_gateway(llm=anthropic_llm, server={"local_owner": False})
     for size in SIZES:  # one gateway, a desktop and a phone browser in turn
         chat = await open_chat(browser, gw, size, client_id=f"web-off_the_record_label-{size}")
         page = chat.page
@@ -145,7 +148,8 @@ async def test_off_the_record_label_follows_otr_on_off_and_new(
 async def test_an_over_long_draft_is_refused_in_the_page_and_kept(
     browser: Any, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]  # noqa: F811
 ) -> None:
-    gw = await make_gateway(llm=anthropic_llm)
+    # each size is a person of its own, from an empty conversation
+    gw = await make_gateway(llm=anthropic_llm, server={"local_owner": False})
     for size in SIZES:  # one gateway, a desktop and a phone browser in turn
         chat = await open_chat(browser, gw, size, client_id=f"web-an_over_long_draft_i-{size}")
         page = chat.page

@@ -3,7 +3,13 @@ import { renderMarkdown } from "./render.js";
 
 // Streaming bubbles -> the text to render at the next animation frame.
 const STREAMING = new WeakMap();
+// Every bubble -> the text it shows, as written (Markdown source for replies): what Copy copies.
+const SOURCE = new WeakMap();
+
+export function sourceOf(el) { return SOURCE.get(el) ?? el.textContent; }
 const ROLE_CLASS = { user: "me", assistant: "bot", notice: "notice", system: "notice", error: "error" };
+// How a stopped reply ends in the history (gateway/turn/stop.py): shown as stopped after a reload too.
+const STOPPED = ["*[stopped]*", "*[stopped before answering]*"];
 
 export class MessageLog {
   constructor(root, { onLoadEarlier } = {}) {
@@ -22,12 +28,14 @@ export class MessageLog {
   scrollToEnd() { this.root.scrollTop = this.root.scrollHeight; }
 
   // A bubble; markdown for the assistant and notices, plain text for what the person typed.
-  bubble(role, text, { at, seq, streaming = false, prepend = false } = {}) {
+  bubble(role, text, { at, seq, turn, streaming = false, prepend = false } = {}) {
     const el = document.createElement("div");
     el.className = "msg " + (ROLE_CLASS[role] || "notice") + (streaming ? " streaming" : "");
     if (seq !== undefined && seq !== null) el.dataset.seq = String(seq);
+    if (turn) el.dataset.turn = turn; // the exchange it belongs to: what Regenerate and Edit name
     if (streaming) el.setAttribute("aria-busy", "true"); // read out once finished, not at every frame
     if (at) el.title = new Date(at).toLocaleString();
+    if (role === "assistant" && STOPPED.some((mark) => (text || "").endsWith(mark))) el.classList.add("stopped");
     this.fill(el, role, text);
     if (prepend) {
       const anchor = this.moreButton ? this.moreButton.nextSibling : this.root.firstChild;
@@ -41,6 +49,7 @@ export class MessageLog {
   }
 
   fill(el, role, text) {
+    SOURCE.set(el, text);
     if (role === "user" || role === "error") {
       el.textContent = text;
     } else {
@@ -86,9 +95,11 @@ export class MessageLog {
     const ordered = [...messages].sort((a, b) => a.seq - b.seq);
     const before = this.root.scrollHeight;
     if (replace) {
-      for (const m of ordered) this.bubble(m.role, m.text, { at: m.at, seq: m.seq });
+      for (const m of ordered) this.bubble(m.role, m.text, { at: m.at, seq: m.seq, turn: m.turn_id });
     } else {
-      for (const m of ordered.reverse()) this.bubble(m.role, m.text, { at: m.at, seq: m.seq, prepend: true });
+      for (const m of ordered.reverse()) {
+        this.bubble(m.role, m.text, { at: m.at, seq: m.seq, turn: m.turn_id, prepend: true });
+      }
     }
     if (ordered.length) {
       const seqs = ordered.map((m) => m.seq);

@@ -9,6 +9,8 @@ import { installCopyHandler, ready as rendererReady } from "./render.js";
 import { SessionsPanel } from "./sessions.js";
 import { SettingsPanel } from "./settings.js";
 import { ChatSocket } from "./socket.js";
+import { Working } from "./working.js";
+import { MessageTools } from "./tools.js";
 
 const $ = (id) => document.getElementById(id);
 const HISTORY_PAGE = 50;
@@ -38,6 +40,43 @@ const historyAsked = new Map(); // history request id -> "replace" | "prepend"
 
 const log = new MessageLog($("log"), { onLoadEarlier: (before) => requestHistory(before) });
 installCopyHandler(document.body);
+new MessageTools({
+  root: $("log"),
+  canRedo: () => pending.size === 0 && $("archive").hidden,
+  onRegenerate: (turn, text) => {
+    const id = sendText(text, [], turn);
+    if (!id) return;
+    mark(id, log.bubble("user", text), "Regenerate");
+  },
+  onEdit: (turn, text) => startEditing(turn, text),
+});
+
+// Edit: the last message goes back into the box; sending it redoes that exchange.
+let editing = null; // the turn being edited
+function startEditing(turn, text) {
+  editing = turn;
+  $("input").value = text;
+  $("input").dispatchEvent(new Event("input"));
+  $("editing").hidden = false;
+  $("input").focus();
+}
+function stopEditing() {
+  editing = null;
+  $("editing").hidden = true;
+}
+$("edit-cancel").addEventListener("click", () => { stopEditing(); $("input").focus(); });
+
+// A message that redoes the last exchange says so (live only: the history keeps both attempts as said).
+function mark(id, mine, how) {
+  mine.classList.add("redo");
+  mine.dataset.redo = how === "Edit" ? "Edited" : "Regenerated";
+  const p = pending.get(id);
+  if (p) p.mine = mine;
+  for (const old of $("log").querySelectorAll(".msg.me, .msg.bot")) {
+    if (old.dataset.turn && old.dataset.turn === p?.redo) old.classList.add("superseded");
+  }
+}
+const working = new Working({ log, stop: $("stop"), sendCancel: (id) => socket.send({ type: "cancel", id }) });
 
 const socket = new ChatSocket({
   clientId,
@@ -51,6 +90,7 @@ const socket = new ChatSocket({
       else composer.restore(p.text, "The connection dropped before this was answered; it is back in the box.");
       pending.delete(id);
     }
+    working.clear();
     historyAsked.clear();
   },
   onLocked: () => { setConn("locked", "off"); $("auth").showModal(); },
@@ -58,12 +98,14 @@ const socket = new ChatSocket({
 
 function nextId() { return `${++seq}-${Date.now()}`; }
 
-function sendText(text, files = []) {
+function sendText(text, files = [], redo = null) {
   const id = nextId();
   const frame = { type: "message", id, text };
   if (files.length) frame.attachments = files.map((f) => f.id); // docs/protocol.md#attachments
+  if (redo) frame.redo = redo; // docs/protocol.md#regenerate-and-edit
   if (!socket.send(frame)) return null;
-  pending.set(id, { text, bubble: null, acc: "" });
+  pending.set(id, { text, bubble: null, acc: "", mine: null, redo });
+  working.add(id);
   return id;
 }
 
@@ -77,9 +119,12 @@ const composer = new Composer({
   form: $("composer"), input: $("input"), button: $("send"), error: $("composer-error"), attachments,
   onSend: (text) => {
     const files = attachments.ready();
-    const id = sendText(text, files);
+    const redo = editing;
+    const id = sendText(text, files, redo);
     if (!id) return false;
-    log.bubble("user", [text, ...files.map((f) => `Attached: ${f.name || "pasted image"}`)].filter(Boolean).join("\n"));
+    const mine = log.bubble("user", [text, ...files.map((f) => `Attached: ${f.name || "pasted image"}`)].filter(Boolean).join("\n"));
+    pending.get(id).mine = mine;
+    if (redo) { mark(id, mine, "Edit"); stopEditing(); }
     return true;
   },
 });
@@ -199,9 +244,13 @@ function handle(f) {
     case "state":
       update(fromSocket(f));
       break;
+    case "status":
+      working.status(f);
+      break;
     case "delta": {
       const p = pending.get(f.id);
       if (!p) break;
+      working.token(f.id);
       p.acc += f.text;
       if (!p.bubble) p.bubble = log.bubble("assistant", "", { streaming: true });
       log.stream(p.bubble, p.acc);
@@ -221,18 +270,26 @@ function handle(f) {
 function onReply(f) {
   const p = f.id !== null && f.id !== undefined ? pending.get(f.id) : undefined;
   pending.delete(f.id);
+  if (p) working.done(f.id);
   const fields = {};
   if (typeof f.otr === "boolean") fields.otr = f.otr;
   if (f.session_id) fields.session_id = f.session_id;
   update(fields);
   if (f.dropped) { p?.bubble?.remove(); return; }
   const role = f.notice ? "notice" : "assistant";
-  if (p?.bubble) log.finish(p.bubble, role, f.text);
-  else {
-    const el = log.bubble(role, f.text, { at: f.created_at });
+  if (p?.mine && f.turn_id && !f.notice) p.mine.dataset.turn = f.turn_id;
+  let el;
+  if (p?.bubble) {
+    el = p.bubble;
+    log.finish(el, role, f.text);
+  } else {
+    el = log.bubble(role, f.text, { at: f.created_at });
     // Sent while no tab was open, shown on this connection (docs/protocol.md#missed-messages).
     if (f.missed) el.classList.add("missed");
   }
+  // Stopped with the Stop button: the text shown so far, marked (docs/protocol.md#stopping-a-reply).
+  if (f.stopped) el.classList.add("stopped");
+  if (role === "assistant" && f.turn_id) el.dataset.turn = f.turn_id;
   // Answers to the person panel's /link commands, and the other account's link news, show there too.
   const linkNews = f.proactive && /\/link confirm|^Linked\.|cancelled the link/.test(f.text || "");
   if (personPanel.answer(f.id, f.text) || linkNews) {
@@ -258,10 +315,12 @@ function onError(f) {
   const p = f.id !== undefined ? pending.get(f.id) : undefined;
   if (p) {
     pending.delete(f.id);
+    working.done(f.id);
     p.bubble?.remove();
     // The refused message leaves the log and goes back into the box, with the reason.
-    const mine = [...$("log").querySelectorAll(".msg.me")].reverse().find((b) => b.textContent === p.text);
+    const mine = p.mine || [...$("log").querySelectorAll(".msg.me")].reverse().find((b) => b.textContent === p.text);
     mine?.remove();
+    for (const old of $("log").querySelectorAll(".msg.superseded")) old.classList.remove("superseded");
     composer.restore(p.text, explain(f));
     return;
   }

@@ -6,6 +6,17 @@ import { el } from "./panels.js";
 const CONFIRM = /`\/link confirm ([^`\s]+)`/;
 const CODE = /Your link code is (\S+?)\./;
 
+// The local owner's marker account (docs/web.md#one-owner): every browser and terminal of this computer.
+const OWNER = "local:owner";
+
+function account(a) {
+  if (`${a.channel}:${a.account_id}` === OWNER) {
+    return el("li", { class: "owner" }, el("span", { class: "channel", text: "this computer" }),
+      el("span", { class: "hint", text: "every browser and terminal here (the owner)" }));
+  }
+  return el("li", {}, el("span", { class: "channel", text: a.channel }), el("span", { class: "mono", text: a.account_id }));
+}
+
 export class PersonPanel {
   constructor({ name, persona, user, accounts, linkNew, linkForm, linkCode, out, actions, confirm, cancel, sendCommand }) {
     Object.assign(this, { name, persona, user, accounts, out, actions });
@@ -28,8 +39,7 @@ export class PersonPanel {
     this.persona.textContent = person.persona || "default";
     this.user.textContent = person.user_id || "—";
     const accounts = person.accounts || [];
-    this.accounts.replaceChildren(...(accounts.length ? accounts.map((a) => el("li", {},
-      el("span", { class: "channel", text: a.channel }), el("span", { class: "mono", text: a.account_id })))
+    this.accounts.replaceChildren(...(accounts.length ? accounts.map(account)
       : [el("li", { class: "hint", text: "Only this browser so far." })]));
   }
 

@@ -80,16 +80,20 @@ export function installCopyHandler(root) {
     const button = event.target.closest("button.copy");
     if (!button) return;
     const code = button.parentElement.querySelector("pre")?.textContent ?? "";
-    let ok = false;
-    try {
-      await navigator.clipboard.writeText(code);
-      ok = true;
-    } catch {
-      ok = fallbackCopy(code);
-    }
+    const ok = await copyText(code);
     button.textContent = ok ? "Copied" : "Copy failed";
     setTimeout(() => { button.textContent = "Copy"; }, 1500);
   });
+}
+
+// True when ``text`` is on the clipboard.
+export async function copyText(text) {
+  try {
+    await navigator.clipboard.writeText(text);
+    return true;
+  } catch {
+    return fallbackCopy(text);
+  }
 }
 
 function fallbackCopy(text) {
