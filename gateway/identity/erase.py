@@ -92,10 +92,10 @@ async def erase_person(gateway: Services, user_id: str, *, missing_ok: bool = Fa
 
     await gateway.hooks.flush(gateway)
     paths = _files_of(root)
+    job_needles = [user_id, user_scope(user_id), *sessions, *turns]
     if gateway.bus is not None:
         try:
-            report.jobs = await purge_jobs(gateway.bus.redis, gateway.bus.keys, [user_id, user_scope(user_id),
-                                           *sessions, *turns], rewrite_aof=gateway.bus.server is not None)  # fmt: skip
+            report.jobs = await purge_jobs(gateway.bus.redis, gateway.bus.keys, job_needles, rewrite_aof=False)
         except BusError as exc:  # the rows and files still go; the jobs find nobody and fail
             report.warnings.append(f"job bus: {exc}")
     _forget_live(gateway, user_id, sessions)
@@ -123,6 +123,14 @@ async def erase_person(gateway: Services, user_id: str, *, missing_ok: bool = Fa
     state.people.scrub()
     # Plugins holding copies of the person's files in memory (the profile's session snapshots) drop them.
     await gateway.hooks.memory_edited(gateway, user_id=user_id, paths=paths)
+    if gateway.bus is not None:
+        # Jobs queued while the above ran (a job finishing during the erase queues its follow-up, a flush
+        # queues an index job) go too, and only then is the append-only file rewritten without them all.
+        try:
+            report.jobs += await purge_jobs(gateway.bus.redis, gateway.bus.keys, job_needles,
+                                            rewrite_aof=gateway.bus.server is not None)  # fmt: skip
+        except BusError as exc:
+            report.warnings.append(f"job bus: {exc}")
     log.info("erased user %s: %d rows, %d files, %d jobs, %d index points, %d log lines", user_id,
              sum(report.rows.values()), report.files, report.jobs, report.points, report.log_lines)  # fmt: skip
     return report
