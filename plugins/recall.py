@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 
 from gateway.hookspecs import hookimpl
 from gateway.memory.background.jobscope import zone
-from gateway.memory.files import dated
+from gateway.memory.files import dated, playbooks
 from gateway.memory.files.scopes import channel_scope, user_scope
 from gateway.memory.search import filter_tier, readiness
 from gateway.memory.search.recall import Hit
@@ -93,7 +93,12 @@ async def gateway_context_sections(gateway: Services, turn: Turn) -> ContextSect
     group = turn.message.kind == ConversationKind.GROUP
     tz = zone(None if group else turn.user.timezone, gateway.config.timezone)
     hits = await memory.recall(scope=scopes, query=turn.message.text, k=fetch, now=turn.received_at, tz=tz)
-    injected = dated_injected(gateway, turn, tier)
+    in_dated = dated_injected(gateway, turn, tier)
+    in_playbooks = turn.stash.get(playbooks.INJECTED) or frozenset()
+
+    def injected(rel: str) -> bool:
+        return in_dated(rel) or rel in in_playbooks
+
     candidates = [h for h in hits if keep(h, history_ids, tier, injected)]
     kept, decision = await filter_tier.filter_hits(gateway, turn, turn.message.text, candidates, k)
     turn.stash[filter_tier.DECISION] = decision

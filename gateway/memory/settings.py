@@ -72,6 +72,10 @@ class MemoryConfig(Section):
     # last N days (0 = off), in one section capped at this many tokens, trimmed with the digests.
     dated_days: int = Field(3, ge=0, le=60)
     dated_budget_tokens: int = Field(800, ge=50)
+    # Playbooks (playbooks/*.md in the person's tree): at most this many, the most relevant to the
+    # message, in one section of this many tokens, the last trimmable section to be cut (docs/memory.md).
+    playbooks_k: int = Field(3, ge=0, le=20)
+    playbooks_budget_tokens: int = Field(800, ge=50)
     filter_tier: FilterTierConfig = Field(default_factory=FilterTierConfig)
     # Below this much free space on the index's filesystem, index writes (and opening the embedded
     # index) pause instead of risking a SIGBUS in Qdrant's memory-mapped files (docs/memory.md); 0 = off.

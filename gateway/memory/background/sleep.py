@@ -26,7 +26,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field, replace
-from datetime import datetime, tzinfo
+from datetime import date, datetime, tzinfo
 from typing import Any, Literal
 
 from gateway.memory.background import schemas
@@ -38,6 +38,7 @@ from gateway.memory.background.settings import RailsConfig, SleepConfig
 from gateway.memory.background.writer import TRUNCATED
 from gateway.memory.curation import Rails, curate
 from gateway.memory.curation import audit as curation_audit
+from gateway.memory.files import dated
 from gateway.memory.files.poison import MemoryLine, Provenance, Quarantined, screen_text
 from gateway.memory.files.quarantine import filter_lines, record
 from gateway.memory.files.store import MemoryStore
@@ -75,6 +76,10 @@ Stable behavioural patterns (routines, habits, when and how they like to talk, w
 again: seen on several days, not once) go to PATTERNS.md instead: add them as "patterns": [...], \
 ops of the same shape, with sections among {pattern_sections}."""
 PATTERNS = "PATTERNS.md"
+# Curation also reads the dated memories of the last days, not only tonight's (seed 004): a pattern
+# shows across days, and a line the profile lacks may have been learnt the night before.
+CURATION_DATED_DAYS = 3
+CURATION_DATED_CHARS = 8000
 PATTERN_SECTIONS = ("Routines", "Habits", "Communication", "Schedule", "Work", "Notes")
 
 
@@ -239,8 +244,11 @@ async def curate_profile(
     profile = await asyncio.to_thread(_read, store, "USER.md")
     patterns = await asyncio.to_thread(_read, store, PATTERNS)
     facts = kg.current(scope.kg_scope)[:60]
+    recent = await asyncio.to_thread(dated.recent_text, store, date.fromisoformat(run.day),
+                                     days=CURATION_DATED_DAYS, max_chars=CURATION_DATED_CHARS)
     prompt = (
         f"CURRENT USER.md:\n{profile or '(empty)'}\n\nCURRENT PATTERNS.md:\n{patterns or '(empty)'}\n\n"
+        f"DATED MEMORIES OF THE LAST {CURATION_DATED_DAYS} DAYS (memories/, newest first):\n{recent or '(none)'}\n\n"
         "LEARNED RECENTLY:\n"
         + "\n".join(f"- {m}" for m in ex.memories)
         + "\n\nKNOWN FACTS:\n"
