@@ -81,6 +81,8 @@ async def gateway_context_sections(gateway: Services, turn: Turn) -> ContextSect
     if (why := readiness.unavailable(memory)) is not None:
         turn.stash[readiness.RECALL_SKIPPED] = why  # the turn does not wait for it, and says so
         return None
+    if (why := readiness.degraded(memory)) is not None:
+        turn.stash[readiness.RECALL_SKIPPED] = why  # recall runs on keywords alone, and says so
     tier = tier_of(gateway, turn)
     if not loads(tier, "recall") or not turn.message.text.strip():
         return None
