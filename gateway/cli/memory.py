@@ -40,6 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--user", required=True, help="user id (users/<id>/)")
     p.add_argument("--k", type=int, default=8, help="number of results (default 8)")
     p.add_argument("--json", action="store_true", help="print hits as JSON")
+    p.add_argument("--topic", default="", help="only memories of this dominant topic")
+    p.add_argument("--entity", default="", help="only memories naming this entity (a person, a place...)")
+    p.add_argument("--since", default="", help="only memories dated on or after this day (YYYY-MM-DD)")
     p.add_argument("query", nargs="+", help="what to look for")
     p.set_defaults(func=lambda a: _run(a, _search), func_name="search")
 
@@ -119,7 +122,8 @@ def _run(args: argparse.Namespace, action: Callable[[MemoryService, argparse.Nam
 async def _via_daemon(config: Config, args: argparse.Namespace) -> int | None:
     action = args.func_name
     if action == "search":
-        hits = await recall_hits(config, args.user, " ".join(args.query), args.k)
+        filters = {"topic": args.topic, "entity": args.entity, "since": args.since}
+        hits = await recall_hits(config, args.user, " ".join(args.query), args.k, filters=filters)
         return None if hits is None else _print_hits(hits, args)
     if action == "stats":
         out = await ask_daemon(config, "GET", "/api/memory/stats")
@@ -133,7 +137,14 @@ async def _via_daemon(config: Config, args: argparse.Namespace) -> int | None:
 
 
 async def _search(svc: MemoryService, args: argparse.Namespace) -> int:
-    hits = await svc.recall(scope=user_scope(args.user), query=" ".join(args.query), k=args.k)
+    from gateway.memory.search.index import narrowing
+
+    try:
+        narrow = narrowing(args.topic, args.entity, args.since)
+    except ValueError as exc:
+        print(f"error: --since: {exc}", file=sys.stderr)
+        return 2
+    hits = await svc.recall(scope=user_scope(args.user), query=" ".join(args.query), k=args.k, narrow=narrow)
     return _print_hits(hits, args)
 
 
@@ -145,7 +156,8 @@ def _print_hits(hits: list[Hit], args: argparse.Namespace) -> int:
         print("no memories found")
     for i, h in enumerate(hits, 1):
         when = f" {h.date[:10]}" if h.date else ""
-        print(f"{i:>2}. [{h.score:.3f}] {printable(h.source)}{when} ({h.chunk_id})")
+        labels = (f" topic={h.topic}" if h.topic else "") + (f" entities={','.join(h.entities)}" if h.entities else "")
+        print(f"{i:>2}. [{h.score:.3f}] {printable(h.source)}{when} ({h.chunk_id}){printable(labels)}")
         for line in h.text.strip().splitlines()[:6]:
             print(f"      {printable(line)}")  # chat participants wrote it: no raw control characters
     return 0

@@ -168,3 +168,33 @@ def test_index_one_file_and_one_conversation(tmp_path: Path, capsys: pytest.Capt
     code, out = run(capsys, "-c", str(cfg), "memory", "search", "--user", "alice", "--json", "kettle", "lapsang")
     assert {h["source"] for h in json.loads(out)} == {"topics/tea.md", "sessions/2024-05-04.md"}
     assert main(["-c", str(cfg), "memory", "index", "conversation", "nope"]) == 2
+
+
+def test_search_filters_on_topic_entity_and_date(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Seed 004: topic and entities are index payload fields; ``--topic/--entity/--since`` filter on them."""
+    data = tmp_path / "data"
+    store = MemoryStore(data / "users" / "alice")
+    store.write("memories/2024-05-01.md", "# Memories 2024-05-01\n\n## Night of 2024-05-01T03:00\n"
+                "Topics: moving, family\nEntities: Hanna, Munich\n\n"
+                "- Alice is moving to Munich; her sister Hanna helps.\n", source="test")
+    store.write("memories/2024-05-03.md", "# Memories 2024-05-03\n\n## Night of 2024-05-03T03:00\nTopics: cooking\n"
+                "Entities: Sam\n\n- Alice cooked a Munich-style dinner for Sam.\n", source="test")
+    store.write("topics/elden-ring.md", "# Elden Ring\n\nAlice plays it on Sundays in Munich.\n", source="test")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"data_dir: {data}\nserver: {{port: {_free_port()}}}\n")
+    assert main(["-c", str(cfg), "memory", "reindex"]) == 0
+    capsys.readouterr()
+
+    def sources(*flags: str) -> set[str]:
+        code, out = run(capsys, "-c", str(cfg), "memory", "search", "--user", "alice", "--json", *flags, "Munich")
+        assert code == 0
+        return {h["source"] for h in json.loads(out)}
+
+    assert sources() == {"memories/2024-05-01.md", "memories/2024-05-03.md", "topics/elden-ring.md"}
+    assert sources("--topic", "cooking") == {"memories/2024-05-03.md"}
+    assert sources("--topic", "Elden Ring") == {"topics/elden-ring.md"}  # a topic file is about its slug
+    assert sources("--entity", "hanna") == {"memories/2024-05-01.md"}
+    assert sources("--since", "2024-05-02") == {"memories/2024-05-03.md"}  # undated files have no date
+    code, out = run(capsys, "-c", str(cfg), "memory", "search", "--user", "alice", "--entity", "Sam", "dinner")
+    assert code == 0 and "topic=cooking entities=sam" in out
+    assert main(["-c", str(cfg), "memory", "search", "--user", "alice", "--since", "May", "x"]) == 2

@@ -69,3 +69,21 @@ async def test_an_index_that_cannot_be_opened_leaves_recall_on_keywords_and_cont
         assert any("keyword only" in p for p in memory.health_problems())
     finally:
         await gw.close()
+
+
+def test_keyword_search_narrows_like_the_index(tmp_path: Path) -> None:
+    from gateway.memory.search.index import narrowing
+
+    stores = Stores(tmp_path, max_file_bytes=256 * 1024)
+    ada = stores.for_user("ada")
+    ada.write("memories/2024-05-01.md", "# M\n\n## Night\nTopics: sailing\nEntities: Petrel\n\n- Sailed the boat.\n",
+              source="t")
+    ada.write("memories/2024-05-03.md", "# M\n\n## Night\nTopics: repairs\n\n- Fixed the boat.\n", source="t")
+    search = KeywordSearch(stores)
+
+    def found(**kw: str) -> list[str]:
+        return [h.source for h in search.search(scopes=["user:ada"], query="boat", k=5, narrow=narrowing(**kw))]
+
+    assert sorted(found()) == ["memories/2024-05-01.md", "memories/2024-05-03.md"]
+    assert found(topic="sailing") == found(entity="petrel") == ["memories/2024-05-01.md"]
+    assert found(since="2024-05-02") == ["memories/2024-05-03.md"]

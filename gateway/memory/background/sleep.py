@@ -182,7 +182,14 @@ def write_memories(store: MemoryStore, run: SleepRun, ex: Extraction, prov: Prov
     topics = ", ".join(t for t, _ in sorted(ex.topics.items(), key=lambda kv: -kv[1])[:5])
     # Provenance: the heading names the night (source_ref sleep:<scope>:<slot>, rows in bg_sleep_runs)
     # and the store's audit line carries the ref and the trust level; no comment noise in recall text.
-    block = [heading] + ([f"Topics: {topics}"] if topics else []) + ["", *(f"- {line}" for line in fresh)]
+    # The night's entities (its facts' subjects and objects, the person left out): with the topics,
+    # the index keeps them as payload fields that `kith memory search --entity/--topic` filter on.
+    selves = {normalize_entity(n) for n in _SELF}
+    names = dict.fromkeys(e.strip() for f in ex.facts for e in (f.subject, f.object)
+                          if e.strip() and normalize_entity(e) not in selves and "," not in e)
+    entities = ", ".join(list(names)[:12])
+    block = ([heading] + ([f"Topics: {topics}"] if topics else []) + ([f"Entities: {entities}"] if entities else [])
+             + ["", *(f"- {line}" for line in fresh)])
     head = current.rstrip() if current.strip() else f"# Memories {run.day}"
     store.write(rel, head + "\n\n" + "\n".join(block) + "\n", source=SOURCE, message_id=prov.source_ref,
                 trust=prov.trust)

@@ -26,6 +26,7 @@ from gateway.memory.files.errors import MemoryStoreError
 from gateway.memory.files.kinds import indexable
 from gateway.memory.files.stores import Stores
 from gateway.memory.search.chunk import Chunk, chunk_file
+from gateway.memory.search.index import Narrow, norm_label
 from gateway.memory.search.recall import Hit
 
 MAX_SCOPE_BYTES = 32 * 1024 * 1024
@@ -102,7 +103,7 @@ class KeywordSearch:
         return docs
 
     def search(self, *, scopes: Sequence[str], query: str, k: int, now: float | None = None,
-               kinds: Sequence[str] = ()) -> list[Hit]:  # fmt: skip
+               kinds: Sequence[str] = (), narrow: Narrow | None = None) -> list[Hit]:  # fmt: skip
         """Top ``k`` chunks of ``scopes`` by BM25 for ``query`` (each scope's statistics its own)."""
         q = set(terms(query))
         if not q or k <= 0:
@@ -110,7 +111,8 @@ class KeywordSearch:
         at = time.time() if now is None else now
         scored: list[tuple[float, str, _Doc]] = []
         for scope in scopes:
-            docs = [d for d in self._docs(scope) if (not kinds or d.chunk.kind in kinds) and d.chunk.valid_until > at]
+            docs = [d for d in self._docs(scope) if (not kinds or d.chunk.kind in kinds) and d.chunk.valid_until > at
+                    and _narrowed(d.chunk, narrow)]
             if not docs:
                 continue
             n = len(docs)
@@ -132,7 +134,18 @@ class KeywordSearch:
             seen.add((scope, c.chunk_id))
             hits.append(Hit(text=c.text, source=c.path, scope=scope, date=c.date, score=s, chunk_id=c.chunk_id,
                             turn_ids=c.turn_ids, kind=c.kind, speaker=c.speaker, channel=c.channel,
-                            session_id=c.session_id))  # fmt: skip
+                            session_id=c.session_id, topic=c.topic, entities=c.entities))  # fmt: skip
             if len(hits) >= k:
                 break
         return hits
+
+
+def _narrowed(chunk: Chunk, narrow: Narrow | None) -> bool:
+    """``chunk`` passes ``narrow`` (the same conditions the index applies as a payload filter)."""
+    if not narrow:
+        return True
+    if narrow.topic and chunk.topic != norm_label(narrow.topic):
+        return False
+    if narrow.entity and norm_label(narrow.entity) not in chunk.entities:
+        return False
+    return narrow.since is None or chunk.ts >= narrow.since

@@ -29,7 +29,7 @@ from typing import Any
 from gateway.cluster.node import embedded_index_dir
 from gateway.config import Config
 from gateway.memory.files.stores import Stores
-from gateway.memory.search.index import VectorIndex
+from gateway.memory.search.index import Narrow, VectorIndex
 from gateway.memory.search.keyword import KeywordSearch
 from gateway.memory.search.loading import IndexLoader
 from gateway.memory.search.pause import IndexPause
@@ -167,9 +167,11 @@ class MemoryService:
         now: datetime | float | None = None,
         kinds: Sequence[str] = (),
         tz: str | tzinfo | None = None,
+        narrow: Narrow | None = None,
     ) -> list[Hit]:
         """Top ``k`` memories for ``query`` inside ``scope`` (a scope or a list of scopes); ``tz`` is
-        the person's time zone, on whose calendar "yesterday" or "last summer" in the query is read."""
+        the person's time zone, on whose calendar "yesterday" or "last summer" in the query is read;
+        ``narrow`` keeps only chunks of a topic, naming an entity, or dated since a time."""
         scopes = [scope] if isinstance(scope, str) else list(scope)
         for s in scopes:
             self.stores.root_for(s)
@@ -182,7 +184,7 @@ class MemoryService:
             self.recalls += 1
             stamp = now.timestamp() if isinstance(now, datetime) else now
             return await asyncio.get_running_loop().run_in_executor(self._query_pool, functools.partial(
-                self.keyword.search, scopes=scopes, query=query, k=k, now=stamp, kinds=kinds))
+                self.keyword.search, scopes=scopes, query=query, k=k, now=stamp, kinds=kinds, narrow=narrow))
         if not loader.ready:
             return []  # still loading in the background: answer without recall
         index, embedder, indexer = loader.require_index(), loader.require_embedder(), loader.require_indexer()
@@ -199,6 +201,7 @@ class MemoryService:
             settings=self.settings,
             kinds=kinds,
             tz=tz,
+            narrow=narrow,
         ))
 
     def stats(self) -> dict[str, Any]:
