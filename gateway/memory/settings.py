@@ -29,6 +29,8 @@ class MemoryConfig(Section):
     """Memory store and recall (owned by gateway.memory; see docs/memory.md)."""
 
     max_file_bytes: int = Field(256 * 1024, ge=1024)
+    # Sanity cap (seed 001): a new file is refused once its directory holds this many (DirectoryFullError).
+    max_dir_files: int = Field(10_000, ge=10)
     # Re-index files edited by hand (an editor, git pull, a sync tool) within ~2 s (memory/files/watch.py).
     watch_files: bool = True
     # Offline ONNX models shipped in wheels; chosen by measurement on LoCoMo (docs/benchmarks.md).

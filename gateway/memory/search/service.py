@@ -80,7 +80,7 @@ class MemoryService:
         self.every_turn = every_turn
         self.settings = recall_settings(config)
         mem = config.memory
-        self.stores = Stores(Path(config.data_dir), max_file_bytes=mem.max_file_bytes)
+        self.stores = Stores(Path(config.data_dir), max_file_bytes=mem.max_file_bytes, max_dir_files=mem.max_dir_files)
         index_root = embedded_index_dir(config)  # <data_dir>/qdrant; per node in a cluster
         # The floor guards the embedded index (a Qdrant server minds its own disk); it is watched
         # either way, so /healthz tells about a data directory running out of space.
