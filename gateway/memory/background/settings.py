@@ -75,7 +75,14 @@ class DistillConfig(Section):
 
 class RetentionConfig(Section):
     memory_retention_days: int = Field(0, ge=0)  # 0 = keep forever; the profile is never pruned by age
+    # Group and channel memory (seed 004: a retention of its own): None = memory_retention_days; 0 = forever.
+    group_retention_days: int | None = Field(None, ge=0)
     cron: Cron = "15 4 * * *"  # per user, in the user's timezone
+
+    @property
+    def group_days(self) -> int:
+        """Days a group conversation's dated memory is kept (0 = forever)."""
+        return self.memory_retention_days if self.group_retention_days is None else self.group_retention_days
 
 
 class BackgroundConfig(Section):
