@@ -41,6 +41,11 @@ class SleepConfig(Section):
     max_tokens: int = Field(4000, ge=100, le=64000)
     curate: bool = True  # end the night with USER.md curation by operations
     curation_backend: ModelRole = "cheap"
+    # Seed 004: a one-line summary of each night's curation goes to the person's notification
+    # conversation (their own setting, docs/proactive.md) and to this operator log conversation
+    # ("<channel>:<conversation id>"), when either is set.
+    curation_summary: bool = True
+    curation_log_conversation: str | None = None
 
 
 class RailsConfig(Section):
