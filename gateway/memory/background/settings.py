@@ -45,6 +45,9 @@ class SleepConfig(Section):
     # conversation (their own setting, docs/proactive.md) and to this operator log conversation
     # ("<channel>:<conversation id>"), when either is set.
     curation_summary: bool = True
+    # Seed 003: after a person's session is compacted, the durable facts of the compacted span go to
+    # USER.md and PATTERNS.md at once, through the same ops and rails (one curation call), not at night.
+    curate_after_compaction: bool = True
     curation_log_conversation: str | None = None
 
 

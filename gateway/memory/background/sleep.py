@@ -244,20 +244,32 @@ async def curate_profile(
     cfg: SleepConfig, rails: RailsConfig,
 ) -> str:  # fmt: skip
     """One curation run for the night; returns a one-line outcome. Never raises on model trouble."""
-    run_id = f"sleep-{run.slot}"
-    # USER.md's run record marks the night's curation done; PATTERNS.md is curated just before it.
+    return await curate_learned(store=store, kg=kg, kg_scope=scope.kg_scope, key=scope.key, run_id=f"sleep-{run.slot}",
+                                day=date.fromisoformat(run.day), learned=list(ex.memories), provider=provider,
+                                cfg=cfg, rails=rails)  # fmt: skip
+
+
+async def curate_learned(
+    *, store: MemoryStore, kg: KnowledgeGraph, kg_scope: str, key: str, run_id: str, day: date, learned: list[str],
+    provider: Any, cfg: SleepConfig, rails: RailsConfig,
+) -> str:  # fmt: skip
+    """One curation run of USER.md and PATTERNS.md from ``learned`` (the night's memories, or the
+    summary of a compacted span), under the rails, screened and audited as ``run_id``; a run id
+    already in USER.md's audit is not run again. Returns a one-line outcome; never raises on model
+    trouble (the caller's work stands)."""
+    # USER.md's run record marks the curation done; PATTERNS.md is curated just before it.
     if await asyncio.to_thread(_ran, store, "USER.md", run_id):
         return "already curated"
     profile = await asyncio.to_thread(_read, store, "USER.md")
     patterns = await asyncio.to_thread(_read, store, PATTERNS)
-    facts = kg.current(scope.kg_scope)[:60]
-    recent = await asyncio.to_thread(dated.recent_text, store, date.fromisoformat(run.day),
-                                     days=CURATION_DATED_DAYS, max_chars=CURATION_DATED_CHARS)
+    facts = kg.current(kg_scope)[:60]
+    recent = await asyncio.to_thread(dated.recent_text, store, day, days=CURATION_DATED_DAYS,
+                                     max_chars=CURATION_DATED_CHARS)
     prompt = (
         f"CURRENT USER.md:\n{profile or '(empty)'}\n\nCURRENT PATTERNS.md:\n{patterns or '(empty)'}\n\n"
         f"DATED MEMORIES OF THE LAST {CURATION_DATED_DAYS} DAYS (memories/, newest first):\n{recent or '(none)'}\n\n"
         "LEARNED RECENTLY:\n"
-        + "\n".join(f"- {m}" for m in ex.memories)
+        + "\n".join(f"- {m}" for m in learned)
         + "\n\nKNOWN FACTS:\n"
         + "\n".join(f"- {f.subject} {f.predicate} {f.object}" for f in facts)
     )
@@ -265,12 +277,12 @@ async def curate_profile(
         system = CURATE_SYSTEM.replace("{pattern_sections}", ", ".join(PATTERN_SECTIONS))
         response = await ask(provider, source="curation", system=system, prompt=prompt,
                              role=cfg.curation_backend, max_tokens=cfg.max_tokens, schema=schemas.CURATION)  # fmt: skip
-    except Exception as exc:  # the night's memories stand; the next night curates again
-        log.warning("sleep cycle %s: curation skipped, model call failed: %s", scope.key, exc)
+    except Exception as exc:  # the memories stand; the next night curates again
+        log.warning("curation %s of %s skipped, model call failed: %s", run_id, key, exc)
         return f"skipped: {exc}"[:200]
     ops, pattern_ops, errors = parse_curation(response.text)
     if ops is None:
-        log.warning("sleep cycle %s: curation output unusable: %s", scope.key, "; ".join(errors))
+        log.warning("curation %s of %s: output unusable: %s", run_id, key, "; ".join(errors))
         return "skipped: unusable output"
     outcome = ""
     if pattern_ops and not await asyncio.to_thread(_ran, store, PATTERNS, run_id):
@@ -287,7 +299,7 @@ async def curate_profile(
     )
     await _quarantine_rejected(store, run_id, result)
     for r in result.rejected:
-        log.info("sleep cycle %s: curation op %d rejected: %s", scope.key, r.index, r.reason)
+        log.info("curation %s of %s: op %d rejected: %s", run_id, key, r.index, r.reason)
     return (f"run {run_id}: {len(result.applied)} applied, {len(result.rejected)} rejected, written={result.written}"
             + outcome)
 
