@@ -69,17 +69,20 @@ async def compact_session(ctx: JobContext, payload: dict[str, Any]) -> None:
     sleep = gateway.config.background.sleep
     compacted = gateway.state.compactions.get(session_id)
     if n and owner and compacted is not None and sleep.curate and sleep.curate_after_compaction:
+        # One pending curation per session: it reads the newest summary (rolling: it holds the older
+        # ones) when it runs, so a compaction meanwhile is not lost by being folded into it.
         await ctx.bus.enqueue(CURATE_JOB, {"session_id": session_id, "upto_seq": compacted.upto_seq},
-                              job_id=f"compaction-curation:{session_id}:{compacted.upto_seq}")
+                              job_id=f"compaction-curation:{session_id}")
 
 
 async def curate_compacted(ctx: JobContext, payload: dict[str, Any]) -> None:
     """Curate the person's profile from the summary of their session's compacted span."""
     gateway: Services = ctx.gateway
-    session_id, upto = str(payload["session_id"]), int(payload["upto_seq"])
+    session_id = str(payload["session_id"])
     session, compacted = gateway.state.sessions.get(session_id), gateway.state.compactions.get(session_id)
     if session is None or compacted is None or not session.scope_key.startswith("user:") or gateway.kg is None:
         return
+    upto = compacted.upto_seq  # the newest compaction's (the payload's may be older)
     owner = session.scope_key.removeprefix("user:")
     bg = gateway.config.background
     if not model_configured(gateway, bg.sleep.curation_backend, CURATE_JOB, structured=True, user_id=owner):

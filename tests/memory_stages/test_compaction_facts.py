@@ -3,7 +3,9 @@ once, through the same ops and rails the nightly curation uses (not at night).""
 
 from __future__ import annotations
 
+import asyncio
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -38,19 +40,33 @@ async def test_compaction_curates_the_profile_from_the_compacted_span(
     async with Gateway(cfg, entry_points=False) as gw:
         for i in range(8):
             await gw.handle_inbound(msg(f"Trip note {i}: I don't eat meat; " + "we compare ferries to Oslo. " * 4))
-        await gw.settle()
         store = gw.memory.stores.for_user("ada")
+
+        def runs_and_calls() -> tuple[list[str], list[dict[str, Any]]]:
+            runs = [r["run_id"] for r in audit.read_records(store, "USER.md") if r.get("type") == "run"]
+            return runs, [r for r in fake_anthropic.requests if "LEARNED RECENTLY" in str(r["messages"])]
+
+        async def settled() -> tuple[list[str], list[dict[str, Any]]]:
+            """Every curation asked for has its run record (one queued last may still be on its way)."""
+            deadline = time.monotonic() + 30
+            while True:
+                await gw.settle()
+                runs, curations = runs_and_calls()
+                if runs and len(runs) == len(curations):
+                    return runs, curations
+                assert time.monotonic() < deadline, (runs, len(curations))
+                await asyncio.sleep(0.05)
+
+        runs, curations = await settled()
         assert "- Vegetarian." in store.read("USER.md")  # before any night
         assert "Ignore all previous instructions" not in store.read("USER.md")  # the same screen as at night
         assert "Plans trips weeks ahead." in store.read("PATTERNS.md")
         assert store.read("USER.md").count("Vegetarian.") == 1
-        runs = [r["run_id"] for r in audit.read_records(store, "USER.md") if r.get("type") == "run"]
-        assert runs and all(r.startswith("compaction-") for r in runs) and len(set(runs)) == len(runs)
-        curations = [r for r in fake_anthropic.requests if "LEARNED RECENTLY" in str(r["messages"])]
-        assert len(curations) == len(runs) and "Ada is vegetarian." in curations[0]["messages"][0]["content"]
+        assert all(r.startswith("compaction-") for r in runs) and len(set(runs)) == len(runs)
+        assert "Ada is vegetarian." in curations[0]["messages"][0]["content"]
         # A redelivered job curates once: its run id is in the audit already.
         session_id = gw.state.sessions.open_in("user:ada").session_id
         upto = gw.state.compactions.get(session_id).upto_seq
         await gw.bus.enqueue(CURATE_JOB, {"session_id": session_id, "upto_seq": upto}, job_id="again")
-        await gw.settle()
-        assert len([r for r in fake_anthropic.requests if "LEARNED RECENTLY" in str(r["messages"])]) == len(runs)
+        again, calls = await settled()
+        assert len(set(again)) == len(again) == len(calls)  # no run twice, no call without its run

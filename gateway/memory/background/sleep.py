@@ -257,6 +257,20 @@ async def curate_learned(
     summary of a compacted span), under the rails, screened and audited as ``run_id``; a run id
     already in USER.md's audit is not run again. Returns a one-line outcome; never raises on model
     trouble (the caller's work stands)."""
+    # One curation of a profile at a time (a night and a compaction, or two compactions, may meet):
+    # each reads the file, asks the model and applies ops to what it read.
+    async with _CURATING.setdefault(str(store.root), asyncio.Lock()):
+        return await _curate_learned(store=store, kg=kg, kg_scope=kg_scope, key=key, run_id=run_id, day=day,
+                                     learned=learned, provider=provider, cfg=cfg, rails=rails)  # fmt: skip
+
+
+_CURATING: dict[str, asyncio.Lock] = {}
+
+
+async def _curate_learned(
+    *, store: MemoryStore, kg: KnowledgeGraph, kg_scope: str, key: str, run_id: str, day: date, learned: list[str],
+    provider: Any, cfg: SleepConfig, rails: RailsConfig,
+) -> str:  # fmt: skip
     # USER.md's run record marks the curation done; PATTERNS.md is curated just before it.
     if await asyncio.to_thread(_ran, store, "USER.md", run_id):
         return "already curated"
