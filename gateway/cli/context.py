@@ -67,7 +67,8 @@ def render(x: dict[str, Any]) -> str:
     if f := x.get("recall_filter"):
         out.append(f"recall filter: {f['outcome']} in {f['latency_ms']:.0f} ms ({f['backend'] or 'no model'}); "
                    f"kept {len(f['kept'])} of {f['candidates']}: {', '.join(f['kept']) or '-'}"
-                   + (f" [{f['reason']}]" if f["reason"] else ""))
+                   + (f" [{f['reason']}]" if f["reason"] else "")
+                   + (f" (after a literal search for {f['grep']!r})" if f.get("grep") else ""))
     if skipped := x.get("recall_skipped"):
         # Keyword-only recall ran (no index): it is said, but it is not a skipped recall.
         out.append(f"recall: {skipped}" if str(skipped).startswith(KEYWORD_ONLY) else f"recall skipped: {skipped}")
