@@ -369,6 +369,9 @@ class PersonasConfig(Section):
     # /persona (absent: every persona on disk). A person's own choice wins over the defaults.
     user_defaults: dict[str, PersonaName] = Field(default_factory=dict)
     user_personas: dict[str, list[PersonaName]] = Field(default_factory=dict)
+    # Per persona: false leaves the date and time out of its system block (a persona that must not
+    # see the date, e.g. a fictional character or a reproducible test persona). Absent: true.
+    inject_datetime: dict[PersonaName, bool] = Field(default_factory=dict)
 
     def for_conversation(self, channel: str, conversation_key: str) -> str:
         return self.conversations.get(conversation_key) or self.channels.get(channel) or self.default

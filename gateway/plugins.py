@@ -46,6 +46,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "plugins.lore",
     "plugins.profile",
     "plugins.people",
+    "plugins.playbooks",
     "plugins.compaction",
     "plugins.memory_writer",
     "plugins.sleep_cycle",

@@ -26,6 +26,7 @@ from typing import TYPE_CHECKING
 
 from gateway.hookspecs import hookimpl
 from gateway.memory.background.writer import ALIASES, person_slug
+from gateway.memory.files.aliases import section_aliases
 from gateway.memory.files.store import MemoryStore
 from gateway.turn.budget import TRIM_PEOPLE, truncate_to_tokens
 from gateway.turn.tiers import loads, tier_of
@@ -54,25 +55,8 @@ def written_aliases(store: MemoryStore) -> dict[str, str]:
     return {str(k).casefold(): str(v) for k, v in data.items()} if isinstance(data, dict) else {}
 
 
-_ALIASES_HEADING = re.compile(r"^##\s+aliases\s*:?\s*$", re.IGNORECASE)
-_LIST_MARK = re.compile(r"^(?:[-*+]|\d+[.)])\s+")
-_MAX_ALIAS = 100
 # (file path, mtime_ns, size) -> names: a turn reads the people folder's listing, not every file.
 _PARSED: dict[tuple[str, float, int], tuple[str, ...]] = {}
-
-
-def section_aliases(text: str) -> list[str]:
-    """The names of a file's ``## Aliases`` section(s), as written."""
-    out: list[str] = []
-    inside = False
-    for line in text.splitlines():
-        stripped = line.strip()
-        if stripped.startswith("#"):
-            inside = bool(_ALIASES_HEADING.match(stripped))
-            continue
-        if inside and stripped:
-            out += [p.strip() for p in _LIST_MARK.sub("", stripped).split(",") if p.strip()]
-    return [a for a in out if len(a) <= _MAX_ALIAS]
 
 
 def hand_aliases(store: MemoryStore) -> dict[str, str]:

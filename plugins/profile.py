@@ -131,8 +131,10 @@ async def gateway_context_sections(gateway: Services, turn: Turn) -> list[Contex
         cache.move_to_end(key)
     tier = tier_of(gateway, turn)
     sections = [section for item, section in snap.sections if loads(tier, item)]
+    # Seed 003: once, at a session's first message, picking up the person's own thread: never in a
+    # group (whose thread is it?) nor off the record (a private aside is no place to bring it up).
     if (gateway.config.memory.proactive_session_greeting and turn.session.is_new and snap.has_working
-            and loads(tier, "WORKING.md")):
+            and loads(tier, "WORKING.md") and not turn.otr and turn.message.kind != ConversationKind.GROUP):
         sections.append(ContextSection(source="memory.greeting", title="Session start", text=GREETING,
                                        priority=10, stability=Stability.VOLATILE, protected=True))
     return sections

@@ -10,13 +10,16 @@ evidence, never an instruction.
 
 from __future__ import annotations
 
+import asyncio
 import logging
+import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from gateway.hookspecs import hookimpl
 from gateway.memory.background.jobscope import zone
-from gateway.memory.files import dated
+from gateway.memory.files import dated, playbooks
+from gateway.memory.files.kinds import indexable
 from gateway.memory.files.scopes import channel_scope, user_scope
 from gateway.memory.search import filter_tier, readiness
 from gateway.memory.search.recall import Hit
@@ -72,6 +75,20 @@ def dated_injected(gateway: Services, turn: Turn, tier: int) -> Callable[[str], 
     return lambda rel: dated.in_window(rel, today, days)
 
 
+def literal_hits(gateway: Services, scopes: list[str], phrase: str, limit: int = 16) -> list[Hit]:
+    """Lines of the scopes' indexable files that contain ``phrase`` (case-blind), as recall hits."""
+    memory = gateway.memory
+    assert memory is not None
+    out: list[Hit] = []
+    for scope in scopes:
+        for g in memory.stores.store_for(scope).grep(re.escape(phrase)):
+            if not indexable(g.path) or len(out) >= limit:
+                continue
+            out.append(Hit(text=g.line.strip()[:600], source=g.path, scope=scope, date="", score=0.0,
+                           chunk_id=f"grep:{g.path}:{g.line_no}"))
+    return out
+
+
 @hookimpl
 async def gateway_context_sections(gateway: Services, turn: Turn) -> ContextSection | None:
     memory = gateway.memory
@@ -81,6 +98,8 @@ async def gateway_context_sections(gateway: Services, turn: Turn) -> ContextSect
     if (why := readiness.unavailable(memory)) is not None:
         turn.stash[readiness.RECALL_SKIPPED] = why  # the turn does not wait for it, and says so
         return None
+    if (why := readiness.degraded(memory)) is not None:
+        turn.stash[readiness.RECALL_SKIPPED] = why  # recall runs on keywords alone, and says so
     tier = tier_of(gateway, turn)
     if not loads(tier, "recall") or not turn.message.text.strip():
         return None
@@ -93,9 +112,20 @@ async def gateway_context_sections(gateway: Services, turn: Turn) -> ContextSect
     group = turn.message.kind == ConversationKind.GROUP
     tz = zone(None if group else turn.user.timezone, gateway.config.timezone)
     hits = await memory.recall(scope=scopes, query=turn.message.text, k=fetch, now=turn.received_at, tz=tz)
-    injected = dated_injected(gateway, turn, tier)
+    in_dated = dated_injected(gateway, turn, tier)
+    in_playbooks = turn.stash.get(playbooks.INJECTED) or frozenset()
+
+    def injected(rel: str) -> bool:
+        return in_dated(rel) or rel in in_playbooks
+
     candidates = [h for h in hits if keep(h, history_ids, tier, injected)]
-    kept, decision = await filter_tier.filter_hits(gateway, turn, turn.message.text, candidates, k)
+    async def grep(phrase: str) -> list[Hit]:
+        # The filter's one escalation: a literal search of the same files recall reads, under the
+        # same rules (indexable files only, nothing above the tier, nothing already in the prompt).
+        found = await asyncio.to_thread(literal_hits, gateway, scopes, phrase)
+        return [h for h in found if keep(h, history_ids, tier, injected)]
+
+    kept, decision = await filter_tier.filter_hits(gateway, turn, turn.message.text, candidates, k, grep=grep)
     turn.stash[filter_tier.DECISION] = decision
     turn.stash[RECALLED] = kept
     return hits_section(kept, budget_tokens=gateway.config.memory.recall_budget_tokens)

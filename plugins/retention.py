@@ -4,7 +4,8 @@
 ``retention_groups`` runs once per slot in the gateway's timezone over every group conversation.
 Both delete expired dated files and their derived chunks and prune facts that ended before the
 cutoff; the profile and the tiers are never pruned by age. With 0 days (the default) nothing is
-pruned. ``retention`` also deletes the person's forget undo records whose window has closed
+pruned. Groups keep their memory for ``group_retention_days`` (unset: the same days as a person's).
+``retention`` also deletes the person's forget undo records whose window has closed
 (``gateway.memory.edit.undo.KEEP_DAYS``), whatever the retention days.
 """
 
@@ -32,7 +33,7 @@ def _now(payload: dict[str, Any]) -> datetime:
     return datetime.fromisoformat(raw).astimezone(UTC) if isinstance(raw, str) else datetime.now(UTC)
 
 
-async def prune(gateway: Services, scope: jobscope.JobScope, now: datetime) -> PruneReport:
+async def prune(gateway: Services, scope: jobscope.JobScope, now: datetime, days: int) -> PruneReport:
     memory = gateway.memory
     sink = memory.indexing.index_sink or memory.indexing.enqueue_local
 
@@ -42,7 +43,7 @@ async def prune(gateway: Services, scope: jobscope.JobScope, now: datetime) -> P
     return await run_retention(
         state=gateway.state, store=jobscope.store(gateway, scope), kg=gateway.kg, scope=scope.memory_scope,
         sessions_scope=scope.sessions, kg_scope=scope.kg_scope,
-        retention_days=gateway.config.background.retention.memory_retention_days, tz=scope.tz, now=now,
+        retention_days=days, tz=scope.tz, now=now,
         reindex=reindex,
     )  # fmt: skip
 
@@ -56,16 +57,18 @@ async def retention(ctx: JobContext, payload: dict[str, Any]) -> None:
     # they forgot then leaves the data dir for good (issue 28). The root is not opened as a store,
     # which would create the folder of a person erased meanwhile.
     await asyncio.to_thread(undo.expire, root_for(gw.data_dir, user_scope(user_id)))
-    if gw.config.background.retention.memory_retention_days > 0:
-        await prune(gw, jobscope.for_user(gw, user_id), _now(payload))
+    days = gw.config.background.retention.memory_retention_days
+    if days > 0:
+        await prune(gw, jobscope.for_user(gw, user_id), _now(payload), days)
 
 
 async def retention_groups(ctx: JobContext, payload: dict[str, Any]) -> None:
     gw = ctx.gateway
-    if gw.config.background.retention.memory_retention_days <= 0:
+    days = gw.config.background.retention.group_days  # group and channel memory: a setting of its own
+    if days <= 0:
         return
     for key in gw.state.conversations.group_keys():
-        await prune(gw, jobscope.for_conversation(gw, key), _now(payload))
+        await prune(gw, jobscope.for_conversation(gw, key), _now(payload), days)
 
 
 @hookimpl

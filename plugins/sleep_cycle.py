@@ -6,6 +6,10 @@
   ``sleep_channel`` job per group conversation with turns the cycle has not seen yet.
 * ``sleep_channel``: one night of a group conversation, into its channel root (no curation).
 
+After a person's night, a one-line summary of its curation (seed 004) goes to their notification
+conversation, if they chose one, and to ``background.sleep.curation_log_conversation``, if set
+(``curation_summary: false`` turns both off). Best effort: an undeliverable line is logged.
+
 A failing night (model unavailable, unusable output) raises: the bus retries it with backoff and
 dead-letters it after ``max_tries``; nothing was written and the turns stay for the next night.
 """
@@ -20,10 +24,12 @@ from typing import TYPE_CHECKING, Any
 from gateway.bus.context import JobContext
 from gateway.bus.registry import JobRegistry
 from gateway.config import Config
+from gateway.delivery.notices import notify_person
 from gateway.hookspecs import hookimpl
 from gateway.llm.provider import model_configured
 from gateway.memory.background import jobscope
 from gateway.memory.background.sleep import NightResult, NightScope, run_night
+from gateway.types import ConversationAddress, ConversationKind, Reply
 
 if TYPE_CHECKING:
     from gateway.services import Services
@@ -75,7 +81,42 @@ async def _night_job(ctx: JobContext, payload: dict[str, Any], *, job: str, key:
     if scope.user_id and not _runs(gw, job, scope.user_id):
         return
     at = _instant(payload)
-    await night(gw, scope, slot=_slot(payload, at), before=at, curate=curate)
+    result = await night(gw, scope, slot=_slot(payload, at), before=at, curate=curate)
+    if curate and scope.user_id:
+        await summarise(gw, scope.user_id, result)
+
+
+def summary_line(result: NightResult) -> str | None:
+    """The night's curation in one line, or None when there is nothing to say (no curation ran)."""
+    if result.status != "done" or not result.curation or result.curation == "already curated":
+        return None
+    return (f"Memory curation, night of {result.day}: {result.turns} turns read, {result.memories} memories kept; "
+            f"profile {result.curation}")
+
+
+async def summarise(gw: Services, user_id: str, result: NightResult) -> None:
+    cfg = gw.config.background.sleep
+    line = summary_line(result)
+    if line is None or not cfg.curation_summary:
+        return
+    await notify_person(gw, user_id, line, delivery_id=f"curation:{user_id}:{result.slot}")
+    if cfg.curation_log_conversation:
+        await _log_to(gw, cfg.curation_log_conversation, f"[{user_id}] {line}")
+
+
+async def _log_to(gw: Services, conversation_key: str, text: str) -> None:
+    """The operator's log conversation. Best effort: the night stands whatever happens here."""
+    conversation = gw.state.conversations.get(conversation_key)
+    if conversation is None:
+        log.warning("curation summary: conversation %s is unknown (no message seen from it)", conversation_key)
+        return
+    address = ConversationAddress(channel=conversation.channel, conversation_id=conversation.conversation_id,
+                                  kind=ConversationKind(conversation.kind), user_id=conversation.user_id,
+                                  persona=conversation.persona)  # fmt: skip
+    try:
+        await gw.send(address, Reply(text=text, chunks=(text,), notice=True))
+    except Exception as exc:
+        log.warning("curation summary to %s failed: %s", conversation_key, exc)
 
 
 async def sleep_cycle(ctx: JobContext, payload: dict[str, Any]) -> None:

@@ -17,6 +17,7 @@ from typing import Any
 from gateway.cli.common import load_or_exit
 from gateway.cli.daemon import DaemonError, ask_daemon, user_path
 from gateway.config import Config
+from gateway.memory.search.readiness import KEYWORD_ONLY
 
 
 def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
@@ -66,9 +67,11 @@ def render(x: dict[str, Any]) -> str:
     if f := x.get("recall_filter"):
         out.append(f"recall filter: {f['outcome']} in {f['latency_ms']:.0f} ms ({f['backend'] or 'no model'}); "
                    f"kept {len(f['kept'])} of {f['candidates']}: {', '.join(f['kept']) or '-'}"
-                   + (f" [{f['reason']}]" if f["reason"] else ""))
-    if x.get("recall_skipped"):
-        out.append(f"recall skipped: {x['recall_skipped']}")
+                   + (f" [{f['reason']}]" if f["reason"] else "")
+                   + (f" (after a literal search for {f['grep']!r})" if f.get("grep") else ""))
+    if skipped := x.get("recall_skipped"):
+        # Keyword-only recall ran (no index): it is said, but it is not a skipped recall.
+        out.append(f"recall: {skipped}" if str(skipped).startswith(KEYWORD_ONLY) else f"recall skipped: {skipped}")
     out.append("")
     cached = [s for s in x["sections"] if s["cached"]]
     for i, s in enumerate(x["sections"]):

@@ -35,13 +35,15 @@ def user_path(uid: str, rest: str = "") -> str:
     return f"/api/users/{quote(uid, safe='')}{rest}"
 
 
-async def recall_hits(config: Config, user: str, query: str, k: int, kinds: tuple[str, ...] = ()) -> list[Hit] | None:
+async def recall_hits(config: Config, user: str, query: str, k: int, kinds: tuple[str, ...] = (),
+                      filters: dict[str, str] | None = None) -> list[Hit] | None:
     """``GET /api/users/{uid}/recall`` on the daemon, as the recall hits ``MemoryService.recall`` gives
     in-process; None when no daemon answers. A user the daemon does not know has no memories, as
     when the CLI searches the index itself."""
     from gateway.memory.search.recall import Hit
 
-    params = {"q": query, "k": str(k), **({"kinds": ",".join(kinds)} if kinds else {})}
+    params = {"q": query, "k": str(k), **({"kinds": ",".join(kinds)} if kinds else {}),
+              **{key: value for key, value in (filters or {}).items() if value}}  # topic, entity, since
     try:
         out = await ask_daemon(config, "GET", user_path(user, "/recall"), params=params)
     except DaemonError as exc:
@@ -52,7 +54,8 @@ async def recall_hits(config: Config, user: str, query: str, k: int, kinds: tupl
         return None
     return [Hit(text=h["text"], source=h["path"], scope=h["scope"], date=h["date"], score=h["score"],
                 chunk_id=h["ref"], turn_ids=tuple(h["turn_ids"]), kind=h["kind"], speaker=h["speaker"],
-                channel=h["channel"], session_id=h["session_id"]) for h in out["hits"]]  # fmt: skip
+                channel=h["channel"], session_id=h["session_id"], topic=h.get("topic", ""),
+                entities=tuple(h.get("entities", ()))) for h in out["hits"]]  # fmt: skip
 
 
 async def _error_text(resp: aiohttp.ClientResponse) -> str:

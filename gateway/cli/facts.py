@@ -13,6 +13,7 @@ from pathlib import Path
 
 from gateway.cli.common import load_or_exit
 from gateway.memory.knowledge.graph import Fact, KnowledgeGraph
+from gateway.memory.knowledge.predicates import normalize_entity
 from gateway.util.safetext import printable
 
 DB_NAME = "state.sqlite"
@@ -61,8 +62,16 @@ def _list(args: argparse.Namespace) -> int:
         except ValueError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2
+    if args.entity:
+        facts = about(facts, args.entity)
     _show(facts, args.json)
     return 0
+
+
+def about(facts: Sequence[Fact], entity: str) -> list[Fact]:
+    """The facts whose subject or object is ``entity`` (compared as the graph compares entities)."""
+    key = normalize_entity(entity)
+    return [f for f in facts if key in (normalize_entity(f.subject), normalize_entity(f.object))]
 
 
 def _timeline(args: argparse.Namespace) -> int:
@@ -129,6 +138,7 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--user", default=None, help="scope: a user id or channel:<key> (default: all)")
     p.add_argument("--as-of", default=None, help="a date or timestamp (ISO; naive means UTC)")
     p.add_argument("--all", action="store_true", help="include ended facts")
+    p.add_argument("--entity", default=None, help="only facts whose subject or object is this entity")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=_list)
 

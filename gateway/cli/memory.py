@@ -1,4 +1,7 @@
-"""``kith memory search | stats | reindex``: the memory index from the shell.
+"""``kith memory search | stats | reindex | index``: the memory index from the shell.
+
+``index conversation SESSION_ID`` re-indexes the session logs that hold a conversation's turns (the
+day files of its person or group); ``index file PATH --user ID`` one file of a person's memory.
 
 These open the index themselves. The embedded index is single-process: while a gateway runs on the
 same data directory they ask it instead, through its API (``/api/users/{uid}/recall``,
@@ -37,6 +40,9 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--user", required=True, help="user id (users/<id>/)")
     p.add_argument("--k", type=int, default=8, help="number of results (default 8)")
     p.add_argument("--json", action="store_true", help="print hits as JSON")
+    p.add_argument("--topic", default="", help="only memories of this dominant topic")
+    p.add_argument("--entity", default="", help="only memories naming this entity (a person, a place...)")
+    p.add_argument("--since", default="", help="only memories dated on or after this day (YYYY-MM-DD)")
     p.add_argument("query", nargs="+", help="what to look for")
     p.set_defaults(func=lambda a: _run(a, _search), func_name="search")
 
@@ -48,6 +54,18 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p.add_argument("--user", default=None, help="only this user (default: every root)")
     p.add_argument("--json", action="store_true")
     p.set_defaults(func=lambda a: _run(a, _reindex), func_name="reindex")
+
+    p = msub.add_parser("index", help="index one conversation or one file now")
+    isub = p.add_subparsers(dest="index_kind", metavar="WHAT", required=True)
+    q = isub.add_parser("conversation", help="the session logs holding a conversation's turns")
+    q.add_argument("session_id", help="the conversation's session id (kith sessions list)")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=lambda a: _run(a, _index), func_name="index")
+    q = isub.add_parser("file", help="one file of a person's memory")
+    q.add_argument("path", help="the file, relative to users/<id>/ (e.g. topics/tea.md)")
+    q.add_argument("--user", required=True, help="user id (users/<id>/)")
+    q.add_argument("--json", action="store_true")
+    q.set_defaults(func=lambda a: _run(a, _index), func_name="index")
 
     p = msub.add_parser("rollback", help="undo a USER.md curation run or a memory-writer run (default: the latest "
                                           "curation run that changed USER.md)")  # fmt: skip
@@ -104,7 +122,8 @@ def _run(args: argparse.Namespace, action: Callable[[MemoryService, argparse.Nam
 async def _via_daemon(config: Config, args: argparse.Namespace) -> int | None:
     action = args.func_name
     if action == "search":
-        hits = await recall_hits(config, args.user, " ".join(args.query), args.k)
+        filters = {"topic": args.topic, "entity": args.entity, "since": args.since}
+        hits = await recall_hits(config, args.user, " ".join(args.query), args.k, filters=filters)
         return None if hits is None else _print_hits(hits, args)
     if action == "stats":
         out = await ask_daemon(config, "GET", "/api/memory/stats")
@@ -118,7 +137,14 @@ async def _via_daemon(config: Config, args: argparse.Namespace) -> int | None:
 
 
 async def _search(svc: MemoryService, args: argparse.Namespace) -> int:
-    hits = await svc.recall(scope=user_scope(args.user), query=" ".join(args.query), k=args.k)
+    from gateway.memory.search.index import narrowing
+
+    try:
+        narrow = narrowing(args.topic, args.entity, args.since)
+    except ValueError as exc:
+        print(f"error: --since: {exc}", file=sys.stderr)
+        return 2
+    hits = await svc.recall(scope=user_scope(args.user), query=" ".join(args.query), k=args.k, narrow=narrow)
     return _print_hits(hits, args)
 
 
@@ -130,7 +156,8 @@ def _print_hits(hits: list[Hit], args: argparse.Namespace) -> int:
         print("no memories found")
     for i, h in enumerate(hits, 1):
         when = f" {h.date[:10]}" if h.date else ""
-        print(f"{i:>2}. [{h.score:.3f}] {printable(h.source)}{when} ({h.chunk_id})")
+        labels = (f" topic={h.topic}" if h.topic else "") + (f" entities={','.join(h.entities)}" if h.entities else "")
+        print(f"{i:>2}. [{h.score:.3f}] {printable(h.source)}{when} ({h.chunk_id}){printable(labels)}")
         for line in h.text.strip().splitlines()[:6]:
             print(f"      {printable(line)}")  # chat participants wrote it: no raw control characters
     return 0
@@ -149,6 +176,53 @@ def _print_stats(out: dict[str, Any], args: argparse.Namespace) -> int:
     for scope, s in scopes.items():
         print(f"  {scope:<32} {s['files']:>6} files {s['bytes']:>10} bytes {s['points']:>8} points")
     return 0
+
+
+async def _index(svc: MemoryService, args: argparse.Namespace) -> int:
+    if args.index_kind == "file":
+        targets = [(user_scope(args.user), args.path)]
+    else:
+        found = await asyncio.to_thread(conversation_logs, svc.config, args.session_id)
+        if found is None:
+            print(f"error: no conversation {args.session_id!r}", file=sys.stderr)
+            return 2
+        targets = found
+    out: dict[str, Any] = {}
+    for scope, rel in targets:
+        report = await svc.indexing.index_file(scope, rel)
+        out[f"{scope}/{rel}"] = asdict(report)
+    if args.json:
+        print(json.dumps(out, indent=2))
+        return 0
+    if not out:
+        print("nothing logged for that conversation")
+    for where, r in out.items():
+        print(f"{where}: {r['embedded']} chunks embedded")
+    return 0
+
+
+def conversation_logs(config: Config, session_id: str) -> list[tuple[str, str]] | None:
+    """(scope, session log) of every day file holding turns of ``session_id``; None: no such session."""
+    from gateway.memory.background import jobscope
+    from gateway.memory.files.scopes import channel_scope
+    from gateway.memory.files.session_log import day_log_path
+    from gateway.state import open_config_state
+
+    state = open_config_state(config)
+    try:
+        session = state.sessions.get(session_id)
+        if session is None:
+            return None
+        rows = state.turns.after(session_id)
+        # Each turn is logged in the day file of its speaker's calendar (as the session log writes it).
+        users = {uid: state.users.get(uid) for uid in {r.user_id for r in rows}}
+        zones = {uid: u.timezone if u is not None else "" for uid, u in users.items()}
+    finally:
+        state.close()
+    # A group's log is the group's (its channel root); a direct conversation's is the person's.
+    group = session.scope_key.startswith("conv:")
+    scope = channel_scope(session.conversation_key) if group else user_scope(session.user_id)
+    return sorted({(scope, day_log_path(r.created_at, jobscope.zone(zones[r.user_id] or None))) for r in rows})
 
 
 async def _reindex(svc: MemoryService, args: argparse.Namespace) -> int:

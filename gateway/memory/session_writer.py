@@ -38,7 +38,14 @@ from typing import TYPE_CHECKING
 from gateway.memory.background import jobscope
 from gateway.memory.files.errors import FileTooLargeError, MemoryFileNotFoundError, MemoryStoreError
 from gateway.memory.files.scopes import channel_scope, user_scope
-from gateway.memory.files.session_log import LogEntry, day_log_path, format_entry, log_day, parse_session_log
+from gateway.memory.files.session_log import (
+    LogEntry,
+    day_log_path,
+    format_entry,
+    log_day,
+    parse_session_log,
+    unlogged,
+)
 from gateway.memory.files.store import MemoryStore
 from gateway.state import LoggedTurn
 from gateway.turn.spool import SpooledTurn
@@ -93,6 +100,8 @@ class SessionLog:
 
     def add(self, turn: Turn, reply: Reply) -> None:
         assert turn.user is not None and turn.session is not None
+        if unlogged(turn.message.conversation_key):
+            return
         tz = jobscope.zone(turn.user.timezone)
         entry = LogEntry(
             turn_id=turn.turn_id, session_id=turn.session.session_id, channel=turn.message.channel,
@@ -110,6 +119,8 @@ class SessionLog:
         """A turn an earlier run answered and spooled, not in the transcript yet (gateway/turn/writeback.py):
         its log entry is queued now, as the turn's own after-turn hook had, so it does not wait for
         the write-back and the catch-up of a later start."""
+        if unlogged(turn.conversation_key):
+            return
         user = self.gateway.state.users.get(turn.user_id)
         tz = jobscope.zone((user.timezone if user is not None else "") or None)
         entry = LogEntry(
@@ -321,7 +332,7 @@ class SessionLog:
                 if row.created_at is None:
                     damaged.append(row)
                     continue
-                if row.turn_id in self.spooled:
+                if row.turn_id in self.spooled or unlogged(row.conversation_key):
                     continue
                 scope, tz = _scope_of(row), jobscope.zone(row.timezone or None)
                 entry = _entry_of(row, row.created_at)

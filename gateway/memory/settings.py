@@ -29,6 +29,8 @@ class MemoryConfig(Section):
     """Memory store and recall (owned by gateway.memory; see docs/memory.md)."""
 
     max_file_bytes: int = Field(256 * 1024, ge=1024)
+    # Sanity cap (seed 001): a new file is refused once its directory holds this many (DirectoryFullError).
+    max_dir_files: int = Field(10_000, ge=10)
     # Re-index files edited by hand (an editor, git pull, a sync tool) within ~2 s (memory/files/watch.py).
     watch_files: bool = True
     # Offline ONNX models shipped in wheels; chosen by measurement on LoCoMo (docs/benchmarks.md).
@@ -72,6 +74,10 @@ class MemoryConfig(Section):
     # last N days (0 = off), in one section capped at this many tokens, trimmed with the digests.
     dated_days: int = Field(3, ge=0, le=60)
     dated_budget_tokens: int = Field(800, ge=50)
+    # Playbooks (playbooks/*.md in the person's tree): at most this many, the most relevant to the
+    # message, in one section of this many tokens, the last trimmable section to be cut (docs/memory.md).
+    playbooks_k: int = Field(3, ge=0, le=20)
+    playbooks_budget_tokens: int = Field(800, ge=50)
     filter_tier: FilterTierConfig = Field(default_factory=FilterTierConfig)
     # Below this much free space on the index's filesystem, index writes (and opening the embedded
     # index) pause instead of risking a SIGBUS in Qdrant's memory-mapped files (docs/memory.md); 0 = off.

@@ -25,6 +25,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from gateway.bus.clock import Clock, SystemClock
 from gateway.memory.files.errors import MemoryFileNotFoundError
+from gateway.memory.files.session_log import SILENT_SUFFIX
 from gateway.schedule import deliver as delivery
 from gateway.schedule.items import (
     CRONS,
@@ -313,7 +314,9 @@ async def run_prompt(gateway: Services, user_id: str, item: Item) -> str:
     """Run a scheduled prompt as a turn of the person on their ``scheduled`` conversation; the answer."""
     if gateway.identities.lookup(SCHEDULED_CHANNEL, user_id) is None:
         gateway.state.identities.add(SCHEDULED_CHANNEL, user_id, user_id, source="schedule")
-    message = InboundMessage(channel=SCHEDULED_CHANNEL, account_id=user_id, conversation_id=f"{user_id}:{item.id}",
+    # A silent prompt's conversation is one the session log skips (no recall value, seed 004).
+    conversation_id = f"{user_id}:{item.id}" + (SILENT_SUFFIX if item.silent else "")
+    message = InboundMessage(channel=SCHEDULED_CHANNEL, account_id=user_id, conversation_id=conversation_id,
                              kind=ConversationKind.DM, text=item.text, display_name="scheduled", trusted=True,
                              timestamp=schedule_of(gateway).clock.now())
     reply = await gateway.handle_inbound(message)

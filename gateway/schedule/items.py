@@ -11,8 +11,9 @@
 The visible time wins over the comment when both parse and differ: that is what a person edits.
 A one-shot time is in the zone written on its line; a recurring reminder follows the person's zone.
 
-``CRONS.json``: ``{"crons": [{"id", "when", "prompt", "rule"?, "enabled"?, "last_run"?}]}``; ``when`` is
-a phrase or rule, ``rule`` what it was understood as. ``TASKS.json``: the tasks tool's file; an open task
+``CRONS.json``: ``{"crons": [{"id", "when", "prompt", "rule"?, "enabled"?, "last_run"?, "silent"?}]}``; ``when``
+is a phrase or rule, ``rule`` what it was understood as; ``"silent": true`` keeps the prompt's turns out
+of the session log and the memory index. ``TASKS.json``: the tasks tool's file; an open task
 with ``due`` (``2026-05-12`` = 09:00 that day, or ``2026-05-12T17:00``, local) alerts once (``alerted``).
 
 Anything that looks like an item but cannot be scheduled is a ``Problem`` (file, line, why), kept in the
@@ -86,6 +87,7 @@ class Item:
     when: str = ""  # as shown ("2026-05-10 09:00", "every weekday at 08:00")
     origin: str = ""  # the conversation it was set in ("websocket:phone"): delivered there first
     action: str = ""  # a scheduled prompt's kind: "" = a turn on its prompt, "briefing" = the briefing
+    silent: bool = False  # a scheduled prompt kept out of the session log and the index ("silent": true)
 
     @property
     def active(self) -> bool:
@@ -344,7 +346,8 @@ def parse_crons(raw: str, tz_name: str, now: datetime) -> Parsed:
         action = kind if kind is not None else ("briefing" if _BRIEFING.search(prompt) else "prompt")
         status = "pending" if entry.get("enabled", True) is not False else "disabled"
         out.items.append(Item("prompt", str(entry["id"]), prompt.strip(), status, rule=rec, last=last, since=since,
-                              zone=entry_zone, when=rec.describe(), action="" if action == "prompt" else action))
+                              zone=entry_zone, when=rec.describe(), action="" if action == "prompt" else action,
+                              silent=entry.get("silent") is True))
     if changed:
         out.text = json.dumps({"crons": entries} if isinstance(data, dict) else entries, ensure_ascii=False,
                               indent=2) + "\n"

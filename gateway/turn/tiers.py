@@ -9,7 +9,7 @@ tier  adds
 1     persona ``IDENTITY.md`` only: lightweight tasks
 2     ``SOUL.md``, ``PROTOCOLS.md``, the profile (``USER.md``, ``PATTERNS.md``), ``WORKING.md``,
       ``MEMORY_SHORT.md``, ``MEMORY_MID.md``, ``REMINDERS.md``, ``CHANNEL.md``, dated memories, people,
-      facts, recall; tools ``memory_search``, ``memory_get``, ``follow_links``, ``reminders``:
+      facts, recall, playbooks; tools ``memory_search``, ``memory_get``, ``follow_links``, ``reminders``:
       standard chat (default)
 3     ``MEMORY_LONG.md``, ``CONTEXT_TIERS.md``: deep sessions, long tasks
 4     ``SCRATCH.md``, ``TASKS.json``; tools ``scratchpad``, ``tasks``: full state, agent mode
@@ -59,6 +59,7 @@ TIER_OF_ITEM: Mapping[str, int] = {
     "people": 2,
     "facts": 2,
     "recall": 2,
+    "playbooks": 2,
     # model tools
     "memory_search": 2,
     "memory_get": 2,

@@ -7,6 +7,7 @@ import asyncio
 import json
 from typing import Any
 
+from gateway.memory.files.aliases import section_aliases
 from gateway.memory.files.scopes import user_scope
 from tests.background.conftest import BgFactory, say, user_id
 from tests.storage import select_one, select_rows
@@ -64,6 +65,8 @@ async def test_turn_threshold_writes_summary_people_topics_and_aliases(
     assert "budget 1400 EUR" in got["topics/moving-to-munich.md"]
     aliases = json.loads(got["people/_aliases.json"])
     assert aliases == {"a. schmidt": "websocket-alice", "ali": "websocket-alice", "alice": "websocket-alice"}
+    # Seed 001: every name seen is also under "## Aliases" in the person's file, each once.
+    assert sorted(section_aliases(got["people/websocket-alice.md"])) == ["A. Schmidt", "Ali", "Alice"]
     # The writer used the cheap model and saw the turns, not just ids.
     body = fake_anthropic.requests[-1]
     assert body["model"] == gw.config.llm.cheap_model and "Budget is 1400 EUR." in json.dumps(body)

@@ -57,3 +57,14 @@ def test_bad_input_is_an_error_not_a_traceback(cfg: str, capsys: pytest.CaptureF
     assert run(cfg, capsys, "add", "--user", "alice", "alice", "likes", "tea")[0] == 0
     code, _, err = run(cfg, capsys, "list", "--as-of", "the day after")
     assert code == 2 and "not a timestamp" in err
+
+
+def test_facts_list_entity_keeps_the_facts_about_it(cfg: str, capsys: pytest.CaptureFixture[str]) -> None:
+    """Seed 004: ``facts --entity`` filters on the entity, as subject or as object."""
+    run(cfg, capsys, "add", "--user", "alice", "alice", "works_at", "Acme")
+    run(cfg, capsys, "add", "--user", "alice", "Hanna", "sister_of", "alice")
+    run(cfg, capsys, "add", "--user", "alice", "Hanna", "lives_in", "Munich")
+    code, out, _ = run(cfg, capsys, "list", "--entity", "hanna", "--json")
+    assert code == 0 and sorted(f["predicate"] for f in json.loads(out)) == ["lives_in", "sister_of"]
+    code, out, _ = run(cfg, capsys, "list", "--entity", "Alice", "--json")
+    assert sorted(f["predicate"] for f in json.loads(out)) == ["sister_of", "works_at"]

@@ -135,3 +135,66 @@ def test_busy_index_is_reported(config: str, tmp_path: Path, capsys: pytest.Capt
         assert "in use by another process" in capsys.readouterr().err
     finally:
         holder.close()
+
+
+
+def test_index_one_file_and_one_conversation(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Seed 004: ``kith memory index file PATH`` and ``kith memory index conversation ID``."""
+    from datetime import UTC, datetime
+
+    from gateway.state import TranscriptEntry, open_state
+
+    data = tmp_path / "data"
+    store = MemoryStore(data / "users" / "alice")
+    store.write("topics/tea.md", "# Tea\n\nAlice drinks lapsang souchong.\n", source="test")
+    # A conversation whose one turn fell on 4 May in Berlin (23:30 UTC on the 3rd): its log is that day's.
+    at = datetime(2024, 5, 3, 23, 30, tzinfo=UTC)
+    state = open_state(data / "state.sqlite")
+    state.users.create("alice", display_name="Alice", timezone="Europe/Berlin", at=at)
+    state.sessions.create("s1", user_id="alice", scope_key="user:alice", conversation_key="websocket:alice",
+                          persona="kith", at=at)
+    state.turns.append(TranscriptEntry(turn_id="t9", session_id="s1", user_id="alice", role="user",
+                                       content="The kettle broke.", channel="websocket",
+                                       conversation_key="websocket:alice", speaker="Alice", created_at=at))
+    state.close()
+    store.append("sessions/2024-05-04.md", "# Sessions 2024-05-04\n\n## 01:30:00 · websocket · session s1 · turn t9"
+                 "\n\n**Alice:** The kettle broke.\n", source="test")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"data_dir: {data}\nserver: {{port: {_free_port()}}}\n")
+    code, out = run(capsys, "-c", str(cfg), "memory", "index", "file", "--user", "alice", "--json", "topics/tea.md")
+    assert code == 0 and json.loads(out)["user:alice/topics/tea.md"]["embedded"] == 1
+    code, out = run(capsys, "-c", str(cfg), "memory", "index", "conversation", "s1", "--json")
+    assert code == 0 and list(json.loads(out)) == ["user:alice/sessions/2024-05-04.md"]
+    code, out = run(capsys, "-c", str(cfg), "memory", "search", "--user", "alice", "--json", "kettle", "lapsang")
+    assert {h["source"] for h in json.loads(out)} == {"topics/tea.md", "sessions/2024-05-04.md"}
+    assert main(["-c", str(cfg), "memory", "index", "conversation", "nope"]) == 2
+
+
+def test_search_filters_on_topic_entity_and_date(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Seed 004: topic and entities are index payload fields; ``--topic/--entity/--since`` filter on them."""
+    data = tmp_path / "data"
+    store = MemoryStore(data / "users" / "alice")
+    store.write("memories/2024-05-01.md", "# Memories 2024-05-01\n\n## Night of 2024-05-01T03:00\n"
+                "Topics: moving, family\nEntities: Hanna, Munich\n\n"
+                "- Alice is moving to Munich; her sister Hanna helps.\n", source="test")
+    store.write("memories/2024-05-03.md", "# Memories 2024-05-03\n\n## Night of 2024-05-03T03:00\nTopics: cooking\n"
+                "Entities: Sam\n\n- Alice cooked a Munich-style dinner for Sam.\n", source="test")
+    store.write("topics/elden-ring.md", "# Elden Ring\n\nAlice plays it on Sundays in Munich.\n", source="test")
+    cfg = tmp_path / "config.yaml"
+    cfg.write_text(f"data_dir: {data}\nserver: {{port: {_free_port()}}}\n")
+    assert main(["-c", str(cfg), "memory", "reindex"]) == 0
+    capsys.readouterr()
+
+    def sources(*flags: str) -> set[str]:
+        code, out = run(capsys, "-c", str(cfg), "memory", "search", "--user", "alice", "--json", *flags, "Munich")
+        assert code == 0
+        return {h["source"] for h in json.loads(out)}
+
+    assert sources() == {"memories/2024-05-01.md", "memories/2024-05-03.md", "topics/elden-ring.md"}
+    assert sources("--topic", "cooking") == {"memories/2024-05-03.md"}
+    assert sources("--topic", "Elden Ring") == {"topics/elden-ring.md"}  # a topic file is about its slug
+    assert sources("--entity", "hanna") == {"memories/2024-05-01.md"}
+    assert sources("--since", "2024-05-02") == {"memories/2024-05-03.md"}  # undated files have no date
+    code, out = run(capsys, "-c", str(cfg), "memory", "search", "--user", "alice", "--entity", "Sam", "dinner")
+    assert code == 0 and "topic=cooking entities=sam" in out
+    assert main(["-c", str(cfg), "memory", "search", "--user", "alice", "--since", "May", "x"]) == 2

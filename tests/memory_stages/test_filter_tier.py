@@ -135,3 +135,34 @@ async def test_off_without_a_model_of_its_own_and_shown_by_kith_context(
 ])
 def test_parse(answer: str, expected: list[int] | None) -> None:
     assert parse(answer, 4) == expected
+
+
+async def test_the_filter_may_escalate_once_to_a_literal_search(
+    tmp_path: Path, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]
+) -> None:
+    """Seed 001's grep escalation: the ranked candidates miss, the model asks for a literal search, the
+    matching lines join the candidates for a second call (two at most, one deadline for both)."""
+    async with FakeOpenAI() as cheap, Gateway(_config(tmp_path, anthropic_llm, cheap, deadline_ms=5000),
+                                              entry_points=False) as gw:
+        await _seeded(gw)
+        gw.memory_store("ada").write("notes.md", "# Notes\n\n- Shelf: a narwhal figurine, Sven.\n", source="test")
+        await gw.settle()
+        cheap.enqueue("GREP: narwhal", kind="recall_filter")
+        cheap.enqueue("GREP: again", kind="recall_filter")  # a second escalation is not offered: unreadable
+        await gw.handle_inbound(msg("What was that sea creature on my shelf called again?"))
+        first, second = _filter_requests(cheap)[-2:]
+        assert "GREP:" in json.dumps(first) and "GREP:" not in json.dumps(second["messages"][0])
+        prompt = second["messages"][-1]["content"]
+        prompt = prompt if isinstance(prompt, str) else " ".join(p.get("text", "") for p in prompt)
+        numbered = [line for line in prompt.splitlines() if line.startswith("[")]
+        shelf = next(line for line in numbered if "narwhal figurine" in line)
+        assert "(notes.md)" in shelf or "(notes.md," in shelf
+        decision = _recorded_filter(gw)
+        assert decision["grep"] == "narwhal" and decision["outcome"] == "error"  # the second answer was no KEEP
+
+        cheap.enqueue("GREP: narwhal", kind="recall_filter")
+        cheap.enqueue(f"KEEP: {shelf[1:shelf.index(']')]}", kind="recall_filter")
+        await gw.handle_inbound(msg("What was that sea creature on my shelf called again?"))
+        decision = _recorded_filter(gw)
+        assert decision["outcome"] == "used" and decision["grep"] == "narwhal" and len(decision["kept"]) == 1
+        assert "narwhal figurine, Sven" in last_turn_system(fake_anthropic)

@@ -10,7 +10,7 @@ from typing import Any
 from gateway.app import Gateway
 from gateway.hookspecs import hookimpl
 from gateway.turn.protocol import ASSEMBLED
-from gateway.types import ContextSection, LLMRequest, Stability, Turn
+from gateway.types import LLMRequest, Turn
 from tests.conftest import make_config
 from tests.fakes.anthropic import FakeAnthropic
 from tests.memory_stages.conftest import last_turn_system, msg
@@ -29,15 +29,6 @@ class Capture:
     @hookimpl
     def gateway_before_llm_call(self, gateway: Gateway, turn: Turn, request: LLMRequest) -> None:
         self.assembled.append(turn.stash[ASSEMBLED])
-
-
-class Playbook:
-    """A third-party stage contributing a playbook (trim rank 40, trimmed last before protected ones)."""
-
-    @hookimpl
-    def gateway_context_sections(self, turn: Turn) -> ContextSection:
-        return ContextSection(source="playbook", title="Playbook", text="Step. " * 400, trim_rank=40,
-                              stability=Stability.VOLATILE)
 
 
 def snapshot(root: Path) -> dict[str, str]:
@@ -91,8 +82,11 @@ async def test_budget_overflow_trims_recalled_then_facts_then_dated_then_playboo
 ) -> None:
     capture = Capture()
     cfg = make_config(tmp_path, llm=anthropic_llm, identity_links=LINKS, context={"budget_tokens": 900})
-    async with Gateway(cfg, plugins=(capture, Playbook()), entry_points=False) as gw:
+    async with Gateway(cfg, plugins=(capture,), entry_points=False) as gw:
         store = gw.memory_store("ada")
+        # A real playbook (the playbook stage reads playbooks/ and recalls it for the sailing message).
+        store.write("playbooks/sailing.md", "# Sailing near Cowes\n" + "Check the tide tables, then reef early. " * 60,
+                    source="test")
         store.write("USER.md", PROFILE + "".join(f"- Detail {i}: likes topic {i}.\n" for i in range(40)),
                     source="test")
         store.write("MEMORY_SHORT.md", "# Recent days\n" + "Ada went sailing near Cowes. " * 120, source="test")
@@ -104,7 +98,7 @@ async def test_budget_overflow_trims_recalled_then_facts_then_dated_then_playboo
         await gw.settle()
         await gw.handle_inbound(msg("Tell me about sailing and the boat near Cowes."))
         assembled = capture.assembled[-1]
-        kinds = {"memory.recall": "recalled", "facts": "facts", "playbook": "playbooks"}
+        kinds = {"memory.recall": "recalled", "facts": "facts", "memory.playbooks": "playbooks"}
         order = [kinds.get(t.source, "dated" if "MEMORY_SHORT" in t.source else t.source)
                  for t in assembled.trims if t.reason == "total budget"]
         assert order[:4] == ["recalled", "facts", "dated", "playbooks"], assembled.trims

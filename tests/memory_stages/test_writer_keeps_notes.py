@@ -138,7 +138,8 @@ async def test_the_writer_keeps_60_of_60_lines_and_adds_what_the_conversation_ad
     [run] = [r for r in audit.read_records(store, PEOPLE_REL) if r.get("type") == "run"]
     assert run["written"] and run["run_id"].startswith("writer-")
     ops = [r for r in audit.read_records(store, PEOPLE_REL) if r.get("type") == "op"]
-    assert [o["after"] for o in ops if o["outcome"] == "applied"] == [PERSON_NEW]
+    # ... and the speaker's name, new to the alias map, under "## Aliases" (seed 001).
+    assert [o["after"] for o in ops if o["outcome"] == "applied"] == [PERSON_NEW, "Ada"]
 
 
 async def test_a_removal_must_quote_a_line_the_model_was_shown(
@@ -164,8 +165,9 @@ async def test_a_removal_must_quote_a_line_the_model_was_shown(
     assert kept(person, PEOPLE_LINES) == 39 and PEOPLE_LINES[0] not in person
     assert not store.exists("people/lotte-owner.md") and not store.exists("USER.md")
     records = list(audit.read_records(store, PEOPLE_REL))
-    [removed] = [r for r in records if r.get("type") == "op" and r["outcome"] == "applied"]
+    removed, alias = [r for r in records if r.get("type") == "op" and r["outcome"] == "applied"]
     assert removed["before"] == PEOPLE_LINES[0]  # the audit quotes what went
+    assert alias["after"] == "Ada" and alias["op"]["section"] == "Aliases"  # a name new to the alias map
     reasons = sorted(r["reason"].split(":")[0] for r in records if r.get("outcome") == "rejected")
     assert reasons == ["not_shown", "op_not_allowed"]
 

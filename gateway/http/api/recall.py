@@ -17,6 +17,7 @@ from pydantic import ConfigDict, Field, model_validator
 from gateway.http.api.index import memory
 from gateway.http.api.spec import Answer, ApiError, Body, Call, Query, Route
 from gateway.memory.files.scopes import ScopeError, root_for, user_scope
+from gateway.memory.search.index import narrowing
 
 
 class HitOut(Answer):
@@ -31,6 +32,8 @@ class HitOut(Answer):
     turn_ids: list[str] = Field(description="the turns a session chunk holds")
     speaker: str
     channel: str
+    topic: str = Field("", description="the chunk's dominant topic (index payload field), \"\" when none")
+    entities: list[str] = Field(default_factory=list, description="the entities the chunk names (payload field)")
 
 
 class Hits(Answer):
@@ -45,6 +48,10 @@ class RecallQuery(Query):
     k: int = Field(8, ge=1, le=100)
     kinds: str = Field("", max_length=100, pattern=r"^[a-z,]*$",
                        description="comma-separated kinds to search (file, turn); empty: every kind")
+    topic: str = Field("", max_length=200, description="only chunks of this dominant topic")
+    entity: str = Field("", max_length=200, description="only chunks naming this entity")
+    since: str = Field("", max_length=40, pattern=r"^(\d{4}-\d{2}-\d{2}.*)?$",
+                       description="only memories dated on or after this day (YYYY-MM-DD) or instant (ISO)")
 
     def kind_list(self) -> list[str]:
         return [k for k in self.kinds.split(",") if k]
@@ -91,12 +98,16 @@ async def recall(call: Call) -> Hits:
     if unknown := [k for k in kinds if k not in KINDS]:
         raise ApiError(400, f"unknown kind {unknown[0]!r}; one of {', '.join(KINDS)}")
     try:
-        hits = await memory(call).recall(scope=user_scope(uid), query=query.q, k=query.k, kinds=kinds)
+        narrow = narrowing(query.topic, query.entity, query.since)
+    except ValueError as exc:
+        raise ApiError(400, str(exc)) from None
+    try:
+        hits = await memory(call).recall(scope=user_scope(uid), query=query.q, k=query.k, kinds=kinds, narrow=narrow)
     except ScopeError as exc:
         raise ApiError(400, str(exc)) from None
     return Hits(hits=[HitOut(ref=h.chunk_id, kind=h.kind, path=h.source, text=h.text, score=h.score, date=h.date,
                              session_id=h.session_id, scope=h.scope, turn_ids=list(h.turn_ids), speaker=h.speaker,
-                             channel=h.channel) for h in hits])  # fmt: skip
+                             channel=h.channel, topic=h.topic, entities=list(h.entities)) for h in hits])  # fmt: skip
 
 
 async def forget(call: Call) -> ForgetReport:

@@ -38,6 +38,7 @@ class FilterSeen(Answer):
     kept: list[str] = Field(description="chunk ids of the recalled memories in the prompt, in order")
     reason: str
     backend: str
+    grep: str = Field("", description="the literal search the filter escalated to once (seed 001); '': none")
 
 
 class TurnContextOut(Answer):

@@ -41,6 +41,14 @@ class SleepConfig(Section):
     max_tokens: int = Field(4000, ge=100, le=64000)
     curate: bool = True  # end the night with USER.md curation by operations
     curation_backend: ModelRole = "cheap"
+    # Seed 004: a one-line summary of each night's curation goes to the person's notification
+    # conversation (their own setting, docs/proactive.md) and to this operator log conversation
+    # ("<channel>:<conversation id>"), when either is set.
+    curation_summary: bool = True
+    # Seed 003: after a person's session is compacted, the durable facts of the compacted span go to
+    # USER.md and PATTERNS.md at once, through the same ops and rails (one curation call), not at night.
+    curate_after_compaction: bool = True
+    curation_log_conversation: str | None = None
 
 
 class RailsConfig(Section):
@@ -75,7 +83,14 @@ class DistillConfig(Section):
 
 class RetentionConfig(Section):
     memory_retention_days: int = Field(0, ge=0)  # 0 = keep forever; the profile is never pruned by age
+    # Group and channel memory (seed 004: a retention of its own): None = memory_retention_days; 0 = forever.
+    group_retention_days: int | None = Field(None, ge=0)
     cron: Cron = "15 4 * * *"  # per user, in the user's timezone
+
+    @property
+    def group_days(self) -> int:
+        """Days a group conversation's dated memory is kept (0 = forever)."""
+        return self.memory_retention_days if self.group_retention_days is None else self.group_retention_days
 
 
 class BackgroundConfig(Section):

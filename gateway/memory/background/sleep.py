@@ -26,7 +26,7 @@ import json
 import logging
 import re
 from dataclasses import dataclass, field, replace
-from datetime import datetime, tzinfo
+from datetime import date, datetime, tzinfo
 from typing import Any, Literal
 
 from gateway.memory.background import schemas
@@ -38,6 +38,7 @@ from gateway.memory.background.settings import RailsConfig, SleepConfig
 from gateway.memory.background.writer import TRUNCATED
 from gateway.memory.curation import Rails, curate
 from gateway.memory.curation import audit as curation_audit
+from gateway.memory.files import dated
 from gateway.memory.files.poison import MemoryLine, Provenance, Quarantined, screen_text
 from gateway.memory.files.quarantine import filter_lines, record
 from gateway.memory.files.store import MemoryStore
@@ -75,6 +76,10 @@ Stable behavioural patterns (routines, habits, when and how they like to talk, w
 again: seen on several days, not once) go to PATTERNS.md instead: add them as "patterns": [...], \
 ops of the same shape, with sections among {pattern_sections}."""
 PATTERNS = "PATTERNS.md"
+# Curation also reads the dated memories of the last days, not only tonight's (seed 004): a pattern
+# shows across days, and a line the profile lacks may have been learnt the night before.
+CURATION_DATED_DAYS = 3
+CURATION_DATED_CHARS = 8000
 PATTERN_SECTIONS = ("Routines", "Habits", "Communication", "Schedule", "Work", "Notes")
 
 
@@ -177,7 +182,14 @@ def write_memories(store: MemoryStore, run: SleepRun, ex: Extraction, prov: Prov
     topics = ", ".join(t for t, _ in sorted(ex.topics.items(), key=lambda kv: -kv[1])[:5])
     # Provenance: the heading names the night (source_ref sleep:<scope>:<slot>, rows in bg_sleep_runs)
     # and the store's audit line carries the ref and the trust level; no comment noise in recall text.
-    block = [heading] + ([f"Topics: {topics}"] if topics else []) + ["", *(f"- {line}" for line in fresh)]
+    # The night's entities (its facts' subjects and objects, the person left out): with the topics,
+    # the index keeps them as payload fields that `kith memory search --entity/--topic` filter on.
+    selves = {normalize_entity(n) for n in _SELF}
+    names = dict.fromkeys(e.strip() for f in ex.facts for e in (f.subject, f.object)
+                          if e.strip() and normalize_entity(e) not in selves and "," not in e)
+    entities = ", ".join(list(names)[:12])
+    block = ([heading] + ([f"Topics: {topics}"] if topics else []) + ([f"Entities: {entities}"] if entities else [])
+             + ["", *(f"- {line}" for line in fresh)])
     head = current.rstrip() if current.strip() else f"# Memories {run.day}"
     store.write(rel, head + "\n\n" + "\n".join(block) + "\n", source=SOURCE, message_id=prov.source_ref,
                 trust=prov.trust)
@@ -232,17 +244,46 @@ async def curate_profile(
     cfg: SleepConfig, rails: RailsConfig,
 ) -> str:  # fmt: skip
     """One curation run for the night; returns a one-line outcome. Never raises on model trouble."""
-    run_id = f"sleep-{run.slot}"
-    # USER.md's run record marks the night's curation done; PATTERNS.md is curated just before it.
+    return await curate_learned(store=store, kg=kg, kg_scope=scope.kg_scope, key=scope.key, run_id=f"sleep-{run.slot}",
+                                day=date.fromisoformat(run.day), learned=list(ex.memories), provider=provider,
+                                cfg=cfg, rails=rails)  # fmt: skip
+
+
+async def curate_learned(
+    *, store: MemoryStore, kg: KnowledgeGraph, kg_scope: str, key: str, run_id: str, day: date, learned: list[str],
+    provider: Any, cfg: SleepConfig, rails: RailsConfig,
+) -> str:  # fmt: skip
+    """One curation run of USER.md and PATTERNS.md from ``learned`` (the night's memories, or the
+    summary of a compacted span), under the rails, screened and audited as ``run_id``; a run id
+    already in USER.md's audit is not run again. Returns a one-line outcome; never raises on model
+    trouble (the caller's work stands)."""
+    # One curation of a profile at a time (a night and a compaction, or two compactions, may meet):
+    # each reads the file, asks the model and applies ops to what it read.
+    async with _CURATING.setdefault(str(store.root), asyncio.Lock()):
+        return await _curate_learned(store=store, kg=kg, kg_scope=kg_scope, key=key, run_id=run_id, day=day,
+                                     learned=learned, provider=provider, cfg=cfg, rails=rails)  # fmt: skip
+
+
+_CURATING: dict[str, asyncio.Lock] = {}
+
+
+async def _curate_learned(
+    *, store: MemoryStore, kg: KnowledgeGraph, kg_scope: str, key: str, run_id: str, day: date, learned: list[str],
+    provider: Any, cfg: SleepConfig, rails: RailsConfig,
+) -> str:  # fmt: skip
+    # USER.md's run record marks the curation done; PATTERNS.md is curated just before it.
     if await asyncio.to_thread(_ran, store, "USER.md", run_id):
         return "already curated"
     profile = await asyncio.to_thread(_read, store, "USER.md")
     patterns = await asyncio.to_thread(_read, store, PATTERNS)
-    facts = kg.current(scope.kg_scope)[:60]
+    facts = kg.current(kg_scope)[:60]
+    recent = await asyncio.to_thread(dated.recent_text, store, day, days=CURATION_DATED_DAYS,
+                                     max_chars=CURATION_DATED_CHARS)
     prompt = (
         f"CURRENT USER.md:\n{profile or '(empty)'}\n\nCURRENT PATTERNS.md:\n{patterns or '(empty)'}\n\n"
+        f"DATED MEMORIES OF THE LAST {CURATION_DATED_DAYS} DAYS (memories/, newest first):\n{recent or '(none)'}\n\n"
         "LEARNED RECENTLY:\n"
-        + "\n".join(f"- {m}" for m in ex.memories)
+        + "\n".join(f"- {m}" for m in learned)
         + "\n\nKNOWN FACTS:\n"
         + "\n".join(f"- {f.subject} {f.predicate} {f.object}" for f in facts)
     )
@@ -250,12 +291,12 @@ async def curate_profile(
         system = CURATE_SYSTEM.replace("{pattern_sections}", ", ".join(PATTERN_SECTIONS))
         response = await ask(provider, source="curation", system=system, prompt=prompt,
                              role=cfg.curation_backend, max_tokens=cfg.max_tokens, schema=schemas.CURATION)  # fmt: skip
-    except Exception as exc:  # the night's memories stand; the next night curates again
-        log.warning("sleep cycle %s: curation skipped, model call failed: %s", scope.key, exc)
+    except Exception as exc:  # the memories stand; the next night curates again
+        log.warning("curation %s of %s skipped, model call failed: %s", run_id, key, exc)
         return f"skipped: {exc}"[:200]
     ops, pattern_ops, errors = parse_curation(response.text)
     if ops is None:
-        log.warning("sleep cycle %s: curation output unusable: %s", scope.key, "; ".join(errors))
+        log.warning("curation %s of %s: output unusable: %s", run_id, key, "; ".join(errors))
         return "skipped: unusable output"
     outcome = ""
     if pattern_ops and not await asyncio.to_thread(_ran, store, PATTERNS, run_id):
@@ -272,7 +313,7 @@ async def curate_profile(
     )
     await _quarantine_rejected(store, run_id, result)
     for r in result.rejected:
-        log.info("sleep cycle %s: curation op %d rejected: %s", scope.key, r.index, r.reason)
+        log.info("curation %s of %s: op %d rejected: %s", run_id, key, r.index, r.reason)
     return (f"run {run_id}: {len(result.applied)} applied, {len(result.rejected)} rejected, written={result.written}"
             + outcome)
 

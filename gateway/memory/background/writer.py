@@ -44,6 +44,7 @@ from gateway.memory.background.settings import WriterConfig
 from gateway.memory.background.writer_ops import Note
 from gateway.memory.curation import CurationResult, curate
 from gateway.memory.curation.doc import norm
+from gateway.memory.files import aliases as alias_section
 from gateway.memory.files.poison import MemoryLine, Provenance, Quarantined, screen_text
 from gateway.memory.files.quarantine import filter_text, record
 from gateway.memory.files.store import MemoryStore
@@ -351,6 +352,25 @@ async def run_writer(
         edits[note.rel] = (note, ops + _edits(t, note, f"TOPICS[{i}]", errors), title)
     if errors:
         log.warning("memory writer output for session %s: %s", session_id, "; ".join(errors))
+    # Every name seen goes under "## Aliases" in the person's own file too (seed 001), not only into
+    # the JSON index: the file stays the whole truth about them, and a human sees what they are called.
+    # A name is new when the alias map does not know it yet; as in the map, the first person to
+    # claim it keeps it (no model can re-point a known name at someone else).
+    claimed = {" ".join(k.split()).casefold() for k in aliases}
+    for slug, p in person_updates:
+        names = []
+        for name in (people.get(slug) or named.get(slug) or "", p.title, *p.aliases):
+            key = " ".join(name.split()).casefold()
+            if key and key not in claimed:
+                claimed.add(key)
+                names.append(name)
+        note_rel = f"people/{slug}.md"
+        current = await asyncio.to_thread(_read, store, note_rel)
+        note, ops, title = edits[note_rel]
+        pending = [op.get("text", "") for op in ops if op.get("section") == alias_section.SECTION]
+        fresh = alias_section.new_names(current + "\n## Aliases\n" + "\n".join(pending), names)
+        edits[note_rel] = (note, ops + [{"op": "append", "section": alias_section.SECTION, "text": n} for n in fresh],
+                           title)
     new_aliases = _merged_aliases(aliases, person_updates, {**people, **named})
     written: list[str] = []
 

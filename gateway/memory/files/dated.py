@@ -82,6 +82,24 @@ def section_text(files: list[tuple[date, str]]) -> str:
     return "\n\n".join(f"## {day:%A %d %B %Y}\n{_body(text)}" for day, text in files)
 
 
+def recent_text(store: MemoryStore, today: date, *, days: int = 3, max_chars: int = 8000) -> str:
+    """The dated memories of the last ``days`` days as one text of at most ``max_chars``, newest first:
+    what the nightly curation reads besides tonight's (seed 004: the last 3 days, about 8,000
+    characters). Over the cap the oldest days go first, then the oldest lines of the newest."""
+    out: list[str] = []
+    used = 0
+    for day, text in recent(store, today, days):
+        block = f"## {day:%A %d %B %Y}\n{_body(text)}"
+        if used + len(block) > max_chars:
+            room = max_chars - used
+            if room > 200:  # a day cut to a few words says nothing; keep its heading and first lines
+                out.append(block[:room].rsplit("\n", 1)[0])
+            break
+        out.append(block)
+        used += len(block) + 2
+    return "\n\n".join(out)
+
+
 def path_of(day: date) -> str:
     return f"{DIR}/{day.isoformat()}.md"
 

@@ -57,3 +57,15 @@ class StaleWriteError(MemoryStoreError):
         self.rel = rel
         self.current_sha256 = current_sha256  # "" when the file does not exist
         super().__init__(f"{rel} changed since it was read; read it again and reapply the edit")
+
+
+class DirectoryFullError(MemoryStoreError):
+    """A new file would pass the per-directory file cap (``memory.max_dir_files``): a sanity limit, so
+    a runaway writer (or model) cannot fill a folder with thousands of files that every grep and
+    index sync would then walk. Existing files can still be rewritten; trim the folder to add more."""
+
+    def __init__(self, rel: str, directory: str, count: int, limit: int) -> None:
+        self.rel, self.directory, self.count, self.limit = rel, directory, count, limit
+        where = directory or "the memory root"
+        super().__init__(f"cannot create {rel!r}: {where} already holds {count} files (limit {limit}, "
+                         "memory.max_dir_files); remove or merge some first")

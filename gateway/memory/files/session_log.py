@@ -354,3 +354,14 @@ def _fields(meta: str) -> dict[str, str]:
 
 def _utc(ts: datetime) -> datetime:
     return ts.replace(tzinfo=UTC) if ts.tzinfo is None else ts.astimezone(UTC)
+
+
+# A silent scheduled prompt (CRONS.json ``"silent": true``, seed 004: a high-volume retrieve-and-render
+# job) runs on a conversation whose id ends so: its turns stay in the transcript (history, /api) but
+# are never written to the Markdown log, so they are neither indexed nor recalled.
+SILENT_SUFFIX = "~silent"
+
+
+def unlogged(conversation_key: str) -> bool:
+    """Whether the turns of ``conversation_key`` stay out of the session log (a silent scheduled prompt's)."""
+    return conversation_key.endswith(SILENT_SUFFIX)

@@ -25,6 +25,7 @@ from pathlib import Path
 from gateway.memory.files import guarded_fs
 from gateway.memory.files.audit import append_audit, audit_record
 from gateway.memory.files.errors import (
+    DirectoryFullError,
     FileTooLargeError,
     InvalidPatternError,
     MemoryFileNotFoundError,
@@ -36,6 +37,7 @@ from gateway.memory.files.errors import (
 )
 
 __all__ = [
+    "DirectoryFullError",
     "FileTooLargeError",
     "GrepHit",
     "InvalidPatternError",
@@ -96,6 +98,7 @@ class MemoryStore:
         audit_path: Path | None = None,
         on_write: Callable[[str], None] | None = None,
         max_results: int = 1000,
+        max_dir_files: int = 10_000,
     ) -> None:
         root = Path(root)
         root.mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -104,6 +107,7 @@ class MemoryStore:
         self.audit_path = audit_path or self.root / AUDIT_FILE
         self.on_write = on_write
         self.max_results = max_results
+        self.max_dir_files = max_dir_files
         self._gitignore_checked = False
 
     # ------------------------------------------------------------------------------------- reads
@@ -200,6 +204,28 @@ class MemoryStore:
                         return hits
         return hits
 
+    def glob(self, pattern: str) -> builtins.list[str]:
+        """Store-relative paths of the files matching ``pattern`` (``*`` and ``?`` within one name,
+        ``[abc]``, ``**`` for any number of directories), sorted, at most ``max_results``.
+
+        The pattern obeys ``read``'s containment rules (no absolute path, no ``..``, no dot-names: the
+        store's own files), and the walk never follows a symlink nor shows a dot-name."""
+        parts = guarded_fs.split_rel(pattern)
+        fixed: builtins.list[str] = []
+        for part in parts:
+            if any(c in part for c in "*?["):
+                break
+            fixed.append(part)
+        rx = _glob_regex(parts)
+        base = "/".join(fixed[:-1] if len(fixed) == len(parts) else fixed)
+        out: builtins.list[str] = []
+        for entry in self.files(base):
+            if rx.fullmatch(entry.path):
+                out.append(entry.path)
+                if len(out) >= self.max_results:
+                    break
+        return sorted(out)
+
     # ------------------------------------------------------------------------------------ writes
 
     def write(self, rel: str, text: str, *, source: str, message_id: str = "", trust: str = "system") -> int:
@@ -212,6 +238,7 @@ class MemoryStore:
             self._lock(rfd, parts),
             guarded_fs.parent_dir(rfd, parts, rel, create=True) as dfd,
         ):
+            self._check_room(dfd, parts, rel)
             guarded_fs.atomic_replace(dfd, parts[-1], data, rel)
         return self._written("write", parts, data, source, message_id, trust)
 
@@ -234,6 +261,7 @@ class MemoryStore:
                 current = ""
             if current != expected_sha256:
                 raise StaleWriteError(rel, current)
+            self._check_room(dfd, parts, rel)
             guarded_fs.atomic_replace(dfd, parts[-1], data, rel)
         return self._written("write", parts, data, source, message_id, trust)
 
@@ -252,6 +280,8 @@ class MemoryStore:
                 old = b""
             data = old + extra
             self._check_size(rel, len(data))
+            if not old:
+                self._check_room(dfd, parts, rel)
             guarded_fs.atomic_replace(dfd, parts[-1], data, rel)
         return self._written("append", parts, data, source, message_id, trust, added=len(extra))
 
@@ -320,6 +350,16 @@ class MemoryStore:
         finally:
             os.close(fd)  # closing the descriptor releases the flock
 
+    def _check_room(self, dfd: int, parts: tuple[str, ...], rel: str) -> None:
+        """A new file must leave its directory within ``max_dir_files`` (dot-names, the store's own,
+        are not counted); rewriting an existing file is always allowed."""
+        if guarded_fs.lstat_target(dfd, parts[-1]) is not None:
+            return
+        with os.scandir(dfd) as it:
+            count = sum(1 for e in it if not e.name.startswith("."))
+        if count >= self.max_dir_files:
+            raise DirectoryFullError(rel, "/".join(parts[:-1]), count, self.max_dir_files)
+
     def _check_size(self, rel: str, size: int) -> None:
         if size > self.max_file_bytes:
             raise FileTooLargeError(rel, size, self.max_file_bytes)
@@ -367,3 +407,31 @@ def _encode(rel: str, text: str) -> bytes:
         return text.encode("utf-8")
     except UnicodeEncodeError:
         raise MemoryStoreError(f"{rel}: content is not valid UTF-8 text") from None
+
+
+def _glob_regex(parts: tuple[str, ...]) -> re.Pattern[str]:
+    """``parts`` of a glob as one regular expression over a store-relative path."""
+    out = ""
+    for i, part in enumerate(parts):
+        last = i == len(parts) - 1
+        if part == "**":
+            out += ".*" if last else "(?:[^/]+/)*"
+            continue
+        j = 0
+        while j < len(part):
+            c = part[j]
+            if c == "*":
+                out += "[^/]*"
+            elif c == "?":
+                out += "[^/]"
+            elif c == "[" and (end := part.find("]", j + 2)) != -1:
+                body = part[j + 1 : end]
+                body = "^" + body[1:] if body.startswith("!") else body
+                out += "[" + body.replace("\\", "\\\\").replace("/", "") + "]"
+                j = end
+            else:
+                out += re.escape(c)
+            j += 1
+        if not last:
+            out += "/"
+    return re.compile(out)

@@ -42,16 +42,18 @@ class Configured(Protocol):
 
 
 class Stores:
-    def __init__(self, data_dir: Path | str, *, max_file_bytes: int) -> None:
+    def __init__(self, data_dir: Path | str, *, max_file_bytes: int, max_dir_files: int = 10_000) -> None:
         self.data_dir = Path(data_dir)
         self.max_file_bytes = max_file_bytes
+        self.max_dir_files = max_dir_files
         self._stores: dict[str, MemoryStore] = {}
         self._subscribers: list[OnWrite] = []
 
     @classmethod
     def of(cls, config: Configured) -> Stores:
         """The stores of a config's data directory, with its limits (a tool without a gateway)."""
-        return cls(config.data_dir, max_file_bytes=config.memory.max_file_bytes)
+        return cls(config.data_dir, max_file_bytes=config.memory.max_file_bytes,
+                   max_dir_files=config.memory.max_dir_files)
 
     def subscribe(self, on_write: OnWrite) -> None:
         """``on_write(scope, rel)`` after every guarded write of every scope's store."""
@@ -73,7 +75,7 @@ class Stores:
     def store_for(self, scope: str) -> MemoryStore:
         if scope not in self._stores:
             self._stores[scope] = MemoryStore(
-                self.root_for(scope), max_file_bytes=self.max_file_bytes,
+                self.root_for(scope), max_file_bytes=self.max_file_bytes, max_dir_files=self.max_dir_files,
                 on_write=lambda rel, scope=scope: self._written(scope, rel),
             )
         return self._stores[scope]
@@ -102,4 +104,5 @@ class Stores:
         self, root: Path, *, on_write: Callable[[str], None] | None = None, audit_path: Path | None = None
     ) -> MemoryStore:
         """A store on ``root`` with the configured limits whose writes no subscriber hears of."""
-        return MemoryStore(root, max_file_bytes=self.max_file_bytes, on_write=on_write, audit_path=audit_path)
+        return MemoryStore(root, max_file_bytes=self.max_file_bytes, max_dir_files=self.max_dir_files,
+                           on_write=on_write, audit_path=audit_path)

@@ -19,6 +19,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, date, datetime, time
 
 from gateway.memory.files.session_log import TurnRecord, parse_session_log
+from gateway.memory.search.index import norm_label
 
 WHOLE_FILE_WORDS = 300
 SECTION_MAX_WORDS = 900  # ~1200 tokens
@@ -27,6 +28,8 @@ OVERLAP_WORDS = 150  # ~200 tokens
 NEVER = 1e18  # valid_until of chunks that do not expire: a number keeps the filter a plain range
 
 _DATE_IN_PATH = re.compile(r"(\d{4}-\d{2}-\d{2})")
+_TOPICS = re.compile(r"^Topics:[ \t]*(.+)$", re.MULTILINE)
+_ENTITIES = re.compile(r"^Entities:[ \t]*(.+)$", re.MULTILINE)
 _EXPIRES = re.compile(r"^\s*(?:[-*]\s*)?(?:expires|valid[_ ]until)\s*:\s*(\S+)", re.IGNORECASE | re.MULTILINE)
 
 
@@ -43,6 +46,8 @@ class Chunk:
     channel: str = ""
     session_id: str = ""
     valid_until: float = NEVER
+    topic: str = ""  # the dominant topic (payload field, seed 004): first of a "Topics:" line, or topics/<slug>.md
+    entities: tuple[str, ...] = ()  # entities it names ("Entities:" lines), normalised (``norm_label``)
 
     @property
     def dense_text(self) -> str:
@@ -51,7 +56,9 @@ class Chunk:
     @property
     def content_hash(self) -> str:
         """Changes whenever anything that is embedded or filtered on changes."""
-        parts = (self.text, self.context, repr(self.ts), repr(self.valid_until), self.path, self.kind)
+        parts: tuple[str, ...] = (self.text, self.context, repr(self.ts), repr(self.valid_until), self.path, self.kind)
+        if self.topic or self.entities:  # only then: chunks without labels keep their hash (no re-embedding)
+            parts += (self.topic, ",".join(self.entities))
         return hashlib.sha256("\x1f".join(parts).encode()).hexdigest()[:32]
 
     @property
@@ -105,11 +112,30 @@ def chunk_file(path: str, text: str) -> list[Chunk]:
     ts = _file_ts(path)
     valid_until = _expiry(text)
     pieces = _split(text)
-    return [
-        Chunk(chunk_id=f"f:{path}#{i}", path=path, kind="file", text=piece, ts=ts, valid_until=valid_until)
-        for i, piece in enumerate(pieces)
-        if piece.strip()
-    ]
+    file_topic = _topic_of_path(path)
+    out = []
+    for i, piece in enumerate(pieces):
+        if not piece.strip():
+            continue
+        topics, entities = labels(piece)
+        out.append(Chunk(chunk_id=f"f:{path}#{i}", path=path, kind="file", text=piece, ts=ts, valid_until=valid_until,
+                         topic=topics[0] if topics else file_topic, entities=entities))
+    return out
+
+
+def labels(text: str) -> tuple[list[str], tuple[str, ...]]:
+    """(topics in order, entities deduplicated) of the ``Topics:`` and ``Entities:`` lines in ``text``
+    (the sleep cycle writes them under each night's heading of ``memories/<day>.md``)."""
+    topics = [norm_label(t) for m in _TOPICS.finditer(text) for t in m.group(1).split(",") if t.strip()]
+    entities = [norm_label(e) for m in _ENTITIES.finditer(text) for e in m.group(1).split(",") if e.strip()]
+    return topics, tuple(dict.fromkeys(entities))
+
+
+def _topic_of_path(path: str) -> str:
+    """``topics/<slug>.md`` (the memory writer's topic files) are about their slug."""
+    if path.startswith("topics/") and path.endswith(".md") and path.count("/") == 1:
+        return norm_label(path[len("topics/"):-3])
+    return ""
 
 
 def _split(text: str) -> list[str]:

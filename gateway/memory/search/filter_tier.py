@@ -20,7 +20,7 @@ import asyncio
 import logging
 import re
 import time
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -43,7 +43,16 @@ INSTRUCTIONS = (
     "snippets, most helpful first, separated by commas (for example KEEP: 3, 1). Answer KEEP: none when "
     "none helps. Do not explain."
 )
+# Seed 001's grep escalation: when the ranked candidates miss, the model may ask once for a literal
+# search of the person's files; the matching lines come back as more numbered snippets (2 calls at most).
+GREP_INSTRUCTIONS = (
+    " If none helps but an exact word or name would find the answer in the user's files, you may instead "
+    "answer GREP: followed by that word or short phrase (once)."
+)
 _KEEP = re.compile(r"KEEP\s*:\s*(.*)", re.IGNORECASE)
+_GREP = re.compile(r"^\s*GREP\s*:\s*(.+?)\s*$", re.IGNORECASE | re.MULTILINE)
+GREP_MIN_CHARS = 3
+MAX_GREP_HITS = 8
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,6 +63,7 @@ class FilterDecision:
     kept: tuple[str, ...]  # chunk ids, in the order given to the prompt
     reason: str = ""
     backend: str = ""
+    grep: str = ""  # the literal search the model escalated to ("" = none)
 
     def as_dict(self) -> dict[str, Any]:
         out = asdict(self)
@@ -108,9 +118,18 @@ def parse(answer: str, n: int) -> list[int] | None:
     return picked if picked or not rest else None
 
 
-def _request(gateway: Services, backend: str, query: str, hits: Sequence[Hit]) -> LLMRequest:
+def grep_of(answer: str) -> str:
+    """The phrase of a ``GREP:`` answer ("" when the answer is not one, or too short to search for)."""
+    match = _GREP.search(answer)
+    phrase = match.group(1).strip().strip("\"'`") if match else ""
+    return phrase[:100] if len(phrase) >= GREP_MIN_CHARS else ""
+
+
+def _request(gateway: Services, backend: str, query: str, hits: Sequence[Hit], *, can_grep: bool = False
+             ) -> LLMRequest:  # fmt: skip
     cfg = gateway.config.memory.filter_tier
-    system = ContextSection(source="memory.filter", title="Recall filter", text=INSTRUCTIONS, priority=100)
+    text = INSTRUCTIONS + (GREP_INSTRUCTIONS if can_grep else "")
+    system = ContextSection(source="memory.filter", title="Recall filter", text=text, priority=100)
     return LLMRequest(system=(system,), messages=(HistoryMessage(role="user", content=prompt(query, hits)),),
                       max_tokens=cfg.max_tokens, role=backend, stream=False, metadata={"job": "recall_filter"})
 
@@ -120,9 +139,13 @@ def _forget(task: asyncio.Task[Any]) -> None:
         task.exception()  # retrieved: an abandoned call's failure is not "never retrieved"
 
 
-async def filter_hits(gateway: Services, turn: Turn | None, query: str, hits: list[Hit], k: int
+async def filter_hits(gateway: Services, turn: Turn | None, query: str, hits: list[Hit], k: int,
+                      grep: Callable[[str], Awaitable[list[Hit]]] | None = None,
                       ) -> tuple[list[Hit], FilterDecision]:  # fmt: skip
-    """The hits to show (at most ``k``) and the decision. Never raises, never waits past the deadline."""
+    """The hits to show (at most ``k``) and the decision. Never raises, never waits past the deadline.
+
+    ``grep`` (the recall stage's literal search of the person's files) lets the model escalate once:
+    its matches join the candidates for a second call, and one deadline covers both calls."""
     cfg = gateway.config.memory.filter_tier
     backend = active_backend(gateway)
     if not backend or not hits:
@@ -130,39 +153,55 @@ async def filter_hits(gateway: Services, turn: Turn | None, query: str, hits: li
         return hits[:k], FilterDecision("off", 0.0, len(hits), tuple(h.chunk_id for h in hits[:k]), reason)
     shown = hits[: cfg.candidates]
     started = time.perf_counter()
+    deadline = started + cfg.deadline_ms / 1000  # one deadline for every call (and the grep between)
     outcome: Outcome = "error"
-    reason = ""
+    reason = searched = ""
     chosen: list[Hit] | None = None
-    task = asyncio.ensure_future(gateway.hooks.llm_call(gateway, turn, _request(gateway, backend, query, shown), None))
-    try:
-        done, _ = await asyncio.wait({task}, timeout=cfg.deadline_ms / 1000)
-        if not done:
-            outcome, reason = "timeout", f"no answer within {cfg.deadline_ms} ms"
-        else:
-            response = task.result()
-            if response is None:
-                reason = "no plugin answered"
+    can_grep = grep is not None
+    while True:
+        request = _request(gateway, backend, query, shown, can_grep=can_grep)
+        task = asyncio.ensure_future(gateway.hooks.llm_call(gateway, turn, request, None))
+        again = False
+        try:
+            done, _ = await asyncio.wait({task}, timeout=max(0.0, deadline - time.perf_counter()))
+            if not done:
+                outcome, reason = "timeout", f"no answer within {cfg.deadline_ms} ms"
             else:
-                picked = parse(response.text, len(shown))
-                if picked is None:
-                    reason = "unreadable answer: " + " ".join(response.text.split())[:80]
+                response = task.result()
+                if response is None:
+                    reason = "no plugin answered"
+                elif can_grep and grep is not None and (phrase := grep_of(response.text)):
+                    searched, can_grep = phrase, False
+                    found = await asyncio.wait_for(grep(phrase), timeout=max(0.001, deadline - time.perf_counter()))
+                    have = {h.source for h in shown if h.kind == "file"}  # a whole short file is one chunk
+                    shown = shown + [h for h in found if h.source not in have][:MAX_GREP_HITS]
+                    again = True
                 else:
-                    outcome, chosen = "used", [shown[i] for i in picked][:k]
-    except asyncio.CancelledError:
-        task.cancel()
-        raise
-    except Exception as exc:  # the model's failure is the filter's, never the turn's
-        reason = f"{type(exc).__name__}: {str(exc)[:120]}"
-    finally:
-        if not task.done():
-            # Abandoned, not cancelled now: unwinding an HTTP request runs on this loop and would
-            # delay the very turn the deadline protects. A model that never answers is cut off a
-            # little later, off the turn's path (and by the role's own timeout_s in any case).
-            asyncio.get_running_loop().call_later(ABANDON_AFTER_S, task.cancel)
-        task.add_done_callback(_forget)
+                    picked = parse(response.text, len(shown))
+                    if picked is None:
+                        reason = "unreadable answer: " + " ".join(response.text.split())[:80]
+                    else:
+                        outcome, chosen = "used", [shown[i] for i in picked][:k]
+        except asyncio.CancelledError:
+            task.cancel()
+            raise
+        except TimeoutError:
+            outcome, reason = "timeout", f"the literal search for {searched!r} ran past {cfg.deadline_ms} ms"
+        except Exception as exc:  # the model's failure is the filter's, never the turn's
+            reason = f"{type(exc).__name__}: {str(exc)[:120]}"
+        finally:
+            if not task.done():
+                # Abandoned, not cancelled now: unwinding an HTTP request runs on this loop and would
+                # delay the very turn the deadline protects. A model that never answers is cut off a
+                # little later, off the turn's path (and by the role's own timeout_s in any case).
+                asyncio.get_running_loop().call_later(ABANDON_AFTER_S, task.cancel)
+            task.add_done_callback(_forget)
+        if not again:
+            break
     latency = (time.perf_counter() - started) * 1000
     result = chosen if chosen is not None else hits[:k]
-    decision = FilterDecision(outcome, latency, len(shown), tuple(h.chunk_id for h in result), reason, backend)
+    decision = FilterDecision(outcome, latency, len(shown), tuple(h.chunk_id for h in result), reason, backend,
+                              searched)
     log.info("recall filter %s in %.0f ms: kept %d of %d%s", outcome, latency, len(result), len(shown),
              f" ({reason})" if reason else "")
     return result, decision

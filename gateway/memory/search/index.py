@@ -18,6 +18,7 @@ import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
@@ -95,6 +96,36 @@ Condition = Match | AtLeast | HasId
 
 
 @dataclass(frozen=True, slots=True)
+class Narrow:
+    """What a search may be narrowed to besides its scopes (seed 004): a chunk's dominant topic, an
+    entity it names (payload fields the indexer sets from a chunk's ``Topics:`` / ``Entities:``
+    lines and ``topics/<slug>.md``), and a date it is dated at or after (epoch seconds)."""
+
+    topic: str = ""
+    entity: str = ""
+    since: float | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.topic or self.entity or self.since is not None)
+
+
+def narrowing(topic: str = "", entity: str = "", since: str = "") -> Narrow | None:
+    """A ``Narrow`` from the text of a CLI flag or an /api parameter; ``since`` is a day (YYYY-MM-DD,
+    from its start in UTC) or an ISO instant. Raises ``ValueError`` on a date that does not parse."""
+    stamp: float | None = None
+    if since:
+        when = datetime.fromisoformat(since)
+        stamp = (when if when.tzinfo else when.replace(tzinfo=UTC)).timestamp()
+    narrow = Narrow(topic=topic.strip(), entity=entity.strip(), since=stamp)
+    return narrow or None
+
+
+def norm_label(text: str) -> str:
+    """A topic or an entity as it is stored and matched: lower case, single spaces, hyphens as spaces."""
+    return " ".join(text.replace("-", " ").replace("_", " ").split()).casefold()
+
+
+@dataclass(frozen=True, slots=True)
 class ScopeFilter:
     """The bounds of one index read. Made only by ``scope_filter``; a backend translates its
     conditions one by one (``Match`` -> match-any, ...) and adds none, so what a read can see is
@@ -116,6 +147,7 @@ def scope_filter(
     path: str | None = None,
     kinds: Sequence[str] = (),
     ids: Sequence[str] = (),
+    narrow: Narrow | None = None,
 ) -> ScopeFilter:
     """THE function that bounds every read of the index (queries, payloads, manifests, counts,
     scope deletes) to ``scopes``; ``now`` hides expired chunks, the others narrow further."""
@@ -129,6 +161,13 @@ def scope_filter(
         must.append(Match("kind", tuple(kinds)))
     if ids:
         must.append(HasId(tuple(ids)))
+    if narrow is not None:
+        if narrow.topic:
+            must.append(Match("topic", (norm_label(narrow.topic),)))
+        if narrow.entity:
+            must.append(Match("entities", (norm_label(narrow.entity),)))  # any element of the list
+        if narrow.since is not None:
+            must.append(AtLeast("ts", narrow.since))
     return ScopeFilter(clean, tuple(must))
 
 
@@ -169,12 +208,13 @@ class VectorIndex(ABC):
         limit: int,
         now: float,
         kinds: Sequence[str] = (),
+        narrow: Narrow | None = None,
     ) -> tuple[list[Candidate], list[Candidate]]:
         """Dense and sparse candidates inside ``scopes`` (of ``kinds``, if given), not expired at ``now``.
 
         Private to ``gateway.memory.search.recall``, which is the one place that reads vectors. Candidates
         carry only ``CANDIDATE_FIELDS`` of their payload."""
-        flt = scope_filter(scopes, now=now, kinds=kinds)
+        flt = scope_filter(scopes, now=now, kinds=kinds, narrow=narrow)
         # IDF over the caller's own scopes: one user's vocabulary never shapes another's ranking.
         return self._query(flt, scope_filter(scopes), dense, sparse, limit)
 

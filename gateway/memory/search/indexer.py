@@ -109,6 +109,8 @@ class Indexer:
                     "speaker": c.speaker,
                     "channel": c.channel,
                     "session": c.session_id,
+                    "topic": c.topic,
+                    "entities": list(c.entities),
                 },
             )
             for i, c in enumerate(chunks)

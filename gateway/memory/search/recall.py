@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from datetime import datetime, tzinfo
 from typing import TYPE_CHECKING
 
-from gateway.memory.search.index import Candidate, SparseVec, VectorIndex, require_scopes
+from gateway.memory.search.index import Candidate, Narrow, SparseVec, VectorIndex, require_scopes
 from gateway.memory.search.query_dates import TimeRange, time_ranges
 from gateway.memory.search.sparse import SparseEncoder
 
@@ -62,6 +62,8 @@ class Hit:
     speaker: str = ""
     channel: str = ""
     session_id: str = ""
+    topic: str = ""
+    entities: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +101,7 @@ def recall(
     settings: RecallSettings = RecallSettings(),
     kinds: Sequence[str] = (),
     tz: str | tzinfo | None = None,
+    narrow: Narrow | None = None,
 ) -> list[Hit]:
     """Top ``k`` chunks for ``query`` inside ``scopes`` (only ``kinds``, e.g. ``("turn",)``, if given).
 
@@ -109,7 +112,7 @@ def recall(
         return []
     found = retrieve(
         index, embedder, sparse, scopes=scope_list, query=query, limit=max(settings.candidates, k),
-        now=now, kinds=kinds, tz=tz,
+        now=now, kinds=kinds, tz=tz, narrow=narrow,
     )
     top = rank(found, k=k, settings=settings)
     full = index._payloads(scopes=scope_list, ids=[cid for _s, cid, _p in top])
@@ -128,12 +131,14 @@ def retrieve(
     now: float | datetime | None = None,
     kinds: Sequence[str] = (),
     tz: str | tzinfo | None = None,
+    narrow: Narrow | None = None,
 ) -> Retrieved:
     """The two candidate lists of ``query`` (the index reads of a recall, without ranking)."""
     at = now.timestamp() if isinstance(now, datetime) else (time.time() if now is None else float(now))
     dense_q = embedder.embed_query(query).tolist()
     sparse_q = sparse.query(query)
-    dense, bm25 = index._search(scopes=scopes, dense=dense_q, sparse=sparse_q, limit=limit, now=at, kinds=kinds)
+    dense, bm25 = index._search(scopes=scopes, dense=dense_q, sparse=sparse_q, limit=limit, now=at, kinds=kinds,
+                                 narrow=narrow)
     return Retrieved(dense, bm25, Query.parse(query, at, tz), at)
 
 
@@ -284,6 +289,8 @@ def _hit(score: float, p: dict) -> Hit:  # type: ignore[type-arg]
         speaker=p.get("speaker", ""),
         channel=p.get("channel", ""),
         session_id=p.get("session", ""),
+        topic=p.get("topic", "") or "",
+        entities=tuple(p.get("entities") or ()),
     )
 
 

@@ -29,7 +29,8 @@ from typing import Any
 from gateway.cluster.node import embedded_index_dir
 from gateway.config import Config
 from gateway.memory.files.stores import Stores
-from gateway.memory.search.index import VectorIndex
+from gateway.memory.search.index import Narrow, VectorIndex
+from gateway.memory.search.keyword import KeywordSearch
 from gateway.memory.search.loading import IndexLoader
 from gateway.memory.search.pause import IndexPause
 from gateway.memory.search.queue import IndexQueue
@@ -79,7 +80,7 @@ class MemoryService:
         self.every_turn = every_turn
         self.settings = recall_settings(config)
         mem = config.memory
-        self.stores = Stores(Path(config.data_dir), max_file_bytes=mem.max_file_bytes)
+        self.stores = Stores(Path(config.data_dir), max_file_bytes=mem.max_file_bytes, max_dir_files=mem.max_dir_files)
         index_root = embedded_index_dir(config)  # <data_dir>/qdrant; per node in a cluster
         # The floor guards the embedded index (a Qdrant server minds its own disk); it is watched
         # either way, so /healthz tells about a data directory running out of space.
@@ -91,6 +92,7 @@ class MemoryService:
         )
         self.indexing = IndexQueue(self.loader, self.stores, live=live_indexing)
         self.stores.subscribe(self.indexing.on_write)
+        self.keyword = KeywordSearch(self.stores)
         self.recalls = 0
         self._query_pool: ThreadPoolExecutor | None = None
 
@@ -131,6 +133,13 @@ class MemoryService:
         return self.loader.detached
 
     @property
+    def keyword_only(self) -> bool:
+        """Recall runs on keywords alone: loading failed, or the index stays closed on a full disk."""
+        loader = self.loader
+        return not loader.index_open and not loader.detached and (
+            bool(loader.load_error) or self.indexing.paused)
+
+    @property
     def load_error(self) -> str:
         return self.loader.load_error
 
@@ -138,9 +147,9 @@ class MemoryService:
         """Why memory is not at full service, for /healthz (empty when it is)."""
         pause = self.indexing.pause
         if self.loader.load_error:
-            return [f"memory did not load (recall is off): {self.loader.load_error}"]
+            return [f"memory did not load (recall is keyword only): {self.loader.load_error}"]
         if pause.paused:
-            opened = "" if self.loader.index_open else " (the index is not open: recall is off)"
+            opened = "" if self.loader.index_open else " (the index is not open: recall is keyword only)"
             why = pause.low_space.describe() if pause.low_space else "disk space is back, the index does not open yet"
             return [f"memory indexing paused{opened}: {why}; {self.indexing.kept} index operations kept"]
         if pause.low_space is not None:
@@ -158,19 +167,26 @@ class MemoryService:
         now: datetime | float | None = None,
         kinds: Sequence[str] = (),
         tz: str | tzinfo | None = None,
+        narrow: Narrow | None = None,
     ) -> list[Hit]:
         """Top ``k`` memories for ``query`` inside ``scope`` (a scope or a list of scopes); ``tz`` is
-        the person's time zone, on whose calendar "yesterday" or "last summer" in the query is read."""
+        the person's time zone, on whose calendar "yesterday" or "last summer" in the query is read;
+        ``narrow`` keeps only chunks of a topic, naming an entity, or dated since a time."""
         scopes = [scope] if isinstance(scope, str) else list(scope)
         for s in scopes:
             self.stores.root_for(s)
         loader = self.loader
-        if not loader.index_open and self.indexing.paused:
-            return []  # started on a full disk without the index: answer without recall
         if loader.deferred:
             await loader.wait_ready()  # loaded on first use: this caller waits for it
-        if not loader.ready or (loader.load_error and not loader.index_open):
-            return []  # still loading in the background (or it failed): answer without recall
+        if self.keyword_only:
+            # The embedder or the index did not load (or a full disk keeps the index closed): the
+            # files are still there, so recall ranks them by keywords alone (seed 004).
+            self.recalls += 1
+            stamp = now.timestamp() if isinstance(now, datetime) else now
+            return await asyncio.get_running_loop().run_in_executor(self._query_pool, functools.partial(
+                self.keyword.search, scopes=scopes, query=query, k=k, now=stamp, kinds=kinds, narrow=narrow))
+        if not loader.ready:
+            return []  # still loading in the background: answer without recall
         index, embedder, indexer = loader.require_index(), loader.require_embedder(), loader.require_indexer()
         self.recalls += 1
         return await asyncio.get_running_loop().run_in_executor(self._query_pool, functools.partial(
@@ -185,6 +201,7 @@ class MemoryService:
             settings=self.settings,
             kinds=kinds,
             tz=tz,
+            narrow=narrow,
         ))
 
     def stats(self) -> dict[str, Any]:
