@@ -89,13 +89,16 @@ async def ws_connect() -> AsyncIterator[Callable[..., Awaitable[WSClient]]]:
 from tests.pg import _pg_session, any_state, pg_url, state_url  # noqa: E402, F401
 
 
+@pytest.hookimpl(trylast=True)  # after pytest-randomly's shuffle
 def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """Long runs (chaos, soak, fuzz) get an hour before pytest-timeout calls them hung; the default
-    suite's tests get the ini's 300 s."""
+    suite's tests get the ini's 300 s. Tests marked ``long`` go first (in their shuffled order): started
+    last, one of them kept the other workers idle at the end of the parallel run."""
     for item in items:
         if item.get_closest_marker("timeout") is None and any(
                 item.get_closest_marker(m) for m in ("chaos", "soak", "fuzz")):
             item.add_marker(pytest.mark.timeout(3600))
+    items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable: the rest keep their order
 
 
 # ------------------------------------------------------------------------------- hang diagnosis

@@ -147,6 +147,7 @@ async def _check_zero_accepted(rig: Rig, nc: dict[int, int], tg: dict[int, int],
     assert rig.turns() == 2
 
 
+@pytest.mark.long
 async def test_ten_thousand_mutations_per_webhook_channel(rig: Rig, caplog: pytest.LogCaptureFixture) -> None:
     caplog.set_level(logging.ERROR)  # 20,000 warning lines are expected; keep the capture small
     count = 10_000  # ~5 s for both channels over loopback, so the full count runs in the default suite

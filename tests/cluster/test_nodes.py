@@ -85,6 +85,7 @@ def check(out: Outcome, tmp: Path, *, clients: int, turns: int) -> None:
           f"unanswered messages of killed turns, {len(grants)} lease grants, failover after SIGKILL {delays} s")
 
 
+@pytest.mark.long
 async def test_two_nodes_one_kill(tmp_path: Path) -> None:
     with fresh_pg_database() as url:
         out = await run_cluster(tmp_path, url, clients=10, turns=50, kills=1, probes=30)

@@ -262,6 +262,7 @@ async def run_acceptance(daemon: Daemon, tmp_path: Path, capsys: pytest.CaptureF
     assert after_term == [], summary
 
 
+@pytest.mark.long
 async def test_daemon_durability(daemon: Daemon, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     await run_acceptance(daemon, tmp_path, capsys, term_turns=200, kill_turns=200, kills=3, clients=8,
                          cli_samples=2, seed=12)  # fmt: skip

@@ -262,6 +262,7 @@ async def test_read_only_cli_gateways_start_no_server(kith_config: Any, tmp_path
         assert not [n for n in gw.registrations.tools if n.startswith("kith__")]
 
 
+@pytest.mark.long
 async def test_a_frozen_server_is_cut_off_and_restarted(make_gateway: GatewayFactory, model: ReadingModel,
                                                         llm: dict[str, Any]) -> None:
     """A whole server that stops answering (SIGSTOP): its call times out, the liveness probe fails,

@@ -40,6 +40,7 @@ def _queries(rng: random.Random, n: int) -> list[str]:
     return [rng.choice(pool) + ("" if rng.random() < 0.5 else f" {rng.choice(TOPICS)}") for _ in range(n)]
 
 
+@pytest.mark.long
 async def test_thousand_queries_never_cross_users(service: MemoryService) -> None:
     await _seed(service)
     rng = random.Random(3)

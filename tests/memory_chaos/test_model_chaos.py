@@ -11,6 +11,8 @@ docs/benchmarks.md has its figures."""
 
 from __future__ import annotations
 
+import pytest
+
 from gateway.testing import GatewayFactory
 from tests.fakes.openai_server import FakeOpenAI
 from tests.memory_chaos.runner import run_case
@@ -24,6 +26,7 @@ PICKED = (
 )  # fmt: skip
 
 
+@pytest.mark.long
 async def test_a_misbehaving_model_never_costs_a_line(make_gateway: GatewayFactory, chaos_model: FakeOpenAI) -> None:
     gw = await chaos_gateway(make_gateway, chaos_model)
     for stage, misbehaviour in PICKED:

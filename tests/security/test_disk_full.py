@@ -367,6 +367,7 @@ async def http() -> AsyncIterator[aiohttp.ClientSession]:
         yield session
 
 
+@pytest.mark.long
 async def test_daemon_on_a_full_disk_stays_up_answers_and_loses_nothing(
     tmp_path: Path, http: aiohttp.ClientSession
 ) -> None:
