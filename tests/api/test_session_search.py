@@ -23,7 +23,6 @@ async def test_excerpts_grouped_by_date_highlighted_filtered_by_persona_and_priv
     await gw.handle_inbound(message("the kayak rack needs one bolt", account="alice", at=day2 + timedelta(minutes=5)))
     await person(gw, "bob")
     await gw.handle_inbound(message("kayak rentals near me?", account="bob"))
-    await gw.settle()
     client = await signed_in(gw, alice)
 
     status, out = await client.get("/api/users/me/sessions/search?q=KAYAK")
