@@ -372,6 +372,9 @@ class PersonasConfig(Section):
     # Per persona: false leaves the date and time out of its system block (a persona that must not
     # see the date, e.g. a fictional character or a reproducible test persona). Absent: true.
     inject_datetime: dict[PersonaName, bool] = Field(default_factory=dict)
+    # How many personas of their own a person may make with /setup persona (0: none); a person the
+    # operator lists in user_personas cannot make any (the operator's list still decides).
+    own_max: int = Field(3, ge=0, le=50)
 
     def for_conversation(self, channel: str, conversation_key: str) -> str:
         return self.conversations.get(conversation_key) or self.channels.get(channel) or self.default

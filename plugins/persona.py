@@ -25,6 +25,9 @@ from gateway.hookspecs import hookimpl
 from gateway.personas import FileCache, PersonaError, ensure_configured, persona_store, source_for
 from gateway.personas.choice import turn_persona
 from gateway.personas.command import HELP_LINE, persona_command
+from gateway.personas.onboarding import HELP_LINE as SETUP_HELP_LINE
+from gateway.personas.onboarding import answer as setup_answer
+from gateway.personas.onboarding import draft_of, setup_command
 from gateway.turn.budget import TRIM_DATED, TRIM_PEOPLE, TRIM_WORKING
 from gateway.turn.tiers import loads, tier_of
 from gateway.types import ContextSection, ConversationKind, Reply, Stability, Turn
@@ -165,13 +168,28 @@ def gateway_context_sections(gateway: Services, turn: Turn) -> list[ContextSecti
 @hookimpl
 def gateway_register_commands(register: CommandRegistry, config: Config) -> None:
     register("persona", HELP_LINE)
+    register("setup", SETUP_HELP_LINE)
 
 
 @hookimpl
 async def gateway_handle_command(gateway: Services, turn: Turn, command: str, args: str) -> Reply | None:
-    if command != "persona" or turn.user is None:
+    if turn.user is None:
         return None
-    return await persona_command(gateway, turn, args)
+    if command == "persona":
+        return await persona_command(gateway, turn, args)
+    if command == "setup":
+        return await setup_command(gateway, turn, args)
+    return None
+
+
+@hookimpl(tryfirst=True)
+def gateway_prepare_message(gateway: Services, turn: Turn) -> Reply | None:
+    # While /setup persona waits for an answer in this conversation, the message is that answer: it
+    # is neither recorded nor sent to the model (the media stage after this one never sees it).
+    if turn.user is None or turn.message.kind is ConversationKind.GROUP:
+        return None
+    draft = draft_of(gateway, turn.user.user_id, turn.message.conversation_key)
+    return None if draft is None else setup_answer(gateway, turn, draft)
 
 
 @hookimpl

@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING
 
 from gateway.config import Config
 from gateway.personas import PersonaError, check_name, resolve
+from gateway.personas.own import visible_to
 from gateway.personas.which import DEFAULT_KEY, resolve_for
 from gateway.types import StashKey
 
@@ -43,12 +44,13 @@ def on_disk(data_dir: Path) -> list[str]:
 
 def allowed(config: Config, user_id: str) -> list[str]:
     """The personas ``user_id`` may choose: the operator's list for them, else every persona on disk or
-    named in the config."""
+    named in the config except the ones other people made (``gateway/personas/own.py``)."""
     pc = config.personas
     listed = pc.user_personas.get(user_id)
     if listed is not None:
         return sorted({*listed, *([pc.user_defaults[user_id]] if user_id in pc.user_defaults else [])})
-    return sorted({*on_disk(Path(config.data_dir)), *pc.names()})
+    data_dir = Path(config.data_dir)
+    return sorted({*visible_to(data_dir, on_disk(data_dir), user_id), *pc.names()})
 
 
 # ------------------------------------------------------------------------------ the contract's API

@@ -29,6 +29,7 @@ from gateway.http.api import (
     operator,
     recall,
     schedule,
+    session_search,
     sessions,
     turns,
     uploads,
@@ -103,9 +104,10 @@ DESCRIBED = [
 
 def served() -> list[Route]:
     """Every /api route the host serves itself."""
-    return [*me.ROUTES, *sessions.ROUTES, *files.ROUTES, *facts.ROUTES, *recall.ROUTES, *curation.ROUTES,
-            *turns.ROUTES, *explain.ROUTES, *operator.ROUTES, *index.ROUTES, *uploads.ROUTES, *schedule.ROUTES,
-            *hygiene.ROUTES, *attention.ROUTES, OPENAPI]  # fmt: skip
+    # session_search before sessions: its static /sessions/search must win over a /sessions/{sid}.
+    return [*me.ROUTES, *session_search.ROUTES, *sessions.ROUTES, *files.ROUTES, *facts.ROUTES, *recall.ROUTES,
+            *curation.ROUTES, *turns.ROUTES, *explain.ROUTES, *operator.ROUTES, *index.ROUTES, *uploads.ROUTES,
+            *schedule.ROUTES, *hygiene.ROUTES, *attention.ROUTES, OPENAPI]  # fmt: skip
 
 
 @hookimpl(tryfirst=True)
