@@ -37,6 +37,7 @@ log = logging.getLogger("kith.tools.mail")
 _UID = re.compile(rb"\bUID (\d+)")
 _SIZE = re.compile(rb"\bRFC822\.SIZE (\d+)")
 _FLAGS = re.compile(rb"\bFLAGS \(([^)]*)\)")
+_LIST = re.compile(rb'^(?:\* LIST )?\(([^)]*)\) (?:"([^"]*)"|NIL) (.+?)\r?\n?$')
 MAX_HEADER_BYTES = 16_384  # the From/Subject/Date fields of one listed mail
 
 
@@ -197,12 +198,28 @@ class Inbox:
                     return bytes(body)
         raise MailError(f"mail {uid} could not be fetched")
 
+    async def drafts(self) -> str:
+        """The person's drafts folder: the one marked ``\\Drafts`` (RFC 6154), else one named Drafts
+        (``INBOX.Drafts`` on servers that nest everything in the INBOX), else a new ``Drafts``."""
+        lines = await self._ok(self.client.list('""', "*"), "folder list")
+        named = ""
+        for line in lines[:-1]:
+            found = _LIST.match(bytes(line)) if isinstance(line, bytes | bytearray) else None
+            if found is None:
+                continue
+            name = found.group(3).decode("utf-8", "replace").strip('"')
+            if b"\\drafts" in found.group(1).lower():
+                return name
+            if not named and name.rsplit(found.group(2).decode() or "/", 1)[-1].lower() == "drafts":
+                named = name
+        if not named:
+            await self.client.create("Drafts")
+            named = "Drafts"
+        return named
+
     async def append(self, mailbox: str, raw: bytes, flags: str) -> None:
-        resp = await self.client.append(raw, mailbox=mailbox, flags=flags)
-        if resp.result != "OK":
-            await self.client.create(mailbox)  # no Drafts folder yet
-            resp = await self.client.append(raw, mailbox=mailbox, flags=flags)
-        if resp.result != "OK":
+        quoted = f'"{mailbox}"' if " " in mailbox else mailbox
+        if (await self.client.append(raw, mailbox=quoted, flags=flags)).result != "OK":
             raise MailError(f"the IMAP server refused to store the mail in {mailbox}")
 
 

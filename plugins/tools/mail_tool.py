@@ -47,7 +47,6 @@ EXTRAS = ("aioimaplib", "aiosmtplib", "cryptography")
 BEGIN = "<<<untrusted mail"
 END = "<<<end of untrusted mail>>>"
 MAX_RECIPIENTS = 10
-DRAFTS = "Drafts"
 
 
 def credentials(gateway: Services) -> CredentialStore:
@@ -225,12 +224,13 @@ async def mail_draft(ctx: ToolContext, args: Mapping[str, Any]) -> str:
     try:
         async with asyncio.timeout(cfg.timeout_s), inbox(_account(ctx.gateway, ctx.user_id), _allow(ctx.gateway),
                                                          cfg.timeout_s) as box:
-            await box.append(DRAFTS, raw, "(\\Draft \\Seen)")
+            folder = await box.drafts()
+            await box.append(folder, raw, "(\\Draft \\Seen)")
     except MailError as exc:
         raise ToolError(str(exc)) from exc
     except TimeoutError as exc:
         raise ToolError("the mail server did not answer in time") from exc
-    return f"Saved in {DRAFTS} (not sent): to {', '.join(plan['to'])}, {plan['subject']!r}."
+    return f"Saved in {folder} (not sent): to {', '.join(plan['to'])}, {plan['subject']!r}."
 
 
 def _connected(gateway: Services, user_id: str) -> bool:

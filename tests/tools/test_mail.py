@@ -106,7 +106,10 @@ async def test_list_search_read_draft_and_send_only_after_approval(
     assert "no mail with id 999" in await model_calls(gw, fake_anthropic, "mail_read", {"id": 999})
 
     mail = {"to": "ada@example.org", "subject": "Re: Lunch on Friday?", "body": "Yes, 12:30 at the usual place."}
-    assert "Saved in Drafts" in await model_calls(gw, fake_anthropic, "mail_draft", mail)
+    assert "Saved in Drafts (not sent)" in await model_calls(gw, fake_anthropic, "mail_draft", mail)
+    admin = await imap._admin()
+    assert (await admin.select("Drafts")).result == "OK"
+    assert len((await admin.uid_search("DRAFT")).lines[0].split()) == 1 and smtp.received == [], "only stored"
     asked = await model_calls(gw, fake_anthropic, "mail_send", mail)
     assert asked.startswith("NOT DONE YET") and f"From: {USER}\nTo: ada@example.org\nSubject: Re: Lunch" in asked
     assert "Yes, 12:30 at the usual place." in asked, "the preview shows the whole mail"
