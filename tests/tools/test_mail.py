@@ -173,3 +173,11 @@ async def test_a_private_address_is_refused_unless_allowed() -> None:
     with pytest.raises(MailError, match=r"private or reserved.*tools\.mail\.allow_hosts"):
         async with inbox(account, Allowlist.parse([]), 5):
             pass
+
+
+def test_the_models_search_words_cannot_add_imap_keys() -> None:
+    from plugins.tools.mail_tool import _criteria
+
+    assert _criteria({}) == ["ALL"]
+    assert _criteria({"query": 'x" OR ALL "', "from": "ada\r\nA1 LOGOUT", "unread": True}) == [
+        "TEXT", '"x OR ALL"', "FROM", '"ada A1 LOGOUT"', "UNSEEN"]
