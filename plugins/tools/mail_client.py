@@ -198,6 +198,17 @@ class Inbox:
                     return bytes(body)
         raise MailError(f"mail {uid} could not be fetched")
 
+    async def thread_of(self, uid: int) -> bytes:
+        """The Message-ID, References and Subject header fields of mail ``uid`` (an answer's threading)."""
+        lines = await self._ok(self.client.uid(
+            "fetch", str(uid), "(UID BODY.PEEK[HEADER.FIELDS (MESSAGE-ID REFERENCES SUBJECT)])"), "fetch")
+        for i, line in enumerate(lines[:-1]):
+            if isinstance(line, bytes | bytearray) and b"BODY[" in line and bytes(line).rstrip().endswith(b"}"):
+                body = lines[i + 1]
+                if isinstance(body, bytes | bytearray):
+                    return bytes(body)[:MAX_HEADER_BYTES]
+        raise MailError(f"no mail with id {uid} in the inbox")
+
     async def drafts(self) -> str:
         """The person's drafts folder: the one marked ``\\Drafts`` (RFC 6154), else one named Drafts
         (``INBOX.Drafts`` on servers that nest everything in the INBOX), else a new ``Drafts``."""

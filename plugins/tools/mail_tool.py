@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import logging
+import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
 from email import message_from_bytes
@@ -47,6 +48,7 @@ EXTRAS = ("aioimaplib", "aiosmtplib", "cryptography")
 BEGIN = "<<<untrusted mail"
 END = "<<<end of untrusted mail>>>"
 MAX_RECIPIENTS = 10
+_MSGID = re.compile(r"<[^<>\s]{1,250}>")
 
 
 def credentials(gateway: Services) -> CredentialStore:
@@ -169,7 +171,7 @@ async def mail_read(ctx: ToolContext, args: Mapping[str, Any]) -> str:
 # ------------------------------------------------------------------------------------------ write
 
 
-def _plan(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
+async def _plan(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
     """The mail, checked: what both the preview and the action use."""
     cfg = ctx.gateway.config.tools.mail
     to = [a.strip().lower() for _, a in getaddresses([str_arg(args, "to", required=True, max_len=2000)])]
@@ -183,12 +185,37 @@ def _plan(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
     if len(body) > cfg.max_send_chars:
         raise ToolError(f"'body' is limited to {cfg.max_send_chars} characters")
     account = _account(ctx.gateway, ctx.user_id)
-    return {"from": account.address, "to": to, "subject": subject, "body": body.strip("\n")}
+    plan = {"from": account.address, "to": to, "subject": subject, "body": body.strip("\n"), "refs": []}
+    reply_to = args.get("reply_to")
+    if reply_to is not None:
+        if not isinstance(reply_to, int) or isinstance(reply_to, bool) or reply_to < 1:
+            raise ToolError("'reply_to' must be a mail's id from mail_list")
+        plan["refs"] = await _references(ctx, account, reply_to)
+        plan["reply_to"] = reply_to
+    return plan
+
+
+async def _references(ctx: ToolContext, account: MailAccount, uid: int) -> list[str]:
+    """The thread an answer to mail ``uid`` joins: its References and its Message-ID (the first and the
+    last ones of a long chain, as the email channel keeps them)."""
+    cfg = ctx.gateway.config.tools.mail
+    try:
+        async with asyncio.timeout(cfg.timeout_s), inbox(account, _allow(ctx.gateway), cfg.timeout_s) as box:
+            header = message_from_bytes(await box.thread_of(uid), policy=compat32)
+    except MailError as exc:
+        raise ToolError(str(exc)) from exc
+    except TimeoutError as exc:
+        raise ToolError("the mail server did not answer in time") from exc
+    ids = _MSGID.findall(str(header.get("References") or "")) + _MSGID.findall(str(header.get("Message-ID") or ""))
+    if not ids:
+        raise ToolError(f"mail {uid} has no Message-ID to answer in its thread; send it as a new mail")
+    return ids[:1] + ids[1:][-19:]
 
 
 def describe(plan: Mapping[str, Any], verb: str) -> str:
-    return (f"{verb} this mail:\nFrom: {plan['from']}\nTo: {', '.join(plan['to'])}\nSubject: {plan['subject']}\n\n"
-            f"{plan['body']}")
+    thread = f"In reply to: mail {plan['reply_to']} ({plan['refs'][-1]})\n" if plan["refs"] else ""
+    return (f"{verb} this mail:\nFrom: {plan['from']}\nTo: {', '.join(plan['to'])}\nSubject: {plan['subject']}\n"
+            f"{thread}\n{plan['body']}")
 
 
 def compose(plan: Mapping[str, Any]) -> EmailMessage:
@@ -198,16 +225,19 @@ def compose(plan: Mapping[str, Any]) -> EmailMessage:
     msg["Subject"] = plan["subject"]
     msg["Date"] = format_datetime(datetime.now(UTC))
     msg["Message-ID"] = make_msgid(domain=str(plan["from"]).rsplit("@", 1)[-1])
+    if plan["refs"]:
+        msg["In-Reply-To"] = plan["refs"][-1]
+        msg["References"] = " ".join(plan["refs"])
     msg.set_content(plan["body"])
     return msg
 
 
-def mail_send_preview(ctx: ToolContext, args: Mapping[str, Any]) -> str:
-    return describe(_plan(ctx, args), "Send")
+async def mail_send_preview(ctx: ToolContext, args: Mapping[str, Any]) -> str:
+    return describe(await _plan(ctx, args), "Send")
 
 
 async def mail_send(ctx: ToolContext, args: Mapping[str, Any]) -> str:
-    plan = _plan(ctx, args)
+    plan = await _plan(ctx, args)
     cfg = ctx.gateway.config.tools.mail
     try:
         await send(_account(ctx.gateway, ctx.user_id), _allow(ctx.gateway), cfg.timeout_s, compose(plan))
@@ -218,7 +248,7 @@ async def mail_send(ctx: ToolContext, args: Mapping[str, Any]) -> str:
 
 
 async def mail_draft(ctx: ToolContext, args: Mapping[str, Any]) -> str:
-    plan = _plan(ctx, args)
+    plan = await _plan(ctx, args)
     cfg = ctx.gateway.config.tools.mail
     raw = compose(plan).as_bytes()
     try:
@@ -240,7 +270,8 @@ def _connected(gateway: Services, user_id: str) -> bool:
 
 # Short schemas: they are prompt tokens on every turn of a person with a mailbox (docs/tools.md).
 _TEXT = {"type": "string"}
-_MAIL = {"type": "object", "properties": {"to": _TEXT, "subject": _TEXT, "body": _TEXT},
+_MAIL = {"type": "object", "properties": {"to": _TEXT, "subject": _TEXT, "body": _TEXT,
+                                          "reply_to": {"type": "integer", "description": "mail id"}},
          "required": ["to", "subject", "body"]}
 
 LIST_TOOL = Tool(

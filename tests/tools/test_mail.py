@@ -105,14 +105,18 @@ async def test_list_search_read_draft_and_send_only_after_approval(
     assert "unread" in (await model_calls(gw, fake_anthropic, "mail_list", {"count": 1})), "reading peeks"
     assert "no mail with id 999" in await model_calls(gw, fake_anthropic, "mail_read", {"id": 999})
 
-    mail = {"to": "ada@example.org", "subject": "Re: Lunch on Friday?", "body": "Yes, 12:30 at the usual place."}
+    lunch = re.search(r"id (\d+) \|[^\n]*Lunch on Friday", listed)
+    assert lunch is not None
+    mail = {"to": "ada@example.org", "subject": "Re: Lunch on Friday?", "body": "Yes, 12:30 at the usual place.",
+            "reply_to": int(lunch.group(1))}
     assert "Saved in Drafts (not sent)" in await model_calls(gw, fake_anthropic, "mail_draft", mail)
     admin = await imap._admin()
     assert (await admin.select("Drafts")).result == "OK"
     assert len((await admin.uid_search("DRAFT")).lines[0].split()) == 1 and smtp.received == [], "only stored"
     asked = await model_calls(gw, fake_anthropic, "mail_send", mail)
     assert asked.startswith("NOT DONE YET") and f"From: {USER}\nTo: ada@example.org\nSubject: Re: Lunch" in asked
-    assert "Yes, 12:30 at the usual place." in asked, "the preview shows the whole mail"
+    assert f"In reply to: mail {lunch.group(1)} (<1@example.org>)\n\nYes, 12:30 at the usual place." in asked, \
+        "the preview shows the whole mail"
     approval = re.search(r"/approve ([0-9a-f]+)", asked)
     assert approval is not None
     assert smtp.received == [], "asking sends nothing"
@@ -122,6 +126,7 @@ async def test_list_search_read_draft_and_send_only_after_approval(
     (sent,) = smtp.received
     assert sent.rcpt_tos == ["ada@example.org"] and sent.message["From"] == USER
     assert sent.message["Subject"] == "Re: Lunch on Friday?" and "12:30" in sent.message.get_content()
+    assert sent.message["In-Reply-To"] == sent.message["References"] == "<1@example.org>", "in Ada's thread"
 
     # Off-The-Record: mail is read, never sent, and a send waiting from before is refused.
     asked = await model_calls(gw, fake_anthropic, "mail_send", mail)
