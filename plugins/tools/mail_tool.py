@@ -118,7 +118,7 @@ def summary_line(m: Listed) -> str:
 
 async def mail_list(ctx: ToolContext, args: Mapping[str, Any]) -> str:
     cfg = ctx.gateway.config.tools.mail
-    count = args.get("count", 10)
+    count = args.get("count", min(10, cfg.max_list))
     if not isinstance(count, int) or isinstance(count, bool) or not 1 <= count <= cfg.max_list:
         raise ToolError(f"'count' must be 1 to {cfg.max_list}")
     criteria = _criteria(args)

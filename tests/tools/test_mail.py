@@ -147,11 +147,13 @@ async def test_list_read_and_send_only_after_approval(
 
     uid = gw.identities.lookup("websocket", "alice")
     assert uid is not None
-    assert (Path(gw.config.data_dir) / "users" / uid / ".credentials" / "mail.enc").is_file()
+    secret = Path(gw.config.data_dir) / "users" / uid / ".credentials" / "mail.enc"
+    assert secret.is_file()
     assert CANARY not in caplog.text
     assert all(CANARY not in str(r) for r in fake_anthropic.requests)
     assert files_holding(Path(gw.config.data_dir), CANARY.encode()) == []
     assert (await say(gw, "/mail disconnect")).startswith("Mailbox disconnected")
+    assert not secret.exists()
 
 
 @pytest.mark.soak  # more model turns against the real servers: outside the default suite
