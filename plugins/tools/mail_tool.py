@@ -111,7 +111,7 @@ def summary_line(m: Listed) -> str:
     subject = _field(header, "Subject")[:200] or "(no subject)"
     try:
         when = f"{parsedate_to_datetime(_field(header, 'Date')):%a %d %b %Y %H:%M %z}"
-    except (ValueError, TypeError, IndexError):
+    except (ValueError, TypeError, IndexError, OverflowError):  # a stranger's Date header
         when = "?"
     return f"- id {m.uid} | {when} | {sender} | {subject}{'' if m.seen else ' | unread'}"
 
