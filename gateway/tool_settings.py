@@ -1,4 +1,4 @@
-"""Settings of the tools that reach outside (``tools``): web fetch, web search, calendar, approvals.
+"""Settings of the tools that reach outside (``tools``): web fetch, web search, calendar, mail, approvals.
 
 Each tool is off until the operator turns it on (or, for search, names a backend): a tool the person
 cannot use costs schema tokens on every turn, so none is offered by default (docs/tools.md).
@@ -98,8 +98,25 @@ class CalendarConfig(Section):
         return check_hosts(v)
 
 
+class MailConfig(Section):
+    enabled: bool = False  # offered to a person only once they connected a mailbox (/mail connect)
+    timeout_s: float = Field(20.0, gt=0, le=60)  # one IMAP or SMTP session
+    max_list: int = Field(20, ge=1, le=50)  # mails listed per call
+    max_message_bytes: int = Field(2_000_000, ge=10_000, le=20_000_000)  # a bigger mail is not fetched to be read
+    max_chars: int = Field(8_000, ge=500, le=16_000)  # text of one read mail handed to the model
+    max_send_chars: int = Field(6_000, ge=100, le=12_000)  # body of a mail the model writes (all in the preview)
+    # A person's IMAP/SMTP host must resolve to public addresses unless its host or network is listed here.
+    allow_hosts: list[str] = Field(default_factory=list)
+
+    @field_validator("allow_hosts")
+    @classmethod
+    def _hosts(cls, v: list[str]) -> list[str]:
+        return check_hosts(v)
+
+
 class ToolsConfig(Section):
     web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
     web_search: WebSearchConfig = Field(default_factory=WebSearchConfig)
     calendar: CalendarConfig = Field(default_factory=CalendarConfig)
+    mail: MailConfig = Field(default_factory=MailConfig)
     approval_ttl_s: int = Field(600, ge=30, le=86_400)  # a pending approval expires after this

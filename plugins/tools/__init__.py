@@ -14,6 +14,8 @@
 | ``web_search`` | 2 | no | SearXNG or Brave results (``tools.web_search.backend``) |
 | ``calendar_list`` | 2 | no | the person's CalDAV events, in their timezone (once they ``/calendar connect``) |
 | ``calendar_change`` | 2 | yes | create, move or cancel an event, after the person's ``/approve`` |
+| ``mail_list`` / ``mail_read`` | 2 | no | the person's inbox over IMAP (once they ``/mail connect``) |
+| ``mail_draft`` / ``mail_send`` | 2 | yes | a mail into their Drafts; sent over SMTP after their ``/approve`` |
 
 Every tool works on the speaker's own root through the guarded store (containment, size cap, lock,
 atomic replace, audit line with ``source="tool:<name>"``, the turn id and ``trust="model"``), so
@@ -45,6 +47,7 @@ from plugins.tools import (
     approvals,
     calendar_tool,
     follow_links,
+    mail_tool,
     memory_forget,
     memory_get,
     memory_remember,
@@ -58,7 +61,8 @@ from plugins.tools import (
 
 TOOLS: tuple[Tool, ...] = (memory_search.TOOL, memory_get.TOOL, reminders.TOOL, scratchpad.TOOL, tasks.TOOL,
                            memory_remember.TOOL, memory_forget.TOOL, follow_links.TOOL,
-                           web_fetch.TOOL, web_search.TOOL, calendar_tool.LIST_TOOL, calendar_tool.CHANGE_TOOL)
+                           web_fetch.TOOL, web_search.TOOL, calendar_tool.LIST_TOOL, calendar_tool.CHANGE_TOOL,
+                           *mail_tool.TOOLS)
 
 if TYPE_CHECKING:
     from gateway.config import Config
@@ -83,6 +87,9 @@ def problems(config: Config) -> list[str]:
     if config.tools.calendar.enabled and missing:
         found.append(f"tools.calendar.enabled: the calendar needs {', '.join(missing)} "
                      "(pip install 'kith[calendar]')")
+    missing = [m for m in mail_tool.EXTRAS if importlib.util.find_spec(m) is None]
+    if config.tools.mail.enabled and missing:
+        found.append(f"tools.mail.enabled: the mail tools need {', '.join(missing)} (pip install 'kith[email]')")
     return found
 
 
@@ -100,6 +107,7 @@ def gateway_register_commands(register: CommandRegistry, config: Config) -> None
     for name, text in approvals.HELP.items():
         register(name, text)
     register("calendar", calendar_tool.COMMAND_HELP)
+    register("mail", mail_tool.COMMAND_HELP)
 
 
 @hookimpl
@@ -110,6 +118,8 @@ async def gateway_handle_command(gateway: Services, turn: Turn, command: str, ar
         return await approvals.approval_command(gateway, turn, command, args)
     if command == "calendar":
         return await calendar_tool.calendar_command(gateway, turn, args)
+    if command == "mail":
+        return await mail_tool.mail_command(gateway, turn, args)
     return None
 
 
