@@ -100,7 +100,10 @@ async def test_an_image_shows_as_a_thumbnail_live_after_reload_and_in_history(
 
     # History: the same conversation, opened read-only.
     await page.click("#sessions-btn")
-    await page.locator("#sessions-list button.session-item").first.click()
+    item = page.locator("#sessions-list button.session-item").first
+    await item.wait_for()
+    assert await item.locator(".title").inner_text() == "my garden, and the plan garden.png plan.md"
+    await item.click()
     archived = LAST_MINE.format(root="#archive")
     await wait_until(page, f"{archived}?.querySelector('.msg-files img')?.naturalWidth === 320")
     assert await page.locator("#archive .msg.me a.file-chip").count() == 1
