@@ -11,7 +11,7 @@ import aiohttp
 import pytest
 
 from gateway.web import serve
-from tests.web.chat_support import browser, open_chat, wait_until  # noqa: F401  (browser is a fixture)
+from tests.web.chat_support import browser, open_chat, shot, wait_until  # noqa: F401  (browser is a fixture)
 
 SW = (serve.STATIC_DIR / "sw.js").read_text()
 SHELL = re.findall(r'^  "(/[^"]*)",$', SW, flags=re.M)
@@ -75,3 +75,6 @@ async def test_the_worker_caches_the_shell_and_not_the_api(browser: Any, make_ga
     assert set(SHELL) <= set(cached), set(SHELL) - set(cached)
     assert not [k for k in cached if k.startswith(("/api/", "/ws", "/signin"))], cached
     assert not chat.errors, chat.errors
+    await page.goto(f"http://127.0.0.1:{gw.port}/static/icon.svg")  # the app icon, to look at
+    await page.set_viewport_size({"width": 512, "height": 512})
+    await shot(page, "app-icon", "512")

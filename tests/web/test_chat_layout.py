@@ -63,6 +63,13 @@ async def test_header_is_one_line_and_the_column_is_bounded(
     else:
         assert log["inner"] > 340, log
     await chat.shot("layout")
+    # The other theme, for the screenshots (the toggle itself: the test below).
+    await page.click("#theme-btn")
+    if size == "desktop":
+        await page.click("#theme-btn")
+    assert await page.evaluate("document.documentElement.dataset.theme") == ("dark" if size == "desktop" else "light")
+    one_line(await page.evaluate(BOXES))
+    await chat.shot("layout-other-theme")
     assert not chat.errors, chat.errors
 
 
