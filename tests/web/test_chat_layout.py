@@ -52,8 +52,8 @@ async def test_header_is_one_line_and_the_column_is_bounded(
         # The labels become icons; they keep their names for screen readers.
         assert await page.get_by_role("button", name="History").is_visible()
         assert await page.get_by_role("link", name="Memory").is_visible()
-    fake_anthropic.enqueue("A reply long enough to fill the column. " * 12)
-    await chat.reply_after("How wide is a line? " * 8)
+    fake_anthropic.enqueue("A reply long enough to fill the column. " * 4)
+    await chat.reply_after("How wide is a line? " * 6)
     # On a wide screen the conversation keeps a column of at most 54rem (864 px), centred.
     log = await page.evaluate("""() => { const log = document.getElementById('log'); const s = getComputedStyle(log);
         return {inner: log.clientWidth - parseFloat(s.paddingLeft) - parseFloat(s.paddingRight),
