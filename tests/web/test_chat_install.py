@@ -61,6 +61,11 @@ async def test_the_worker_caches_the_shell_and_not_the_api(browser: Any, make_ga
     page = chat.page
     assert await page.evaluate("navigator.serviceWorker.ready.then((r) => r.active.scriptURL)") == \
         f"http://127.0.0.1:{gw.port}/sw.js"
+    # Chromium's own verdict: nothing in the page stands in the way of installing it (manifest, icon,
+    # worker); a test's browser context is incognito-like, which Chromium always lists.
+    cdp = await page.context.new_cdp_session(page)
+    verdict = await cdp.send("Page.getInstallabilityErrors")
+    assert [e["errorId"] for e in verdict["installabilityErrors"]] in ([], ["in-incognito"]), verdict
     # Controlled from the next load on; the API and the socket run again under it.
     await page.reload()
     await page.wait_for_selector("#conn.on")
