@@ -19,8 +19,21 @@ BOXES = """() => {
     .filter((el) => el.getClientRects().length)
     .map((el) => { const r = el.getBoundingClientRect();
       return {id: el.id || el.tagName, top: r.top, bottom: r.bottom, left: r.left, right: r.right}; });
+  // Boxes that overlap a sibling or stick out of their row (each row's visible boxes, left to right).
+  const overlaps = [];
+  for (const row of ['header', 'header nav', 'header .status']) {
+    const parent = document.querySelector(row).getBoundingClientRect();
+    const boxes = [...document.querySelector(row).children].filter((el) => el.getClientRects().length)
+      .map((el) => [el.id || el.tagName, el.getBoundingClientRect()]).sort((a, b) => a[1].left - b[1].left);
+    for (const [id, r] of boxes) {  // sticking out of its row is overlapping the next one
+      if (r.left < parent.left - 0.5 || r.right > parent.right + 0.5) overlaps.push([row, id]);
+    }
+    for (let i = 1; i < boxes.length; i++) {
+      if (boxes[i][1].left < boxes[i - 1][1].right - 0.5) overlaps.push([boxes[i - 1][0], boxes[i][0]]);
+    }
+  }
   return {header: {top: header.top, bottom: header.bottom, height: header.height},
-          width: document.documentElement.clientWidth, scroll: document.documentElement.scrollWidth, items};
+          width: document.documentElement.clientWidth, scroll: document.documentElement.scrollWidth, items, overlaps};
 }"""
 
 
@@ -34,6 +47,7 @@ def one_line(boxes: dict[str, Any]) -> None:
     assert boxes["header"]["height"] < 2 * tallest, boxes["header"]
     assert all(i["right"] <= boxes["width"] + 0.5 and i["left"] >= -0.5 for i in items), items
     assert boxes["scroll"] <= boxes["width"], "nothing scrolls sideways"
+    assert not boxes["overlaps"], boxes["overlaps"]
 
 
 @pytest.mark.parametrize("size", ["phone", "desktop"])
@@ -47,6 +61,11 @@ async def test_header_is_one_line_and_the_column_is_bounded(
     await page.evaluate("document.getElementById('person-name').textContent = 'Alexandra Konstantinopoulou'")
     boxes = await page.evaluate(BOXES)
     one_line(boxes)
+    # Off-The-Record adds its label to the header: still one line.
+    await page.evaluate("document.getElementById('otr').hidden = false")
+    one_line(await page.evaluate(BOXES))
+    await chat.shot("layout-otr-label")
+    await page.evaluate("document.getElementById('otr').hidden = true")
     if size == "phone":
         assert boxes["width"] == 390
         # The labels become icons; they keep their names for screen readers.
