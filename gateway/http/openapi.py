@@ -68,6 +68,10 @@ def document(routes: list[Route]) -> dict[str, Any]:
                                 "content": {"application/json": {"schema": refs[(r.answer, "serialization")]}}},
             },
         }  # fmt: skip
+        if r.raw_answer:
+            # The file itself, with its own type (a person's media); the document names the generic one.
+            op["responses"][str(r.status)]["content"] = {"application/octet-stream": {
+                "schema": {"type": "string", "format": "binary"}}}
         if r.description:
             op["description"] = r.description
         if r.query is not None:

@@ -37,6 +37,7 @@ CONTENT_TYPES: dict[str, str] = {
     ".png": "image/png",
     ".ico": "image/x-icon",
     ".json": "application/json",
+    ".webmanifest": "application/manifest+json",
 }
 
 # 'self' only: no CDN, no inline script, no third-party font. connect-src names ws:/wss: because
@@ -108,10 +109,22 @@ async def vendor(request: web.Request) -> web.StreamResponse:
     return file_response(request, NODE_MODULES / target, VENDOR_CACHE)
 
 
+def root_file(name: str) -> Callable[[web.Request], Awaitable[web.StreamResponse]]:
+    """A handler that serves static/<name> at the site's root. The service worker must: a worker only
+    controls the pages under the path it was served from. The manifest sits beside it."""
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        return file_response(request, STATIC_DIR / name, OWN_CACHE)
+
+    return handler
+
+
 def routes() -> list[web.RouteDef]:
     """The page routes; the WebSocket adapter mounts them next to /ws."""
     return [
         web.get("/", page_handler("index.html")),
+        web.get("/sw.js", root_file("sw.js")),  # the chat's service worker (docs/web.md#installing-the-app)
+        web.get("/manifest.webmanifest", root_file("manifest.webmanifest")),
         web.get("/console", page_handler("console.html")),  # the memory console (docs/web.md)
         web.get("/static/vendor/{name}", vendor),
         web.get("/static/{path:.+}", static),

@@ -81,7 +81,9 @@ async def test_files_go_with_the_message_from_the_page(
     before = await page.locator(".msg.bot:not(.streaming)").count()
     await page.press("#input", "Enter")
     await page.locator(".msg.bot:not(.streaming)").nth(before).wait_for(timeout=T)
-    assert "Attached: pasted image" in await page.locator(".msg.me").last.inner_text()
+    # The sent message shows the pasted image itself, from the file on this device (docs/web.md#attachments).
+    await wait_until(page, "[...document.querySelectorAll('.msg.me')].pop()?.querySelector('.msg-files img')"
+                           "?.naturalWidth === 320")
     pasted = [b for b in _blocks(fake_anthropic.last_turn()) if b["type"] == "image"]
     assert len(pasted) == 1, "a pasted screenshot alone is a message"
     assert not chat.errors, chat.errors

@@ -14,6 +14,7 @@ from typing import Literal
 
 from pydantic import AwareDatetime, Field
 
+from gateway.http.api import sessions_media
 from gateway.http.api.spec import Answer, ApiError, Call, Query, Route
 from gateway.memory.files.scopes import ScopeError, user_scope
 from gateway.state import SessionSummary
@@ -121,4 +122,6 @@ ROUTES = [
     Route("GET", "/api/users/{uid}/sessions/{sid}/messages", "a session's messages, newest page first",
           MessagePage, messages, query=MessageQuery, tag="sessions",
           description="Messages are oldest first within a page; page back with before_seq."),
+    # The files those messages link to (served beside them, so the host's table needs no new line).
+    *sessions_media.ROUTES,
 ]

@@ -104,7 +104,7 @@ class Call:
         return uid
 
 
-Handler = Callable[[Call], Awaitable[BaseModel]]
+Handler = Callable[[Call], Awaitable[BaseModel | web.StreamResponse]]
 PATH_PARAM = re.compile(r"\{(\w+)(?::[^}]*)?\}")
 
 
@@ -125,6 +125,7 @@ class Route:
     params: dict[str, dict[str, Any]] = field(default_factory=dict)  # path parameter schemas (default: string)
     tag: str = ""
     raw_body: bool = False  # the body is a file of any type, read by the handler (POST /api/uploads)
+    raw_answer: bool = False  # the answer is a file of any type, the handler's own response (GET .../media/...)
     user_must_exist: bool = True  # False: {uid} may name a user only files remember (DELETE /api/users/{uid})
 
     @property
@@ -179,6 +180,10 @@ def endpoint(route: Route, gateway: Services) -> Callable[[web.Request], Awaitab
                 except ValidationError as exc:
                     raise ApiError(400, _validation_message(exc, "body")) from None
             result = await handler(call)
+            if isinstance(result, web.StreamResponse):
+                if not route.raw_answer:
+                    raise TypeError(f"{route.method} {route.path} answered a raw response; declare raw_answer")
+                return result
         except ApiError as exc:
             return error_response(exc.status, exc.message, exc.code)
         except web.HTTPException as exc:

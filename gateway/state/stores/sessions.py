@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from datetime import datetime
 
 from gateway.state.database import Database, Row
@@ -112,13 +113,16 @@ _SUMMARY = (
     " FROM sessions s WHERE s.scope_key=?"
 )
 TITLE_CHARS = 80
+# A file the first message carried is stored as a link into the person's tree (gateway/media/pipeline.py):
+# the title names the file, not its path.
+_MEDIA_LINK = re.compile(r"\[([^\]\n]{1,300})\]\(media/[^)\s]{1,400}\)")
 
 
 def _summary(r: Row) -> SessionSummary | None:
     times = _times("session", r[0], r[1], r[2], r[3])
     if times is None:
         return None
-    first = " ".join(str(r[4] or "").split())
+    first = " ".join(_MEDIA_LINK.sub(r"\1", str(r[4] or "")).split())
     title = first if len(first) <= TITLE_CHARS else first[: TITLE_CHARS - 1] + "…"
     return SessionSummary(session_id=r[0], started_at=times[0], last_active_at=times[1], ended_at=times[2],
                           title=title, channel=str(r[5] or ""), turns=int(r[6]))  # fmt: skip

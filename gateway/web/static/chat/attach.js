@@ -102,8 +102,8 @@ export class Attachments {
   get count() { return this.items.length; }
   get busy() { return this.items.some((i) => i.state === "uploading"); }
   get failed() { return this.items.some((i) => i.state === "failed"); }
-  // What goes with the message: the ready uploads' ids and names.
-  ready() { return this.items.filter((i) => i.state === "ready").map((i) => ({ id: i.id, name: i.file.name })); }
+  // What goes with the message: the ready uploads' ids and names, and the files (for the sent bubble).
+  ready() { return this.items.filter((i) => i.state === "ready").map((i) => ({ id: i.id, name: i.file.name, file: i.file })); }
 
   clear() {
     this.items = [];

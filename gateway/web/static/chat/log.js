@@ -1,4 +1,5 @@
 // A list of message bubbles: the live conversation or a past session shown read-only.
+import { fileStrip, splitFiles } from "./media.js";
 import { renderMarkdown } from "./render.js";
 
 // Streaming bubbles -> the text to render at the next animation frame.
@@ -28,7 +29,8 @@ export class MessageLog {
   scrollToEnd() { this.root.scrollTop = this.root.scrollHeight; }
 
   // A bubble; markdown for the assistant and notices, plain text for what the person typed.
-  bubble(role, text, { at, seq, turn, streaming = false, prepend = false } = {}) {
+  // `files`: what goes with a message being sent, still on this device ({name, file}).
+  bubble(role, text, { at, seq, turn, streaming = false, prepend = false, files = [] } = {}) {
     const el = document.createElement("div");
     el.className = "msg " + (ROLE_CLASS[role] || "notice") + (streaming ? " streaming" : "");
     if (seq !== undefined && seq !== null) el.dataset.seq = String(seq);
@@ -36,7 +38,7 @@ export class MessageLog {
     if (streaming) el.setAttribute("aria-busy", "true"); // read out once finished, not at every frame
     if (at) el.title = new Date(at).toLocaleString();
     if (role === "assistant" && STOPPED.some((mark) => (text || "").endsWith(mark))) el.classList.add("stopped");
-    this.fill(el, role, text);
+    this.fill(el, role, text, files);
     if (prepend) {
       const anchor = this.moreButton ? this.moreButton.nextSibling : this.root.firstChild;
       this.root.insertBefore(el, anchor);
@@ -48,9 +50,19 @@ export class MessageLog {
     return el;
   }
 
-  fill(el, role, text) {
+  fill(el, role, text, local = []) {
+    if (role === "user") {
+      // What the person wrote, then the files the message carried (stored links become thumbnails and
+      // chips; Copy and Edit take the words only).
+      const { text: said, files } = splitFiles(text);
+      SOURCE.set(el, said);
+      el.textContent = said;
+      el.classList.toggle("no-text", !said.trim());
+      if (files.length || local.length) el.append(fileStrip([...files, ...local]));
+      return;
+    }
     SOURCE.set(el, text);
-    if (role === "user" || role === "error") {
+    if (role === "error") {
       el.textContent = text;
     } else {
       el.classList.add("md");

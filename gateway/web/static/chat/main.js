@@ -11,6 +11,7 @@ import { SettingsPanel } from "./settings.js";
 import { ChatSocket } from "./socket.js";
 import { Working } from "./working.js";
 import { MessageTools } from "./tools.js";
+import { setupThemeToggle } from "./theme.js";
 
 const $ = (id) => document.getElementById(id);
 const HISTORY_PAGE = 50;
@@ -122,7 +123,7 @@ const composer = new Composer({
     const redo = editing;
     const id = sendText(text, files, redo);
     if (!id) return false;
-    const mine = log.bubble("user", [text, ...files.map((f) => `Attached: ${f.name || "pasted image"}`)].filter(Boolean).join("\n"));
+    const mine = log.bubble("user", text, { files: files.map((f) => ({ name: f.name, file: f.file })) });
     pending.get(id).mine = mine;
     if (redo) { mark(id, mine, "Edit"); stopEditing(); }
     return true;
@@ -164,6 +165,13 @@ const sessions = new SessionsPanel({
     if (!on) $("input").focus();
   },
 });
+
+setupThemeToggle($("theme-btn"));
+// Installable, and the page itself opens offline (docs/web.md#installing-the-app). Browsers allow a
+// service worker on https and on localhost only; elsewhere the page works as before without one.
+if ("serviceWorker" in navigator && window.isSecureContext) {
+  navigator.serviceWorker.register("/sw.js").catch((err) => console.warn("kith: no service worker", err));
+}
 
 setupPanel($("person"), $("person-btn"), { onOpen: () => { personPanel.show(person); refresh(); } });
 setupPanel($("settings"), $("settings-btn"), { onOpen: () => { settings.show(person); refresh(); } });
