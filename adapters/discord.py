@@ -14,6 +14,8 @@ supervisor's watchdog.
 DMs always reach the pipeline; in guild channels and threads ``mentioned`` is set for an @mention of
 the bot or a reply to one of its messages (the access policy gates on it). Each channel or thread is
 its own conversation. Replies are split at 2,000 characters, sent in order with mentions disabled.
+A reply to a voice message is also spoken (``voice_replies``, gateway/media/tts.py): an Ogg/Opus file
+sent after the text, which never waits on it.
 
 Attachments (images, documents, voice messages) arrive with the message; ``fetch_attachment``
 downloads the signed CDN URL Discord gave, and only from Discord's CDN hosts (or the origin of a
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -43,6 +46,7 @@ from gateway.delivery.buttons import PREFIX as BUTTON_PREFIX
 from gateway.delivery.buttons import ButtonOffers, offered
 from gateway.delivery.stream import StreamedReply
 from gateway.media.errors import AttachmentUnavailable
+from gateway.media.tts import voice_reply
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 from gateway.util.tasks import while_showing
 
@@ -98,7 +102,7 @@ class DiscordAdapter(Adapter):
         self._limiter = RateLimiter(
             per_key_rate=cfg.send_rate_per_s, per_key_burst=cfg.send_burst, global_rate=40, global_burst=40
         )
-        self.stats = {"messages": 0, "sent": 0, "connects": 0, "streamed": 0, "buttons": 0}
+        self.stats = {"messages": 0, "sent": 0, "connects": 0, "streamed": 0, "buttons": 0, "voice": 0}
         self._buttons = ButtonOffers()
 
     # ----------------------------------------------------------------------------------- lifecycle
@@ -264,11 +268,31 @@ class DiscordAdapter(Adapter):
         try:
             if stream is not None and await stream.finish(reply.text):
                 self.stats["streamed"] += 1
-                return
-            view = self._offer(reply, inbound.conversation_id, inbound.account_id)
-            await self._deliver(channel, self.reply_chunks(reply), reference=reference, view=view)
+            else:
+                view = self._offer(reply, inbound.conversation_id, inbound.account_id)
+                await self._deliver(channel, self.reply_chunks(reply), reference=reference, view=view)
         except Exception:
             log.exception("discord: delivering the reply to message %s failed", inbound.message_id)
+            return
+        await self._speak(channel, inbound, reply)
+
+    async def _speak(self, channel: Any, inbound: InboundMessage, reply: Reply) -> None:
+        """The reply as an Ogg/Opus file after its text, when ``voice_replies`` wants one (Discord plays
+        it inline). The text is already out: a failure here is logged, nothing more (gateway/media/tts.py)."""
+        speech = await voice_reply(self.gateway, self.cfg.voice_replies, inbound, reply)
+        if speech is None:
+            return
+        data, name = speech.data, speech.name
+        try:
+            await self._limiter.acquire(str(channel.id))
+            await with_retry(lambda: channel.send(file=discord.File(io.BytesIO(data), filename=name),
+                                                  allowed_mentions=discord.AllowedMentions.none()),
+                             retry_after=retry_after_seconds, what="discord voice reply")
+        except discord.DiscordException as exc:  # too large for the server's upload cap, no permission
+            log.warning("discord: the voice reply to %s was not sent (%s); the text was", inbound.message_id,
+                        exc.__class__.__name__)
+            return
+        self.stats["voice"] += 1
 
     def _offer(self, reply: Reply, conversation_id: str, account_id: str | None) -> discord.ui.View | None:
         """The buttons of a confirmation (``account_id`` None: a DM, where only its person sees them)."""

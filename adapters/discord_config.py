@@ -12,12 +12,13 @@ from pydantic import Field, SecretStr
 
 from gateway.channels import ChannelAccess
 from gateway.delivery.stream import StreamingOptions
+from gateway.media.tts import VoiceOptions
 
 if TYPE_CHECKING:
     from gateway.config import Config
 
 
-class DiscordConfig(ChannelAccess, StreamingOptions):
+class DiscordConfig(ChannelAccess, StreamingOptions, VoiceOptions):
     token: SecretStr | None = None
     api_base: str | None = None  # REST base, e.g. http://127.0.0.1:P/api/v10 (tests: a local fake)
     gateway_url: str | None = None  # gateway websocket, e.g. ws://127.0.0.1:P/ (tests: a local fake)

@@ -13,6 +13,8 @@ Never run this file as a script (it would shadow the ``telegram`` package); impo
   addressed by ``/cmd@bot`` or replied to (the access policy does the gating).
 * Replies: Markdown from the model rendered as Telegram HTML chunk by chunk (plain text if Telegram
   cannot parse it), split at 4096, paced per chat, ``RetryAfter`` honoured, typing while the turn runs.
+  A reply to a voice note is also spoken (``voice_replies``, gateway/media/tts.py): ``sendVoice`` with
+  the Ogg/Opus and its duration, after the text, which never waits on it or depends on it.
 * Media: a photo (its largest size), document, voice note, audio, video, video note or sticker becomes
   an ``Attachment`` (``platform_id`` = file_id); a caption-less one is a turn with empty text. The
   parts of an album (one message per item, same ``media_group_id``) are merged into one turn.
@@ -61,6 +63,7 @@ from gateway.delivery.buttons import ButtonOffers, offered
 from gateway.delivery.stream import StreamedReply
 from gateway.logs import install_redaction
 from gateway.media.errors import AttachmentUnavailable, TooLarge
+from gateway.media.tts import voice_reply
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 from gateway.util.tasks import while_showing
 
@@ -172,7 +175,7 @@ class TelegramAdapter(Adapter):
             per_key_rate=cfg.send_rate_per_s, per_key_burst=cfg.send_burst, global_rate=30, global_burst=30
         )
         self.stats = {"updates": 0, "webhook_rejected": 0, "webhook_bad_payload": 0, "sent": 0, "streamed": 0,
-                      "buttons": 0}
+                      "buttons": 0, "voice": 0}
         self._albums: dict[str, list[InboundMessage]] = {}
         self._drafts_ok = True
         self._buttons = ButtonOffers()
@@ -448,9 +451,31 @@ class TelegramAdapter(Adapter):
             return
         if stream is not None and await stream.finish(reply.text):
             self.stats["streamed"] += 1
+        else:
+            buttons = self._offer(reply, message.conversation_id, message.account_id)
+            await self._deliver(chat_id, self.reply_chunks(reply), reply_to=reply_to, buttons=buttons)
+        await self._speak(chat_id, message, reply, reply_to=reply_to)
+
+    async def _speak(self, chat_id: int, message: InboundMessage, reply: Reply, *, reply_to: int | None) -> None:
+        """The reply as a voice note (``sendVoice``, Ogg/Opus) after its text, when ``voice_replies``
+        wants one; "recording a voice message" shows while it is spoken. The text is already out: a
+        voice note that cannot be made or sent is logged, nothing more (gateway/media/tts.py)."""
+        speech = await while_showing(self._typing(chat_id, ChatAction.RECORD_VOICE),
+                                     voice_reply(self.gateway, self.cfg.voice_replies, message, reply))
+        app = self._app
+        if speech is None or app is None:
             return
-        buttons = self._offer(reply, message.conversation_id, message.account_id)
-        await self._deliver(chat_id, self.reply_chunks(reply), reply_to=reply_to, buttons=buttons)
+        params = ReplyParameters(reply_to, allow_sending_without_reply=True) if reply_to else None
+        data, seconds, name = speech.data, speech.seconds, speech.name
+        try:
+            await self._limiter.acquire(str(chat_id))
+            await with_retry(lambda: app.bot.send_voice(chat_id, data, duration=seconds, filename=name,
+                                                        reply_parameters=params),
+                             retry_after=retry_after_seconds, what="telegram sendVoice")
+        except TelegramError as exc:  # e.g. a person whose privacy settings refuse voice messages
+            log.warning("telegram: sendVoice to %s failed (%s); the text was sent", chat_id, exc.__class__.__name__)
+            return
+        self.stats["voice"] += 1
 
     def _offer(self, reply: Reply, conversation_id: str, account_id: str | None) -> InlineKeyboardMarkup | None:
         """The inline keyboard of a confirmation, its buttons pressable by ``account_id`` only."""
@@ -501,11 +526,11 @@ class TelegramAdapter(Adapter):
         return StreamedReply(target, limit=self.max_message_chars, retry_after=retry_after_seconds,
                              settings=self.cfg.stream_settings(), what=f"telegram {chat_id}")
 
-    async def _typing(self, chat_id: int) -> None:
+    async def _typing(self, chat_id: int, action: str = ChatAction.TYPING) -> None:
         await asyncio.sleep(_TYPING_DELAY_S)
         while self._app is not None:
             with contextlib.suppress(TelegramError):
-                await self._app.bot.send_chat_action(chat_id, ChatAction.TYPING)
+                await self._app.bot.send_chat_action(chat_id, action)
             await asyncio.sleep(_TYPING_EVERY_S)
 
     # ------------------------------------------------------------------------------------- media

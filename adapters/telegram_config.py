@@ -14,12 +14,13 @@ from pydantic import Field, SecretStr
 from gateway.channels import ChannelAccess
 from gateway.config import is_loopback_host
 from gateway.delivery.stream import StreamingOptions
+from gateway.media.tts import VoiceOptions
 
 if TYPE_CHECKING:
     from gateway.config import Config
 
 
-class TelegramConfig(ChannelAccess, StreamingOptions):
+class TelegramConfig(ChannelAccess, StreamingOptions, VoiceOptions):
     token: SecretStr | None = None
     mode: Literal["polling", "webhook"] = "polling"
     webhook_secret: SecretStr | None = None
