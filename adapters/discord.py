@@ -56,6 +56,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("kith.adapters.discord")
 
 CDN_ORIGINS = frozenset({"https://cdn.discordapp.com", "https://media.discordapp.net"})
+TOOL_STATUS = "-# Looking that up…"  # "-# ": Discord's subtext, a line of small grey text
+_SENDING = object()
 _TYPING_DELAY_S = 0.8  # a dropped stranger's message finishes before this: no typing shown
 _FATAL_CLOSE_CODES = {4004: "authentication failed (4004): the bot token is wrong or was reset",
                       4010: "invalid shard (4010)", 4011: "sharding required (4011)",
@@ -104,6 +106,8 @@ class DiscordAdapter(Adapter):
         )
         self.stats = {"messages": 0, "sent": 0, "connects": 0, "streamed": 0, "buttons": 0, "voice": 0}
         self._buttons = ButtonOffers()
+        # inbound message id -> (its channel, its turn's "looking that up…" message: None yet, or _SENDING)
+        self._statuses: dict[str, tuple[Any, Any]] = {}
 
     # ----------------------------------------------------------------------------------- lifecycle
     def _make_client(self) -> discord.Client:
@@ -252,6 +256,7 @@ class DiscordAdapter(Adapter):
         """Run the turn of ``inbound`` and deliver its reply to ``channel`` (streamed where it can be)."""
         stream = self._streamer(channel, reference)
         reply: Reply | None = None
+        self._statuses[inbound.message_id] = (channel, None)
         try:
             reply = await while_showing(self._typing(channel), self.gateway.handle_inbound(
                 inbound, on_delta=stream.feed if stream is not None else None))
@@ -261,6 +266,7 @@ class DiscordAdapter(Adapter):
             log.exception("discord: turn for message %s failed", inbound.message_id)
             return
         finally:
+            await self._clear_status(self._statuses.pop(inbound.message_id, (channel, None))[1])
             if stream is not None and reply is None:
                 await stream.abort()
         if reply is None:
@@ -275,6 +281,29 @@ class DiscordAdapter(Adapter):
             log.exception("discord: delivering the reply to message %s failed", inbound.message_id)
             return
         await self._speak(channel, inbound, reply)
+
+    async def show_tool_status(self, message: InboundMessage, tool: str) -> None:
+        """"Looking that up…" (Discord's small grey subtext) while the turn's first tool runs
+        (``gateway_before_tool_call``, adapters/builtin.py), deleted once the answer is there."""
+        open_turn = self._statuses.get(message.message_id)
+        if not self.cfg.tool_status or open_turn is None or open_turn[1] is not None:
+            return
+        channel = open_turn[0]
+        self._statuses[message.message_id] = (channel, _SENDING)
+        await self._limiter.acquire(str(channel.id))
+        sent = await channel.send(TOOL_STATUS, allowed_mentions=discord.AllowedMentions.none())
+        if message.message_id in self._statuses:
+            self._statuses[message.message_id] = (channel, sent)
+        else:  # the answer came while it was being sent
+            await self._clear_status(sent)
+
+    @staticmethod
+    async def _clear_status(status: Any) -> None:
+        if isinstance(status, discord.Message):
+            try:
+                await status.delete()
+            except discord.DiscordException as exc:
+                log.info("discord: the tool status stays (%s)", exc.__class__.__name__)
 
     async def _speak(self, channel: Any, inbound: InboundMessage, reply: Reply) -> None:
         """The reply as an Ogg/Opus file after its text, when ``voice_replies`` wants one (Discord plays

@@ -80,6 +80,7 @@ _TYPING_EVERY_S = 4.5  # Telegram shows "typing" for ~5 s per sendChatAction
 _FILE_FIELDS = ("voice", "audio", "video", "video_note", "document", "sticker")  # besides ``photo``
 _ALBUM_GAP_S = 0.8  # album parts come in one getUpdates batch or webhook burst, well within this
 _ALBUM_MAX_PARTS = 10  # Telegram albums hold 2-10 items
+TOOL_STATUS = "Looking that up…"
 BOT_API_DOWNLOAD_LIMIT = 20 * 1024 * 1024  # getFile refuses bigger files ("file is too big")
 # Telegram sends photos, voice notes and video notes without a file name; one is made from the kind
 # and file_unique_id (stable across bots and time) so a stored copy has a meaningful, unique name.
@@ -181,6 +182,8 @@ class TelegramAdapter(Adapter):
         self._buttons = ButtonOffers()
         self._draft_ids = itertools.count(1)
         self._album_arrived: dict[str, asyncio.Event] = {}
+        # inbound message id -> its turn's "looking that up…" message: 0 none yet, -1 being sent
+        self._statuses: dict[str, int] = {}
 
     # ----------------------------------------------------------------------------------- lifecycle
     def _build(self) -> Application[Any, Any, Any, Any, Any, Any]:
@@ -441,10 +444,12 @@ class TelegramAdapter(Adapter):
         reply_to = question_id if message.kind is ConversationKind.GROUP else None
         stream = self._streamer(chat_id, reply_to, private=message.raw.get("chat_type") == "private")
         reply: Reply | None = None
+        self._statuses[message.message_id] = 0
         try:
             reply = await while_showing(self._typing(chat_id), self.gateway.handle_inbound(
                 message, on_delta=stream.feed if stream is not None else None))
         finally:
+            await self._clear_status(chat_id, self._statuses.pop(message.message_id, 0))
             if stream is not None and reply is None:
                 await stream.abort()
         if reply is None:
@@ -455,6 +460,31 @@ class TelegramAdapter(Adapter):
             buttons = self._offer(reply, message.conversation_id, message.account_id)
             await self._deliver(chat_id, self.reply_chunks(reply), reply_to=reply_to, buttons=buttons)
         await self._speak(chat_id, message, reply, reply_to=reply_to)
+
+    async def show_tool_status(self, message: InboundMessage, tool: str) -> None:
+        """"Looking that up…" while the turn's first tool runs (``gateway_before_tool_call``,
+        adapters/builtin.py), deleted once the answer is there: Telegram has no status line and its
+        typing indicator says nothing of tools, so it is a short message of its own."""
+        app = self._app
+        if app is None or not self.cfg.tool_status or self._statuses.get(message.message_id) != 0:
+            return
+        chat_id = int(message.conversation_id)
+        self._statuses[message.message_id] = -1  # being sent: a second tool call shows nothing more
+        await self._limiter.acquire(str(chat_id))
+        sent = await app.bot.send_message(chat_id, TOOL_STATUS)
+        if message.message_id in self._statuses:
+            self._statuses[message.message_id] = int(sent.message_id)
+        else:  # the answer came while it was being sent
+            await self._clear_status(chat_id, int(sent.message_id))
+
+    async def _clear_status(self, chat_id: int, status_id: int) -> None:
+        app = self._app
+        if status_id <= 0 or app is None:
+            return
+        try:
+            await app.bot.delete_message(chat_id, status_id)
+        except TelegramError as exc:
+            log.info("telegram: the tool status %s stays (%s)", status_id, exc.__class__.__name__)
 
     async def _speak(self, chat_id: int, message: InboundMessage, reply: Reply, *, reply_to: int | None) -> None:
         """The reply as a voice note (``sendVoice``, Ogg/Opus) after its text, when ``voice_replies``

@@ -32,6 +32,7 @@ class TelegramConfig(ChannelAccess, StreamingOptions, VoiceOptions):
     parse_mode: Literal["html", "plain"] = "html"  # Markdown from the model rendered as Telegram HTML
     # Streaming in private chats shows a draft (sendMessageDraft) rather than a message edited as it grows.
     stream_drafts: bool = True
+    tool_status: bool = True  # "Looking that up…" while a tool runs, deleted once the answer is there
 
     def problems(self, config: Config, path: str) -> list[str]:
         found = []
