@@ -110,18 +110,27 @@ async def test_a_voice_note_gets_a_voice_note_back_and_a_failing_speech_server_o
         assert sum(r["calls"] for r in spoken) == 2 and sum(r["input_tokens"] for r in spoken) == sum(
             len(s["input"]) for s in server.speeches)  # characters, as speech is billed
 
+        await rig.tg_say("/otr on")  # Off-The-Record: spoken all the same, and nothing of it is kept
+        await rig.tg.wait_sent(3)
+        await rig.tg.push(rig.tg.make_update(user_id=ADA_TG, voice=rig.tg.voice(VOICE_IN)))
+        await rig.tg.wait_voices(2)
+        assert sum(r["calls"] for r in rig.select_rows("SELECT calls FROM llm_usage WHERE role='speech'")) == 2
+        assert not list((tmp_path / "data").rglob("reply.ogg"))  # voice out is never stored, OTR or not
+        await rig.tg_say("/otr off")
+        await rig.tg.wait_sent(5)
+
         server.transcript_text, server.speech_status = "is the ferry running", 503  # the speech server fails
         await rig.tg.push(rig.tg.make_update(user_id=ADA_TG, voice=rig.tg.voice(VOICE_IN)))
-        sent_now = await rig.tg.wait_sent(3)
+        sent_now = await rig.tg.wait_sent(6)
         assert "is the ferry running" in sent_now[-1].text  # the text went out all the same
         await wait_for(lambda: "voice reply on telegram not sent" in caplog.text, what="the failure is logged")
-        assert len(server.speeches) == 3 and len(rig.tg.voices) == 1
+        assert len(server.speeches) == 4 and len(rig.tg.voices) == 2
 
         server.speech_status, server.speech_audio = 200, b"ID3\x04" + bytes(500)  # MP3, not what was asked
         await rig.tg.push(rig.tg.make_update(user_id=ADA_TG, voice=rig.tg.voice(VOICE_IN)))
-        await rig.tg.wait_sent(4)
+        await rig.tg.wait_sent(7)
         await wait_for(lambda: "did not answer Ogg/Opus" in caplog.text, what="the wrong format is refused")
-        assert len(rig.tg.voices) == 1 and rig.health("telegram")["voice"] == 1
+        assert len(rig.tg.voices) == 2 and rig.health("telegram")["voice"] == 2
     finally:
         await rig.stop()
         await server.close()
