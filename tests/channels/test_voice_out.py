@@ -80,7 +80,8 @@ async def test_a_voice_note_gets_a_voice_note_back_and_a_failing_speech_server_o
     await server.start()
     server.transcript_text = "what should I water today"
     server.speech_audio = SPOKEN
-    rig = await start_rig(tmp_path, llm=speech_llm(server), discord={"voice_replies": "always"},
+    fast = {"stream_interval_s": 0.05}  # replies still stream (the voice follows a streamed text), without waits
+    rig = await start_rig(tmp_path, llm=speech_llm(server), telegram=fast, discord={**fast, "voice_replies": "always"},
                           extra={"speech": {"voice": "nova", "speed": 1.25}})
     caplog.set_level(logging.WARNING, logger="kith.media.tts")
     try:
