@@ -302,7 +302,7 @@ class DiscordAdapter(Adapter):
         if isinstance(status, discord.Message):
             try:
                 await status.delete()
-            except discord.DiscordException as exc:
+            except (discord.DiscordException, aiohttp.ClientError) as exc:
                 log.info("discord: the tool status stays (%s)", exc.__class__.__name__)
 
     async def _speak(self, channel: Any, inbound: InboundMessage, reply: Reply) -> None:
@@ -317,7 +317,7 @@ class DiscordAdapter(Adapter):
             await with_retry(lambda: channel.send(file=discord.File(io.BytesIO(data), filename=name),
                                                   allowed_mentions=discord.AllowedMentions.none()),
                              retry_after=retry_after_seconds, what="discord voice reply")
-        except discord.DiscordException as exc:  # too large for the server's upload cap, no permission
+        except (discord.DiscordException, aiohttp.ClientError) as exc:  # over the upload cap, no permission
             log.warning("discord: the voice reply to %s was not sent (%s); the text was", inbound.message_id,
                         exc.__class__.__name__)
             return
