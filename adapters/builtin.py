@@ -14,6 +14,7 @@ registered by its own plugin, ``adapters.websocket``.)
 
 from __future__ import annotations
 
+import asyncio
 import importlib
 import logging
 from typing import TYPE_CHECKING
@@ -28,8 +29,11 @@ if TYPE_CHECKING:
     from gateway.adapter import AdapterRegistry
     from gateway.channels import ChannelRegistry
     from gateway.config import Config
+    from gateway.services import Services
+    from gateway.types import ToolCall, Turn
 
 log = logging.getLogger("kith.adapters")
+_TOOL_STATUS = frozenset({"telegram", "discord"})  # the built-in channels that show a tool status
 
 # (config.channels field, module, class)
 ADAPTERS: tuple[tuple[str, str, str], ...] = (
@@ -45,6 +49,22 @@ def gateway_register_channels(register: ChannelRegistry) -> None:
     register("telegram", TelegramConfig)
     register("discord", DiscordConfig)
     register("nextcloud", NextcloudConfig)
+
+
+@hookimpl
+async def gateway_before_tool_call(gateway: Services, turn: Turn, call: ToolCall) -> str | None:
+    # Telegram and Discord show "Looking that up…" while a tool runs (their ``show_tool_status``,
+    # ``tool_status`` in their config); never a veto, and a status that cannot be shown costs nothing.
+    adapter = gateway.adapters.get(turn.message.channel)
+    show = getattr(adapter, "show_tool_status", None) if turn.message.channel in _TOOL_STATUS else None
+    if show is not None:
+        try:
+            await show(turn.message, call.name)
+        except asyncio.CancelledError:
+            raise
+        except Exception as exc:
+            log.info("%s: the tool status was not shown (%s)", turn.message.channel, type(exc).__name__)
+    return None
 
 
 @hookimpl

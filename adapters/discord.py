@@ -14,6 +14,8 @@ supervisor's watchdog.
 DMs always reach the pipeline; in guild channels and threads ``mentioned`` is set for an @mention of
 the bot or a reply to one of its messages (the access policy gates on it). Each channel or thread is
 its own conversation. Replies are split at 2,000 characters, sent in order with mentions disabled.
+A reply to a voice message is also spoken (``voice_replies``, gateway/media/tts.py): an Ogg/Opus file
+sent after the text, which never waits on it.
 
 Attachments (images, documents, voice messages) arrive with the message; ``fetch_attachment``
 downloads the signed CDN URL Discord gave, and only from Discord's CDN hosts (or the origin of a
@@ -26,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import io
 import logging
 import re
 from typing import TYPE_CHECKING, Any, ClassVar
@@ -43,6 +46,7 @@ from gateway.delivery.buttons import PREFIX as BUTTON_PREFIX
 from gateway.delivery.buttons import ButtonOffers, offered
 from gateway.delivery.stream import StreamedReply
 from gateway.media.errors import AttachmentUnavailable
+from gateway.media.tts import voice_reply
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 from gateway.util.tasks import while_showing
 
@@ -52,6 +56,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("kith.adapters.discord")
 
 CDN_ORIGINS = frozenset({"https://cdn.discordapp.com", "https://media.discordapp.net"})
+TOOL_STATUS = "-# Looking that up…"  # "-# ": Discord's subtext, a line of small grey text
+_SENDING = object()
 _TYPING_DELAY_S = 0.8  # a dropped stranger's message finishes before this: no typing shown
 _FATAL_CLOSE_CODES = {4004: "authentication failed (4004): the bot token is wrong or was reset",
                       4010: "invalid shard (4010)", 4011: "sharding required (4011)",
@@ -98,8 +104,10 @@ class DiscordAdapter(Adapter):
         self._limiter = RateLimiter(
             per_key_rate=cfg.send_rate_per_s, per_key_burst=cfg.send_burst, global_rate=40, global_burst=40
         )
-        self.stats = {"messages": 0, "sent": 0, "connects": 0, "streamed": 0, "buttons": 0}
+        self.stats = {"messages": 0, "sent": 0, "connects": 0, "streamed": 0, "buttons": 0, "voice": 0}
         self._buttons = ButtonOffers()
+        # inbound message id -> (its channel, its turn's "looking that up…" message: None yet, or _SENDING)
+        self._statuses: dict[str, tuple[Any, Any]] = {}
 
     # ----------------------------------------------------------------------------------- lifecycle
     def _make_client(self) -> discord.Client:
@@ -248,6 +256,7 @@ class DiscordAdapter(Adapter):
         """Run the turn of ``inbound`` and deliver its reply to ``channel`` (streamed where it can be)."""
         stream = self._streamer(channel, reference)
         reply: Reply | None = None
+        self._statuses[inbound.message_id] = (channel, None)
         try:
             reply = await while_showing(self._typing(channel), self.gateway.handle_inbound(
                 inbound, on_delta=stream.feed if stream is not None else None))
@@ -257,6 +266,7 @@ class DiscordAdapter(Adapter):
             log.exception("discord: turn for message %s failed", inbound.message_id)
             return
         finally:
+            await self._clear_status(self._statuses.pop(inbound.message_id, (channel, None))[1])
             if stream is not None and reply is None:
                 await stream.abort()
         if reply is None:
@@ -264,11 +274,54 @@ class DiscordAdapter(Adapter):
         try:
             if stream is not None and await stream.finish(reply.text):
                 self.stats["streamed"] += 1
-                return
-            view = self._offer(reply, inbound.conversation_id, inbound.account_id)
-            await self._deliver(channel, self.reply_chunks(reply), reference=reference, view=view)
+            else:
+                view = self._offer(reply, inbound.conversation_id, inbound.account_id)
+                await self._deliver(channel, self.reply_chunks(reply), reference=reference, view=view)
         except Exception:
             log.exception("discord: delivering the reply to message %s failed", inbound.message_id)
+            return
+        await self._speak(channel, inbound, reply)
+
+    async def show_tool_status(self, message: InboundMessage, tool: str) -> None:
+        """"Looking that up…" (Discord's small grey subtext) while the turn's first tool runs
+        (``gateway_before_tool_call``, adapters/builtin.py), deleted once the answer is there."""
+        open_turn = self._statuses.get(message.message_id)
+        if not self.cfg.tool_status or open_turn is None or open_turn[1] is not None:
+            return
+        channel = open_turn[0]
+        self._statuses[message.message_id] = (channel, _SENDING)
+        await self._limiter.acquire(str(channel.id))
+        sent = await channel.send(TOOL_STATUS, allowed_mentions=discord.AllowedMentions.none())
+        if message.message_id in self._statuses:
+            self._statuses[message.message_id] = (channel, sent)
+        else:  # the answer came while it was being sent
+            await self._clear_status(sent)
+
+    @staticmethod
+    async def _clear_status(status: Any) -> None:
+        if isinstance(status, discord.Message):
+            try:
+                await status.delete()
+            except (discord.DiscordException, aiohttp.ClientError) as exc:
+                log.info("discord: the tool status stays (%s)", exc.__class__.__name__)
+
+    async def _speak(self, channel: Any, inbound: InboundMessage, reply: Reply) -> None:
+        """The reply as an Ogg/Opus file after its text, when ``voice_replies`` wants one (Discord plays
+        it inline). The text is already out: a failure here is logged, nothing more (gateway/media/tts.py)."""
+        speech = await voice_reply(self.gateway, self.cfg.voice_replies, inbound, reply)
+        if speech is None:
+            return
+        data, name = speech.data, speech.name
+        try:
+            await self._limiter.acquire(str(channel.id))
+            await with_retry(lambda: channel.send(file=discord.File(io.BytesIO(data), filename=name),
+                                                  allowed_mentions=discord.AllowedMentions.none()),
+                             retry_after=retry_after_seconds, what="discord voice reply")
+        except (discord.DiscordException, aiohttp.ClientError) as exc:  # over the upload cap, no permission
+            log.warning("discord: the voice reply to %s was not sent (%s); the text was", inbound.message_id,
+                        exc.__class__.__name__)
+            return
+        self.stats["voice"] += 1
 
     def _offer(self, reply: Reply, conversation_id: str, account_id: str | None) -> discord.ui.View | None:
         """The buttons of a confirmation (``account_id`` None: a DM, where only its person sees them)."""

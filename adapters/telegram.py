@@ -13,6 +13,8 @@ Never run this file as a script (it would shadow the ``telegram`` package); impo
   addressed by ``/cmd@bot`` or replied to (the access policy does the gating).
 * Replies: Markdown from the model rendered as Telegram HTML chunk by chunk (plain text if Telegram
   cannot parse it), split at 4096, paced per chat, ``RetryAfter`` honoured, typing while the turn runs.
+  A reply to a voice note is also spoken (``voice_replies``, gateway/media/tts.py): ``sendVoice`` with
+  the Ogg/Opus and its duration, after the text, which never waits on it or depends on it.
 * Media: a photo (its largest size), document, voice note, audio, video, video note or sticker becomes
   an ``Attachment`` (``platform_id`` = file_id); a caption-less one is a turn with empty text. The
   parts of an album (one message per item, same ``media_group_id``) are merged into one turn.
@@ -61,6 +63,7 @@ from gateway.delivery.buttons import ButtonOffers, offered
 from gateway.delivery.stream import StreamedReply
 from gateway.logs import install_redaction
 from gateway.media.errors import AttachmentUnavailable, TooLarge
+from gateway.media.tts import voice_reply
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 from gateway.util.tasks import while_showing
 
@@ -77,6 +80,7 @@ _TYPING_EVERY_S = 4.5  # Telegram shows "typing" for ~5 s per sendChatAction
 _FILE_FIELDS = ("voice", "audio", "video", "video_note", "document", "sticker")  # besides ``photo``
 _ALBUM_GAP_S = 0.8  # album parts come in one getUpdates batch or webhook burst, well within this
 _ALBUM_MAX_PARTS = 10  # Telegram albums hold 2-10 items
+TOOL_STATUS = "Looking that up…"
 BOT_API_DOWNLOAD_LIMIT = 20 * 1024 * 1024  # getFile refuses bigger files ("file is too big")
 # Telegram sends photos, voice notes and video notes without a file name; one is made from the kind
 # and file_unique_id (stable across bots and time) so a stored copy has a meaningful, unique name.
@@ -172,12 +176,14 @@ class TelegramAdapter(Adapter):
             per_key_rate=cfg.send_rate_per_s, per_key_burst=cfg.send_burst, global_rate=30, global_burst=30
         )
         self.stats = {"updates": 0, "webhook_rejected": 0, "webhook_bad_payload": 0, "sent": 0, "streamed": 0,
-                      "buttons": 0}
+                      "buttons": 0, "voice": 0}
         self._albums: dict[str, list[InboundMessage]] = {}
         self._drafts_ok = True
         self._buttons = ButtonOffers()
         self._draft_ids = itertools.count(1)
         self._album_arrived: dict[str, asyncio.Event] = {}
+        # inbound message id -> its turn's "looking that up…" message: 0 none yet, -1 being sent
+        self._statuses: dict[str, int] = {}
 
     # ----------------------------------------------------------------------------------- lifecycle
     def _build(self) -> Application[Any, Any, Any, Any, Any, Any]:
@@ -438,19 +444,68 @@ class TelegramAdapter(Adapter):
         reply_to = question_id if message.kind is ConversationKind.GROUP else None
         stream = self._streamer(chat_id, reply_to, private=message.raw.get("chat_type") == "private")
         reply: Reply | None = None
+        self._statuses[message.message_id] = 0
         try:
             reply = await while_showing(self._typing(chat_id), self.gateway.handle_inbound(
                 message, on_delta=stream.feed if stream is not None else None))
         finally:
+            await self._clear_status(chat_id, self._statuses.pop(message.message_id, 0))
             if stream is not None and reply is None:
                 await stream.abort()
         if reply is None:
             return
         if stream is not None and await stream.finish(reply.text):
             self.stats["streamed"] += 1
+        else:
+            buttons = self._offer(reply, message.conversation_id, message.account_id)
+            await self._deliver(chat_id, self.reply_chunks(reply), reply_to=reply_to, buttons=buttons)
+        await self._speak(chat_id, message, reply, reply_to=reply_to)
+
+    async def show_tool_status(self, message: InboundMessage, tool: str) -> None:
+        """"Looking that up…" while the turn's first tool runs (``gateway_before_tool_call``,
+        adapters/builtin.py), deleted once the answer is there: Telegram has no status line and its
+        typing indicator says nothing of tools, so it is a short message of its own."""
+        app = self._app
+        if app is None or not self.cfg.tool_status or self._statuses.get(message.message_id) != 0:
             return
-        buttons = self._offer(reply, message.conversation_id, message.account_id)
-        await self._deliver(chat_id, self.reply_chunks(reply), reply_to=reply_to, buttons=buttons)
+        chat_id = int(message.conversation_id)
+        self._statuses[message.message_id] = -1  # being sent: a second tool call shows nothing more
+        await self._limiter.acquire(str(chat_id))
+        sent = await app.bot.send_message(chat_id, TOOL_STATUS)
+        if message.message_id in self._statuses:
+            self._statuses[message.message_id] = int(sent.message_id)
+        else:  # the answer came while it was being sent
+            await self._clear_status(chat_id, int(sent.message_id))
+
+    async def _clear_status(self, chat_id: int, status_id: int) -> None:
+        app = self._app
+        if status_id <= 0 or app is None:
+            return
+        try:
+            await app.bot.delete_message(chat_id, status_id)
+        except TelegramError as exc:
+            log.info("telegram: the tool status %s stays (%s)", status_id, exc.__class__.__name__)
+
+    async def _speak(self, chat_id: int, message: InboundMessage, reply: Reply, *, reply_to: int | None) -> None:
+        """The reply as a voice note (``sendVoice``, Ogg/Opus) after its text, when ``voice_replies``
+        wants one; "recording a voice message" shows while it is spoken. The text is already out: a
+        voice note that cannot be made or sent is logged, nothing more (gateway/media/tts.py)."""
+        speech = await while_showing(self._typing(chat_id, ChatAction.RECORD_VOICE),
+                                     voice_reply(self.gateway, self.cfg.voice_replies, message, reply))
+        app = self._app
+        if speech is None or app is None:
+            return
+        params = ReplyParameters(reply_to, allow_sending_without_reply=True) if reply_to else None
+        data, seconds, name = speech.data, speech.seconds, speech.name
+        try:
+            await self._limiter.acquire(str(chat_id))
+            await with_retry(lambda: app.bot.send_voice(chat_id, data, duration=seconds, filename=name,
+                                                        reply_parameters=params),
+                             retry_after=retry_after_seconds, what="telegram sendVoice")
+        except TelegramError as exc:  # e.g. a person whose privacy settings refuse voice messages
+            log.warning("telegram: sendVoice to %s failed (%s); the text was sent", chat_id, exc.__class__.__name__)
+            return
+        self.stats["voice"] += 1
 
     def _offer(self, reply: Reply, conversation_id: str, account_id: str | None) -> InlineKeyboardMarkup | None:
         """The inline keyboard of a confirmation, its buttons pressable by ``account_id`` only."""
@@ -501,11 +556,11 @@ class TelegramAdapter(Adapter):
         return StreamedReply(target, limit=self.max_message_chars, retry_after=retry_after_seconds,
                              settings=self.cfg.stream_settings(), what=f"telegram {chat_id}")
 
-    async def _typing(self, chat_id: int) -> None:
+    async def _typing(self, chat_id: int, action: str = ChatAction.TYPING) -> None:
         await asyncio.sleep(_TYPING_DELAY_S)
         while self._app is not None:
             with contextlib.suppress(TelegramError):
-                await self._app.bot.send_chat_action(chat_id, ChatAction.TYPING)
+                await self._app.bot.send_chat_action(chat_id, action)
             await asyncio.sleep(_TYPING_EVERY_S)
 
     # ------------------------------------------------------------------------------------- media

@@ -14,12 +14,13 @@ from pydantic import Field, SecretStr
 from gateway.channels import ChannelAccess
 from gateway.config import is_loopback_host
 from gateway.delivery.stream import StreamingOptions
+from gateway.media.tts import VoiceOptions
 
 if TYPE_CHECKING:
     from gateway.config import Config
 
 
-class TelegramConfig(ChannelAccess, StreamingOptions):
+class TelegramConfig(ChannelAccess, StreamingOptions, VoiceOptions):
     token: SecretStr | None = None
     mode: Literal["polling", "webhook"] = "polling"
     webhook_secret: SecretStr | None = None
@@ -31,6 +32,7 @@ class TelegramConfig(ChannelAccess, StreamingOptions):
     parse_mode: Literal["html", "plain"] = "html"  # Markdown from the model rendered as Telegram HTML
     # Streaming in private chats shows a draft (sendMessageDraft) rather than a message edited as it grows.
     stream_drafts: bool = True
+    tool_status: bool = True  # "Looking that up…" while a tool runs, deleted once the answer is there
 
     def problems(self, config: Config, path: str) -> list[str]:
         found = []

@@ -504,6 +504,19 @@ class MediaConfig(Section):
     upload_person_bytes: int = Field(48 * 1024 * 1024, ge=1)
 
 
+class SpeechConfig(Section):
+    """Voice replies (docs/channels.md#voice-replies), spoken by the ``speech`` model role
+    (``llm.roles.speech``: an OpenAI-compatible ``/v1/audio/speech``). Which replies are spoken is each
+    channel's ``voice_replies``; these are the voice and the caps every spoken reply is held to."""
+
+    voice: str = Field("alloy", min_length=1, max_length=64)  # the server's voice name (kokoro: af_bella, ...)
+    speed: float = Field(1.0, ge=0.25, le=4.0)
+    # A longer reply is not spoken (its text goes out as always): minutes of audio nobody listens to.
+    max_chars: int = Field(1500, ge=1, le=4096)  # 4096: what /v1/audio/speech takes at most
+    max_bytes: int = Field(8 * 1024 * 1024, ge=1024)  # audio the server may send back (Discord's smallest upload cap)
+    timeout_s: float = Field(60.0, gt=0)  # one reply's synthesis, wall clock; past it the text goes alone
+
+
 # --------------------------------------------------------------------------------------------- root
 
 
@@ -532,6 +545,7 @@ class Config(Section):
     metrics: MetricsConfig = Field(default_factory=MetricsConfig)
     delivery: DeliveryConfig = Field(default_factory=DeliveryConfig)
     media: MediaConfig = Field(default_factory=MediaConfig)
+    speech: SpeechConfig = Field(default_factory=SpeechConfig)  # voice replies (docs/channels.md)
     tools: ToolsConfig = Field(default_factory=ToolsConfig)  # web fetch, web search, calendar (docs/tools.md)
     # Sections owned by third-party plugins, validated by them in gateway_configure.
     extensions: dict[str, Any] = Field(default_factory=dict)

@@ -103,6 +103,7 @@ async def start_rig(
     nextcloud: dict[str, Any] | None = None,
     extra: dict[str, Any] | None = None,
     watchdog_interval: float = 0.2,
+    plugins: tuple[Any, ...] = (),
 ) -> Rig:
     tg, dc, nc = FakeTelegram(token=TG_TOKEN), FakeDiscord(token=DC_TOKEN), FakeNextcloud(secret=NC_SECRET)
     await tg.start()
@@ -126,7 +127,7 @@ async def start_rig(
     }
     config_path = tmp_path / "config.yaml"
     config_path.write_text(json.dumps(data))  # JSON is YAML: the CLI reads the very same file
-    gw = Gateway(parse_config(data, env={}), plugins=channel_plugins(), entry_points=False)
+    gw = Gateway(parse_config(data, env={}), plugins=(*channel_plugins(), *plugins), entry_points=False)
     gw.supervisor.watchdog_interval = watchdog_interval
     gw.supervisor.base_delay = 0.1  # tests wait for restarts, not for production backoff
     gw.supervisor.max_delay = 0.5

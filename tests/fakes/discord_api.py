@@ -106,6 +106,7 @@ class FakeDiscord(FakeServer):
     identifies: int = 0
     cdn: dict[str, CdnFile] = field(default_factory=dict)  # path -> file
     cdn_requests: list[str] = field(default_factory=list)
+    uploads: list[tuple[int, str, bytes]] = field(default_factory=list)  # (channel, filename, bytes) sent as files
     resumes: int = 0
     _sockets: list[web.WebSocketResponse] = field(default_factory=list)
     _seq: int = 0
@@ -184,11 +185,19 @@ class FakeDiscord(FakeServer):
                          status=429, headers={"Via": "1.1 google", "X-RateLimit-Limit": "5",
                                               "X-RateLimit-Remaining": "0", "X-RateLimit-Reset-After": "0.05",
                                               "X-RateLimit-Bucket": "fake", "Retry-After": "1"})
-        data = await request.json()
+        files: list[tuple[str, bytes]] = []
+        if request.content_type.startswith("multipart/"):  # a message with files: payload_json + files[n]
+            form = await request.post()
+            data = json.loads(str(form.get("payload_json") or "{}"))
+            files = [(f.filename, f.file.read()) for k, f in form.items()
+                     if k.startswith("files[") and isinstance(f, web.FileField)]
+        else:
+            data = await request.json()
         content = data.get("content") or ""
         if len(content) > 2000:
             return _json({"message": "Invalid Form Body", "code": 50035}, status=400)
         cid = int(request.match_info["cid"])
+        self.uploads.extend((cid, name, body) for name, body in files)
         ref = (data.get("message_reference") or {}).get("message_id")
         payload = self._message(cid, user_payload(BOT_ID, BOT_NAME, bot=True), content,
                                 components=data.get("components") or [])

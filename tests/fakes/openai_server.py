@@ -1,5 +1,5 @@
 """A local fake of an OpenAI-compatible server: ``/v1/chat/completions`` (JSON and SSE), ``/v1/models``,
-``/v1/audio/transcriptions`` (multipart).
+``/v1/audio/transcriptions`` (multipart), ``/v1/audio/speech`` (JSON in, audio bytes out).
 
 Driven through the real ``openai`` client (``base_url`` = ``fake.base_url``, which ends in ``/v1``).
 Answers are scripted with ``enqueue`` (text), ``enqueue_tool_calls`` (an assistant turn calling tools)
@@ -53,6 +53,11 @@ class FakeOpenAI(FakeServer):
     name: str = "fake-openai"  # tells two fakes apart in default answers
     in_flight: int = 0  # chat requests being answered now (a slow answer, a stream)
     refuse_response_format: bool = False  # a server that answers 400 to ``response_format`` (older local ones)
+    # /v1/audio/speech: every request body, the bytes answered (a test makes real Ogg/Opus for them,
+    # tests/channels/oggopus.py) and the status (not 200: the error body OpenAI sends).
+    speeches: list[dict[str, Any]] = field(default_factory=list)
+    speech_audio: bytes = b""
+    speech_status: int = 200
 
     @property
     def url(self) -> str:
@@ -92,6 +97,7 @@ class FakeOpenAI(FakeServer):
         router.add_post("/v1/chat/completions", self.chat)
         router.add_get("/v1/models", self.list_models)
         router.add_post("/v1/audio/transcriptions", self.transcribe)
+        router.add_post("/v1/audio/speech", self.speak)
 
     # ---------------------------------------------------------------------------------- helpers
     @staticmethod
@@ -164,6 +170,19 @@ class FakeOpenAI(FakeServer):
         self.transcriptions.append({"model": form["model"], "filename": upload.filename,
                                     "mime": upload.content_type, "data": data})
         return web.json_response({"text": self.transcript_text})
+
+    async def speak(self, request: web.Request) -> web.Response:
+        if not self._authorised(request):
+            return self._error(401, "Incorrect API key provided", "invalid_api_key")
+        body = await request.json()
+        if not isinstance(body, dict) or not body.get("model") or not body.get("input") or not body.get("voice"):
+            return self._error(400, "'model', 'input' and 'voice' are required")
+        self.speeches.append(body)
+        if self.speech_status != 200:
+            return self._error(self.speech_status, "the speech model failed", "server_error")
+        mime = {"opus": "audio/ogg", "wav": "audio/wav", "flac": "audio/flac", "aac": "audio/aac",
+                "pcm": "audio/pcm"}.get(str(body.get("response_format") or "mp3"), "audio/mpeg")
+        return web.Response(body=self.speech_audio, content_type=mime)
 
     async def chat(self, request: web.Request) -> web.StreamResponse:
         self.in_flight += 1

@@ -16,6 +16,7 @@ edit, draft and delete with the time it arrived, ``chat_messages`` what each mes
 Files: ``add_file`` stores bytes under a new file_id; ``getFile`` answers its ``file_path`` (or 400
 "file is too big" past the Bot API's 20 MB, as Telegram does) and ``GET /file/bot<token>/<path>``
 serves the bytes. ``photo``/``document``/``voice`` build the message fields Telegram sends.
+``sendVoice`` (multipart upload) keeps each voice note sent in ``voices``.
 """
 
 from __future__ import annotations
@@ -62,6 +63,17 @@ class Event:
 
 
 @dataclass
+class SentVoice:
+    chat_id: int
+    data: bytes
+    filename: str
+    duration: int | None
+    reply_to: int | None
+    caption: str = ""
+    message_id: int = 0
+
+
+@dataclass
 class StoredFile:
     data: bytes
     path: str
@@ -92,6 +104,7 @@ class FakeTelegram(FakeServer):
     get_updates_answered: int = 0
     files: dict[str, StoredFile] = field(default_factory=dict)
     downloads: list[str] = field(default_factory=list)  # file paths fetched through /file/bot<token>/
+    voices: list[SentVoice] = field(default_factory=list)  # sendVoice uploads
     _updates: list[dict[str, Any]] = field(default_factory=list)
     _update_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
     _message_ids: dict[int, itertools.count[int]] = field(default_factory=dict)
@@ -132,6 +145,9 @@ class FakeTelegram(FakeServer):
         form = await request.post()
         out: dict[str, Any] = {}
         for key, value in form.items():
+            if isinstance(value, web.FileField):  # an upload (sendVoice): its bytes, read now
+                out[key] = (value.filename, value.file.read())
+                continue
             if not isinstance(value, str):
                 continue
             # PTB JSON-encodes non-string values inside the form; plain strings stay as they are.
@@ -237,6 +253,26 @@ class FakeTelegram(FakeServer):
         self.timeline.append(Event(time.monotonic(), "sendMessage", chat_id, mid, text))
         chat = {"id": chat_id, "type": "private" if chat_id > 0 else "group", "title": "g"}
         return self._ok({"message_id": mid, "date": int(time.time()), "chat": chat, "text": text,
+                         "from": {"id": BOT_ID, "is_bot": True, "first_name": "Kith", "username": BOT_USERNAME}})
+
+    async def _m_sendVoice(self, params: dict[str, Any]) -> web.Response:
+        if (refused := self._throttled("sendVoice", params)) is not None:
+            return refused
+        upload = params.get("voice")
+        if not isinstance(upload, tuple):
+            return self._error(400, "Bad Request: there is no voice in the request")
+        filename, data = upload
+        chat_id = int(params["chat_id"])
+        mid = next(self._message_ids.setdefault(chat_id, itertools.count(1)))
+        duration = params.get("duration")
+        self.voices.append(SentVoice(chat_id, data, filename, int(duration) if duration is not None else None,
+                                     (params.get("reply_parameters") or {}).get("message_id"),
+                                     str(params.get("caption") or ""), mid))
+        self.timeline.append(Event(time.monotonic(), "sendVoice", chat_id, mid, ""))
+        chat = {"id": chat_id, "type": "private" if chat_id > 0 else "group", "title": "g"}
+        voice = {"file_id": f"AwAC{mid:08d}", "file_unique_id": f"AgAD{mid:06d}", "duration": int(duration or 0),
+                 "mime_type": "audio/ogg", "file_size": len(data)}
+        return self._ok({"message_id": mid, "date": int(time.time()), "chat": chat, "voice": voice,
                          "from": {"id": BOT_ID, "is_bot": True, "first_name": "Kith", "username": BOT_USERNAME}})
 
     async def _m_editMessageText(self, params: dict[str, Any]) -> web.Response:
@@ -391,3 +427,6 @@ class FakeTelegram(FakeServer):
 
     async def wait_sent(self, count: int, timeout: float = 30.0) -> list[Sent]:
         return await arrived(self.sent, count, "messages sent", timeout)
+
+    async def wait_voices(self, count: int, timeout: float = 30.0) -> list[SentVoice]:
+        return await arrived(self.voices, count, "voice notes sent", timeout)
