@@ -39,7 +39,7 @@ from plugins.tools.caldav_ops import (
     without_occurrence,
 )
 from plugins.tools.common import str_arg
-from plugins.tools.credentials import CredentialError, CredentialStore
+from plugins.tools.credentials import CredentialError, CredentialStore, account_command
 from plugins.tools.netguard import Allowlist
 
 if TYPE_CHECKING:
@@ -315,13 +315,9 @@ async def calendar_command(gateway: Services, turn: Turn, args: str) -> Reply:
         return Reply(text="The calendar tools are not enabled on this assistant.", notice=True)
     parts = args.split()
     store = credentials(gateway)
-    if not parts:
-        state = "connected" if store.has(user_id, CREDENTIAL) else "not connected"
-        return Reply(text=f"Your calendar is {state}.\n{COMMAND_HELP}", notice=True)
-    if parts[0] == "disconnect":
-        gone = store.delete(user_id, CREDENTIAL)
-        return Reply(text="Calendar disconnected; its password is deleted." if gone else "No calendar was connected.",
-                     notice=True)
+    answer = account_command(store, user_id, CREDENTIAL, parts, noun="calendar", help_text=COMMAND_HELP)
+    if answer is not None:
+        return Reply(text=answer, notice=True)
     if parts[0] != "connect" or len(parts) < 4:
         return Reply(text=COMMAND_HELP, notice=True)
     if turn.message.kind is ConversationKind.GROUP:

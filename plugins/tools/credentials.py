@@ -88,3 +88,16 @@ class CredentialStore:
         except FileNotFoundError:
             return False
         return True
+
+
+def account_command(store: CredentialStore, user_id: str, name: str, parts: list[str], *, noun: str,
+                    help_text: str) -> str | None:  # fmt: skip
+    """The part ``/calendar`` and ``/mail`` share: the state without arguments, and ``disconnect``.
+    None for anything else (``connect`` is each tool's own)."""
+    if not parts:
+        state = "connected" if store.has(user_id, name) else "not connected"
+        return f"Your {noun} is {state}.\n{help_text}"
+    if parts[0] == "disconnect":
+        gone = store.delete(user_id, name)
+        return f"{noun.capitalize()} disconnected; its password is deleted." if gone else f"No {noun} was connected."
+    return None

@@ -34,7 +34,7 @@ from adapters.email_parse import MailLimits, MailRefused, is_address, parse_mail
 from gateway.tools import Tool, ToolContext, ToolError
 from gateway.types import ConversationKind, Reply, Turn
 from plugins.tools.common import str_arg
-from plugins.tools.credentials import CredentialError, CredentialStore
+from plugins.tools.credentials import CredentialError, CredentialStore, account_command
 from plugins.tools.mail_client import Listed, MailAccount, MailError, inbox, send, server
 from plugins.tools.netguard import Allowlist
 
@@ -323,13 +323,9 @@ async def mail_command(gateway: Services, turn: Turn, args: str) -> Reply:
         return Reply(text="The mail tools are not enabled on this assistant.", notice=True)
     parts = args.split()
     store = credentials(gateway)
-    if not parts:
-        state = "connected" if store.has(user_id, CREDENTIAL) else "not connected"
-        return Reply(text=f"Your mailbox is {state}.\n{COMMAND_HELP}", notice=True)
-    if parts[0] == "disconnect":
-        gone = store.delete(user_id, CREDENTIAL)
-        return Reply(text="Mailbox disconnected; its password is deleted." if gone else "No mailbox was connected.",
-                     notice=True)
+    answer = account_command(store, user_id, CREDENTIAL, parts, noun="mailbox", help_text=COMMAND_HELP)
+    if answer is not None:
+        return Reply(text=answer, notice=True)
     if parts[0] != "connect" or len(parts) not in (5, 6):
         return Reply(text=COMMAND_HELP, notice=True)
     if turn.message.kind is ConversationKind.GROUP:
