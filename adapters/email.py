@@ -43,7 +43,7 @@ from gateway.adapter import Adapter, AdapterAuthError
 from gateway.logs import install_redaction
 from gateway.media.errors import AttachmentUnavailable, TooLarge
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
-from gateway.util.tasks import EventTasks
+from gateway.util.tasks import EventTasks, unless_set
 
 if TYPE_CHECKING:
     from gateway.services import Services
@@ -215,19 +215,8 @@ class EmailAdapter(Adapter):
                 w.cancel()
 
     async def _until_stopped(self, call: Awaitable[T]) -> T | None:
-        work = asyncio.ensure_future(call)
-        stopped = asyncio.ensure_future(self._stop.wait())
-        try:
-            await asyncio.wait({work, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopped.cancel()
-            if not work.done():
-                work.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await work
-        if work.done() and not work.cancelled():
-            return work.result()
-        return None
+        """``call``'s result, or None once ``stop()`` was asked for (a long poll must not hold it up)."""
+        return await unless_set(call, self._stop)
 
     async def stop(self) -> None:
         self._stop.set()

@@ -47,7 +47,7 @@ from gateway.delivery.stream import StreamedReply
 from gateway.logs import install_redaction
 from gateway.media.errors import AttachmentUnavailable
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
-from gateway.util.tasks import EventTasks, while_showing
+from gateway.util.tasks import EventTasks, unless_set, while_showing
 
 if TYPE_CHECKING:
     from gateway.services import Services
@@ -155,17 +155,7 @@ class MatrixAdapter(Adapter):
 
     async def _until_stopped(self, call: Awaitable[T]) -> T | None:
         """``call``'s result, or None once ``stop()`` was asked for (a long poll must not hold it up)."""
-        work = asyncio.ensure_future(call)
-        stopped = asyncio.ensure_future(self._stop.wait())
-        try:
-            await asyncio.wait({work, stopped}, return_when=asyncio.FIRST_COMPLETED)
-        finally:
-            stopped.cancel()
-            if not work.done():
-                work.cancel()
-                with contextlib.suppress(asyncio.CancelledError, Exception):
-                    await work
-        return work.result() if work.done() and not work.cancelled() else None
+        return await unless_set(call, self._stop)
 
     async def stop(self) -> None:
         self._stop.set()

@@ -51,3 +51,19 @@ class EventTasks:
         for task in list(self._tasks):
             task.cancel()
         await asyncio.gather(*self._tasks, return_exceptions=True)
+
+
+async def unless_set(call: Awaitable[T], event: asyncio.Event) -> T | None:
+    """``call``'s result, or None when ``event`` is set first: the call is then cancelled (an adapter's
+    long poll or IDLE must not hold up its ``stop()``). An error of a call cut off that way is dropped."""
+    work = asyncio.ensure_future(call)
+    stopped = asyncio.ensure_future(event.wait())
+    try:
+        await asyncio.wait({work, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopped.cancel()
+        if not work.done():
+            work.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await work
+    return work.result() if work.done() and not work.cancelled() else None
