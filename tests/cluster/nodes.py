@@ -71,6 +71,9 @@ def _config(tmp: Path, name: str, port: int, redis_url: str, state_url: str) -> 
              "shutdown_grace_s": 5},
         cluster={"enabled": True, "node_id": name, "lease_ttl_s": LEASE_TTL_S, "lock_ttl_s": 10},
         plugins={"entry_points": False, "modules": ["tests.cluster.probe_jobs"]},
+        # Each client is a person of its own: on loopback they would all sign in as the one local owner
+        # (server.local_owner, docs/web.md#one-owner) and share one person's rate limit and turn lock.
+        server={"host": "127.0.0.1", "port": port, "local_owner": False},
     )
 
 
