@@ -15,7 +15,7 @@ from redis.exceptions import RedisError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from gateway.bus.errors import ServerError
-from gateway.bus.server import socket_path
+from gateway.bus.server import driver_info, socket_path
 from gateway.config import BusConfig
 
 MIN_VERSION = (6, 2)  # XAUTOCLAIM and XPENDING IDLE arrived in 6.2
@@ -32,6 +32,7 @@ def _common() -> dict[str, object]:
         # Reply shapes differ between RESP2 and RESP3 (XREADGROUP is a list in one, a map in the
         # other); the bus pins RESP2 so a redis-py default or a URL option cannot change them.
         "protocol": 2,
+        "driver_info": driver_info(),
     }
 
 

@@ -145,9 +145,16 @@ async def promote_loop(w: Worker) -> None:
 
 
 async def leave(w: Worker) -> None:
-    """Graceful exit: delete our consumer from each group if we own nothing there any more."""
-    for stream in w.specs:
-        try:
-            await w.scripts.leave(keys=[stream], args=[GROUP, w.consumer])
-        except (RedisError, OSError) as exc:
-            log.debug("leaving %s failed: %s", stream, exc)
+    """Graceful exit: delete our consumer from each group if we own nothing there any more (one round
+    trip for all the streams: a gateway closes faster)."""
+    try:
+        async with w.redis.pipeline(transaction=False) as pipe:
+            for stream in w.specs:
+                await w.scripts.leave(keys=[stream], args=[GROUP, w.consumer], client=pipe)
+            results = await pipe.execute(raise_on_error=False)
+    except (RedisError, OSError) as exc:
+        log.debug("leaving the consumer groups failed: %s", exc)
+        return
+    for stream, result in zip(w.specs, results, strict=False):
+        if isinstance(result, Exception):
+            log.debug("leaving %s failed: %s", stream, result)
