@@ -92,7 +92,7 @@ def test_int8_vectors_stay_close_to_the_float_ones(int8: MiniLMEmbedder, exact: 
 def test_a_vector_does_not_depend_on_the_other_texts_of_its_call(which: str, request: pytest.FixtureRequest) -> None:
     emb: MiniLMEmbedder = request.getfixturevalue(which)
     together = emb.embed_documents(TEXTS * 3)
-    alone = np.stack([emb.embed_documents([t])[0] for t in TEXTS])
+    alone = np.stack([emb._forward(emb._encode([t]))[0] for t in TEXTS])  # a run of the model over one text
     queries = np.stack([emb.embed_query(t) for t in TEXTS])
     tol = 0.0 if which == "int8" else 1e-5  # int8: one text per run, bit-identical
     for i in range(3):
@@ -122,3 +122,26 @@ def test_parallel_embedding_gives_the_same_vectors(int8: MiniLMEmbedder) -> None
     two = MiniLMEmbedder(threads=2)
     texts = TEXTS * 4
     assert np.array_equal(two.embed_documents(texts), int8.embed_documents(texts))
+
+
+def test_a_document_embedded_again_is_not_run_again_and_the_cache_stays_bounded(
+        monkeypatch: pytest.MonkeyPatch) -> None:  # fmt: skip
+    from gateway.memory.search import embed
+
+    monkeypatch.setattr(embed, "DOCUMENT_CACHE", 3)
+    emb = MiniLMEmbedder()  # its own caches
+    first = emb.embed_documents(TEXTS[:3])
+    runs: list[int] = []
+    forward = emb._forward
+
+    def counted(seqs: list[list[int]]) -> embed.Vectors:
+        runs.append(len(seqs))
+        return forward(seqs)
+
+    emb._forward = counted  # type: ignore[method-assign]
+    again = emb.embed_documents(TEXTS[:3])
+    assert runs == [] and np.array_equal(again, first)  # a rebuild of unchanged chunks: no model run
+    emb.embed_documents(TEXTS[3:])  # two more texts push the two oldest out
+    runs.clear()
+    emb.embed_documents(TEXTS[:3])
+    assert len(runs) == 2

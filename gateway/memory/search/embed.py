@@ -83,6 +83,9 @@ def _package_dir(module: str, hint: str) -> Path:
     return Path(next(iter(spec.submodule_search_locations)))
 
 
+DOCUMENT_CACHE = 1024  # document vectors kept by text: ~1.6 MB
+
+
 class _QueryCache:
     """Small LRU of query vectors: chat traffic repeats queries, and embedding dominates recall time."""
 
@@ -104,12 +107,16 @@ class _QueryCache:
         if hit is not None:
             return hit
         vec = compute(text)
+        self.put(text, vec)
+        return vec
+
+    def put(self, text: str, vec: Vectors) -> None:
         vec.setflags(write=False)
         with self._lock:
             self._data[text] = vec
+            self._data.move_to_end(text)
             while len(self._data) > self._size:
                 self._data.popitem(last=False)
-        return vec
 
 
 class MiniLMEmbedder:
@@ -182,6 +189,10 @@ class MiniLMEmbedder:
         # (the loaded and warm embedder: 69 -> 48 MB; vectors unchanged, docs/benchmarks.md).
         self._session._model_bytes = None
         self._cache = _QueryCache()
+        # Document chunks whose text did not change are embedded again by a rebuild, a forget's
+        # compaction, a persona file re-read at every start, a merge of two people: with one text per
+        # run (below) their vectors are exact, so the recent ones are kept (~1.5 KB each).
+        self._documents = _QueryCache(DOCUMENT_CACHE)
         # The model's bytes, its rewrite and onnxruntime's parse of it are freed now; return them to
         # the OS (~20 MB of the ~65 MB the loaded embedder would otherwise keep, docs/benchmarks.md).
         del graph
@@ -215,6 +226,8 @@ class MiniLMEmbedder:
             for i, text in enumerate(texts):
                 hit = self._cache.peek(text)
                 if hit is None:
+                    hit = self._documents.peek(text)
+                if hit is None:
                     todo.append(i)
                 else:
                     out[i] = hit
@@ -242,6 +255,9 @@ class MiniLMEmbedder:
             # onnxruntime releases the GIL during a run, so the runs proceed on separate cores.
             for _ in self._pool.map(run, batches):
                 pass
+        if self.max_batch == 1:
+            for i in todo:
+                self._documents.put(texts[i], out[i].copy())
         return out
 
     def embed_query(self, text: str) -> Vectors:
