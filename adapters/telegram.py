@@ -66,6 +66,7 @@ from gateway.media.errors import AttachmentUnavailable, TooLarge
 from gateway.media.tts import voice_reply
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 from gateway.util.tasks import while_showing
+from gateway.util.tls import client_context
 
 if TYPE_CHECKING:
     from gateway.services import Services
@@ -109,7 +110,8 @@ class _WatchedRequest(HTTPXRequest):
     """HTTPX transport that reports Bot API answers to the adapter: activity and revoked tokens."""
 
     def __init__(self, adapter: TelegramAdapter, *, polling: bool, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        # The process's one TLS context (gateway/util/tls.py), not a new one per client and restart.
+        super().__init__(httpx_kwargs={"verify": client_context()}, **kwargs)
         self._adapter = adapter
         self._polling = polling
 

@@ -32,6 +32,7 @@ from gateway.types import (
     ToolCall,
     ToolResult,
 )
+from gateway.util.tls import client_context
 
 log = logging.getLogger("kith.llm.anthropic")
 
@@ -143,6 +144,7 @@ class AnthropicProvider:
             base_url=config.base_url,
             max_retries=config.max_retries,
             timeout=config.timeout_s,
+            http_client=anthropic.DefaultAsyncHttpxClient(verify=client_context()),  # gateway/util/tls.py
         )
 
     def _model(self, request: LLMRequest) -> str:

@@ -37,6 +37,7 @@ from gateway.types import (
     ToolCall,
     ToolResult,
 )
+from gateway.util.tls import client_context
 
 log = logging.getLogger("kith.llm.openai")
 
@@ -151,7 +152,7 @@ class OpenAIProvider:
             default_headers={k: v.get_secret_value() for k, v in config.headers.items()} or None,
             # aiohttp under httpx's interface (the SDK's own option): httpcore's pool re-scanned every
             # connection per request and stalled with 50 concurrent streams (docs/benchmarks.md).
-            http_client=openai.DefaultAioHttpClient(timeout=config.timeout_s),
+            http_client=openai.DefaultAioHttpClient(timeout=config.timeout_s, verify=client_context()),
         )
 
     async def complete(self, request: LLMRequest, on_delta: DeltaCallback | None = None) -> LLMResponse:
