@@ -99,22 +99,6 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.get_closest_marker(m) for m in ("chaos", "soak", "fuzz")):
             item.add_marker(pytest.mark.timeout(3600))
     items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable: the rest keep their order
-    _serial_tests_are_found_by_scripts_test(items)
-
-
-def _serial_tests_are_found_by_scripts_test(items: list[pytest.Item]) -> None:
-    """scripts/test's serial run collects only the files that say ``pytest.mark.serial``: a test marked
-    serial some other way (a conftest, a helper) would be run by neither part, so it stops the run."""
-    sources: dict[Path, bool] = {}
-    for item in items:
-        if item.get_closest_marker("serial") is None:
-            continue
-        path = Path(str(item.fspath))
-        if path not in sources:
-            sources[path] = "pytest.mark.serial" in path.read_text(encoding="utf-8")
-        if not sources[path]:
-            raise pytest.UsageError(f"{item.nodeid} is marked serial, but its file does not say"
-                                    " `pytest.mark.serial`: scripts/test's serial run would not collect it")
 
 
 # ------------------------------------------------------------------------------- hang diagnosis
