@@ -1,7 +1,9 @@
 """Streaming a reply by editing the message it is being written in (Telegram, Discord, ...).
 
-An adapter whose platform can edit messages passes ``StreamedReply.feed`` to ``handle_inbound`` as
-``on_delta`` and, when the turn returns, calls ``finish`` with the reply's text. Meanwhile the reply
+An adapter whose platform can edit messages runs each turn through ``streamed_turn``: it passes
+``StreamedReply.feed`` to ``handle_inbound`` as ``on_delta`` and, when the turn returns, calls
+``finish`` with the reply's text (or ``abort`` when there is none), and delivers the reply the
+ordinary way when nothing could be streamed. Meanwhile the reply
 appears and grows: the first message is posted once there is enough text to be worth a
 notification, then edited as the model writes. The platform is reached through three calls the
 adapter implements (``MessageTarget``): post, edit, delete.
@@ -32,14 +34,15 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import Field
 
 from gateway.configtypes import Section
+from gateway.types import Reply
 from gateway.util.text import split_text, take_chunk
 
-__all__ = ["MessageTarget", "StreamSettings", "StreamedReply", "StreamingOptions"]
+__all__ = ["MessageTarget", "StreamSettings", "StreamedReply", "StreamingOptions", "streamed_turn"]
 
 log = logging.getLogger("kith.delivery.stream")
 
@@ -308,3 +311,32 @@ class StreamedReply(Generic[H]):
             except Exception as exc:  # the reply is complete above; a stale tail is cosmetic
                 log.info("%s: could not delete a surplus message (%s)", self._what, type(exc).__name__)
         self._sealed = len(self._messages)
+
+
+# ------------------------------------------------------------------------------------ the turn
+OnDelta = Callable[[str], None]
+
+
+async def streamed_turn(
+    stream: StreamedReply[Any] | None,
+    turn: Callable[[OnDelta | None], Awaitable[Reply | None]],
+    deliver: Callable[[Reply], Awaitable[None]],
+) -> tuple[Reply | None, bool]:
+    """One streamed turn, the same on every platform: ``turn(on_delta)`` runs the turn (the adapter's
+    ``handle_inbound`` call, with whatever it shows meanwhile); ``stream`` None (streaming off, not
+    connected) runs it without deltas. A turn that ends without a reply (or raises) stops the
+    stream, what was shown stays. A reply is finished in the streamed messages; when nothing was
+    streamed or the stream failed, ``deliver(reply)`` sends it the ordinary way. Answers the reply
+    and whether it went out streamed."""
+    reply: Reply | None = None
+    try:
+        reply = await turn(stream.feed if stream is not None else None)
+    finally:
+        if stream is not None and reply is None:
+            await stream.abort()
+    if reply is None:
+        return None, False
+    if stream is not None and await stream.finish(reply.text):
+        return reply, True
+    await deliver(reply)
+    return reply, False
