@@ -20,8 +20,10 @@ adapter implements (``MessageTarget``): post, edit, delete.
   ``gateway.util.text.take_chunk`` makes and the text goes on in a new message. That cut depends only
   on text already there, so a sealed message is never re-split and the messages end as
   ``split_text`` of the whole reply would cut it.
-* **Failure.** A call that fails (not a rate limit) stops the stream; ``finish`` then answers
-  ``False`` and the adapter delivers the reply the ordinary way.
+* **Failure.** A call that fails (not a rate limit) stops the stream. ``finish`` still tries once to
+  lay the final text over what was shown (the failure may have passed); if that fails too, it
+  deletes the messages the stream posted and answers ``False``, and the reply is delivered the
+  ordinary way: the person never reads a partial message above the whole one.
 
 Clock and sleep are injectable so tests run the throttle without waiting.
 """
@@ -253,13 +255,16 @@ class StreamedReply(Generic[H]):
 
     # ------------------------------------------------------------------------------ finishing
     async def finish(self, text: str) -> bool:
-        """Make the messages show ``text`` exactly (split at the limit). False: nothing was streamed
-        or the stream failed, and the caller delivers ``text`` the ordinary way."""
+        """Make the messages show ``text`` exactly (split at the limit). False: nothing was streamed,
+        or the stream failed and what it had shown is withdrawn, and the caller delivers ``text`` the
+        ordinary way."""
         await self._stop_pump()
-        if not self._messages or self.failed is not None:
+        if not self._messages:
             return False
         final = text.strip()
         try:
+            # After a failure midway, too: the failed call may have been a passing fault, and laying
+            # the reply over the partial message is what the person should see.
             if final and final[: self._offset] == self._text()[: self._offset]:
                 await self._render(final, final=True)
             else:
@@ -270,7 +275,10 @@ class StreamedReply(Generic[H]):
             self.failed = exc
             log.warning("%s: the final edit failed (%s: %s); the reply goes out whole", self._what,
                         type(exc).__name__, exc)
+            await self._withdraw()
             return False
+        if self.failed is not None:
+            log.info("%s: the stream stopped midway, its messages were finished all the same", self._what)
         return True
 
     async def abort(self) -> None:
@@ -287,6 +295,21 @@ class StreamedReply(Generic[H]):
         self._dirty.set()
         with contextlib.suppress(asyncio.CancelledError):
             await pump
+
+    async def _withdraw(self) -> None:
+        """The reply goes out whole: take back what was streamed, so the person does not read a partial
+        message above the full one. A message that cannot be deleted stays (logged)."""
+        posted, self._messages[:] = list(self._messages), []
+        self._sealed = 0
+        for message in posted:
+            try:
+                await self._call(lambda message=message: self._target.delete(message.handle))  # type: ignore[misc]
+                self.stats["deletes"] += 1
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("%s: a partial message stays above the whole reply (delete failed: %s)", self._what,
+                            type(exc).__name__)
 
     async def _rewrite(self, final: str) -> None:
         """The reply is not what was streamed (changed after the stream): lay it over the messages."""
