@@ -287,3 +287,76 @@ async def test_any_stream_ends_as_split_text(limit: int) -> None:
     await feed(stream, clock, pieces, every=0.02)
     assert await stream.finish(text)
     assert platform.shown() == split_text(text, limit)
+
+
+# ------------------------------------------------------------------------------ streamed_turn
+async def test_streamed_turn_finishes_a_streamed_reply_and_delivers_nothing_else() -> None:
+    from gateway.delivery.stream import streamed_turn
+    from gateway.types import Reply
+
+    clock = Clock()
+    platform = Platform(clock)
+    stream = make(platform, interval=0.0)
+    delivered: list[str] = []
+
+    async def turn(on_delta):  # type: ignore[no-untyped-def]
+        assert on_delta is not None
+        for piece in ("a reply long enough ", "to be streamed by edits"):
+            on_delta(piece)
+            await asyncio.sleep(0)
+        return Reply(text="a reply long enough to be streamed by edits")
+
+    async def deliver(reply: Reply) -> None:
+        delivered.append(reply.text)
+
+    reply, streamed = await streamed_turn(stream, turn, deliver)
+    assert streamed and reply is not None and not delivered
+    assert platform.shown() == ["a reply long enough to be streamed by edits"]
+
+
+async def test_streamed_turn_without_a_stream_or_with_nothing_streamed_delivers_the_reply() -> None:
+    from gateway.delivery.stream import streamed_turn
+    from gateway.types import Reply
+
+    delivered: list[str] = []
+
+    async def deliver(reply: Reply) -> None:
+        delivered.append(reply.text)
+
+    async def short(on_delta):  # type: ignore[no-untyped-def]
+        if on_delta is not None:
+            on_delta("hi")  # under first_after_chars: nothing posted
+        return Reply(text="hi")
+
+    platform = Platform(Clock())
+    assert (await streamed_turn(make(platform), short, deliver))[1] is False
+    assert (await streamed_turn(None, short, deliver))[1] is False
+    assert delivered == ["hi", "hi"] and platform.shown() == []
+
+
+async def test_streamed_turn_stops_the_stream_when_the_turn_has_no_reply_or_raises() -> None:
+    from gateway.delivery.stream import streamed_turn
+    from gateway.types import Reply
+
+    clock = Clock()
+    platform = Platform(clock)
+
+    async def deliver(reply: Reply) -> None:
+        raise AssertionError("nothing to deliver")
+
+    def turn_of(outcome: Exception | None):  # type: ignore[no-untyped-def]
+        async def turn(on_delta):  # type: ignore[no-untyped-def]
+            on_delta("x" * 30)
+            await asyncio.sleep(0)
+            if outcome is not None:
+                raise outcome
+            return None
+        return turn
+
+    stream = make(platform, interval=0.0)
+    assert await streamed_turn(stream, turn_of(None), deliver) == (None, False)
+    assert stream._closed and platform.shown() == ["x" * 30]  # what was shown stays
+    stream = make(platform, interval=0.0)
+    with pytest.raises(RuntimeError):
+        await streamed_turn(stream, turn_of(RuntimeError("model down")), deliver)
+    assert stream._closed
