@@ -74,7 +74,8 @@ async def test_a_group_reply_quotes_the_question_once(rig) -> None:  # type: ign
     gw.script = words(60)
     await fake.say(client, room="team", user="bob", text="@kith go", url=HOOK, message_id=77)
     await settled(fake, "team", ["".join(gw.script).strip()])
-    assert calls(fake, "team")[0].method == "chat post"
+    first, *edits = calls(fake, "team")
+    assert (first.method, first.reply_to) == ("chat post", 77) and all(e.method == "edit" for e in edits)
 
 
 async def test_a_429_on_an_edit_is_honoured(rig) -> None:  # type: ignore[no-untyped-def]

@@ -59,6 +59,7 @@ class Event:
     room: str
     message_id: int
     text: str
+    reply_to: int | None = None  # a post's replyTo
 
 
 @dataclass
@@ -127,7 +128,7 @@ class FakeNextcloud(FakeServer):
         room, mid = request.match_info["room"], next(self._ids)
         self.posted.append(Posted(room, data["message"], data.get("replyTo"), data.get("referenceId", "")))
         self.room_messages[mid] = (room, data["message"])
-        self.timeline.append(Event(time.monotonic(), "bot post", room, mid, data["message"]))
+        self.timeline.append(Event(time.monotonic(), "bot post", room, mid, data["message"], data.get("replyTo")))
         return web.json_response({"ocs": {"meta": {"status": "ok", "statuscode": 201}, "data": []}}, status=201)
 
     async def _reaction(self, request: web.Request) -> web.Response:
@@ -180,7 +181,7 @@ class FakeNextcloud(FakeServer):
             return self._ocs(413)
         mid = next(self._ids)
         self.room_messages[mid] = (room, text)
-        self.timeline.append(Event(time.monotonic(), "chat post", room, mid, text))
+        self.timeline.append(Event(time.monotonic(), "chat post", room, mid, text, data.get("replyTo")))
         user = self.api_credentials[0]
         if self.echo_to is not None:  # Talk tells its bots about every message, this one too
             session, url = self.echo_to
