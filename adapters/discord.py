@@ -44,7 +44,7 @@ from adapters.ratelimit import RateLimiter, with_retry
 from gateway.adapter import Adapter, AdapterAuthError
 from gateway.delivery.buttons import PREFIX as BUTTON_PREFIX
 from gateway.delivery.buttons import ButtonOffers, offered
-from gateway.delivery.stream import StreamedReply
+from gateway.delivery.stream import OnDelta, StreamedReply, streamed_turn
 from gateway.media.errors import AttachmentUnavailable
 from gateway.media.tts import voice_reply
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
@@ -255,31 +255,34 @@ class DiscordAdapter(Adapter):
     async def _answer(self, inbound: InboundMessage, channel: Any, reference: discord.Message | None) -> None:
         """Run the turn of ``inbound`` and deliver its reply to ``channel`` (streamed where it can be)."""
         stream = self._streamer(channel, reference)
-        reply: Reply | None = None
         self._statuses[inbound.message_id] = (channel, None)
+
+        async def turn(on_delta: OnDelta | None) -> Reply | None:
+            try:
+                return await while_showing(self._typing(channel),
+                                           self.gateway.handle_inbound(inbound, on_delta=on_delta))
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("discord: turn for message %s failed", inbound.message_id)
+                return None
+            finally:
+                await self._clear_status(self._statuses.pop(inbound.message_id, (channel, None))[1])
+
+        async def deliver(reply: Reply) -> None:
+            view = self._offer(reply, inbound.conversation_id, inbound.account_id)
+            await self._deliver(channel, self.reply_chunks(reply), reference=reference, view=view)
+
         try:
-            reply = await while_showing(self._typing(channel), self.gateway.handle_inbound(
-                inbound, on_delta=stream.feed if stream is not None else None))
+            reply, streamed = await streamed_turn(stream, turn, deliver)
         except asyncio.CancelledError:
             raise
         except Exception:
-            log.exception("discord: turn for message %s failed", inbound.message_id)
-            return
-        finally:
-            await self._clear_status(self._statuses.pop(inbound.message_id, (channel, None))[1])
-            if stream is not None and reply is None:
-                await stream.abort()
-        if reply is None:
-            return
-        try:
-            if stream is not None and await stream.finish(reply.text):
-                self.stats["streamed"] += 1
-            else:
-                view = self._offer(reply, inbound.conversation_id, inbound.account_id)
-                await self._deliver(channel, self.reply_chunks(reply), reference=reference, view=view)
-        except Exception:
             log.exception("discord: delivering the reply to message %s failed", inbound.message_id)
             return
+        if reply is None:
+            return
+        self.stats["streamed"] += streamed
         await self._speak(channel, inbound, reply)
 
     async def show_tool_status(self, message: InboundMessage, tool: str) -> None:

@@ -43,7 +43,7 @@ from adapters.download import check_declared, download
 from adapters.matrix_config import MatrixConfig, mxc_download_path
 from adapters.ratelimit import RateLimiter, with_retry
 from gateway.adapter import Adapter, AdapterAuthError
-from gateway.delivery.stream import StreamedReply
+from gateway.delivery.stream import OnDelta, StreamedReply, streamed_turn
 from gateway.logs import install_redaction
 from gateway.media.errors import AttachmentUnavailable
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
@@ -327,20 +327,17 @@ class MatrixAdapter(Adapter):
     async def _turn(self, message: InboundMessage) -> None:
         reply_to = message.message_id if message.kind is ConversationKind.GROUP else ""
         stream = self._streamer(message.conversation_id, reply_to)
-        reply: Reply | None = None
-        try:
-            reply = await while_showing(self._typing(message.conversation_id), self.gateway.handle_inbound(
-                message, on_delta=stream.feed if stream is not None else None))
-        finally:
-            if stream is not None and reply is None:
-                await stream.abort()
-        if reply is None:
-            return
-        if stream is not None and await stream.finish(reply.text):
-            self.stats["streamed"] += 1
-            return
-        await self._deliver(message.conversation_id, self.reply_chunks(reply), reply_to=reply_to,
-                            notice=reply.notice)  # fmt: skip
+
+        async def turn(on_delta: OnDelta | None) -> Reply | None:
+            return await while_showing(self._typing(message.conversation_id),
+                                       self.gateway.handle_inbound(message, on_delta=on_delta))
+
+        async def deliver(reply: Reply) -> None:
+            await self._deliver(message.conversation_id, self.reply_chunks(reply), reply_to=reply_to,
+                                notice=reply.notice)  # fmt: skip
+
+        _reply, streamed = await streamed_turn(stream, turn, deliver)
+        self.stats["streamed"] += streamed
 
     def _streamer(self, room_id: str, reply_to: str) -> StreamedReply[str] | None:
         api = self._api

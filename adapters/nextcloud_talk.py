@@ -23,6 +23,9 @@ with a WebDAV ``GET``, on the configured server only. Without those credentials 
 reported as unavailable, with what to configure. Several files shared at once come as one webhook
 each; they, and whatever the person sends with them, are gathered into one turn until a one-second
 pause.
+
+Streaming (``stream: true``, with ``api_user``): the reply is written as that user through Talk's chat
+API and grows by edits, where the server can edit (adapters/nextcloud_stream.py).
 """
 
 from __future__ import annotations
@@ -51,8 +54,10 @@ from aiohttp import web
 from adapters.body import BodyTooLarge, read_body
 from adapters.download import check_declared, download
 from adapters.nextcloud_config import NextcloudConfig
+from adapters.nextcloud_stream import OwnMessages, RetryLater, RoomTarget, edits_supported, retry_after
 from adapters.ratelimit import RateLimiter, with_retry
 from gateway.adapter import Adapter
+from gateway.delivery.stream import OnDelta, StreamedReply, streamed_turn
 from gateway.media.errors import AttachmentUnavailable
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 
@@ -103,12 +108,6 @@ class _Seen:
         return True
 
 
-class _RetryLater(Exception):
-    def __init__(self, seconds: float) -> None:
-        super().__init__(f"429, retry after {seconds}s")
-        self.seconds = seconds
-
-
 def _str(obj: Mapping[str, Any], key: str, where: str) -> str:
     value = obj.get(key)
     if isinstance(value, bool) or not isinstance(value, str | int) or value == "":
@@ -147,7 +146,10 @@ class NextcloudTalkAdapter(Adapter):
         self._limiter = RateLimiter(
             per_key_rate=cfg.send_rate_per_s, per_key_burst=cfg.send_burst, global_rate=10, global_burst=20
         )
-        self.stats = {"accepted": 0, "rejected_signature": 0, "rejected_replay": 0, "rejected_payload": 0}
+        self.stats = {"accepted": 0, "rejected_signature": 0, "rejected_replay": 0, "rejected_payload": 0,
+                      "streamed": 0}
+        self._can_edit: bool | None = None  # the server's edit-messages capability, once asked
+        self._own = OwnMessages()  # what the stream posted as api_user: its webhooks are not turns
 
     # ----------------------------------------------------------------------------------- lifecycle
     def routes(self) -> list[web.RouteDef]:
@@ -281,6 +283,8 @@ class NextcloudTalkAdapter(Adapter):
             raise BadPayload("object.content is not JSON") from None
         if not isinstance(content, dict) or not isinstance(content.get("message"), str):
             raise BadPayload("object.content.message missing or not a string")
+        if account_id == f"users/{self.cfg.api_user}" and self._own.ours(room, message_id, content["message"]):
+            return None  # a reply kith streamed as api_user, coming back
         params = content.get("parameters") or {}
         if not isinstance(params, dict):
             raise BadPayload("object.content.parameters is not an object")
@@ -371,14 +375,32 @@ class NextcloudTalkAdapter(Adapter):
                 message = await self._room_kind(message)
                 if self.cfg.ack_reaction:
                     await self.react(room, str(message.raw["object_id"]), self.cfg.ack_reaction)
-                reply = await self.gateway.handle_inbound(message)
-                if reply is not None:
-                    reply_to = str(message.raw["object_id"]) if message.kind is ConversationKind.GROUP else ""
+                reply_to = str(message.raw["object_id"]) if message.kind is ConversationKind.GROUP else ""
+                stream = await self._streamer(room, reply_to)
+
+                async def turn(on_delta: OnDelta | None) -> Reply | None:
+                    return await self.gateway.handle_inbound(message, on_delta=on_delta)
+
+                async def deliver(reply: Reply) -> None:
                     await self._deliver(room, self.reply_chunks(reply), reply_to=reply_to)
+
+                _reply, streamed = await streamed_turn(stream, turn, deliver)
+                self.stats["streamed"] += streamed
         except asyncio.CancelledError:
             raise
         except Exception:
             log.exception("nextcloud: turn for message %s in room %s failed", message.message_id, room)
+
+    async def _streamer(self, room: str, reply_to: str) -> StreamedReply[int] | None:
+        if not self.cfg.stream or self._basic_auth() is None:
+            return None
+        if self._can_edit is None and not await edits_supported(self):
+            return None
+        if not self._can_edit:
+            return None
+        return StreamedReply(RoomTarget(self, room, reply_to), limit=self.max_message_chars,
+                             retry_after=retry_after, settings=self.cfg.stream_settings(),
+                             what=f"nextcloud {room}")
 
     # ------------------------------------------------------------------------------------- media
     def _basic_auth(self) -> str | None:
@@ -446,7 +468,7 @@ class NextcloudTalkAdapter(Adapter):
             await self._limiter.acquire(room)
             await with_retry(
                 lambda body=body: self._post(f"{OCS_BOT}/{room}/message", body, signed=chunk_text(body)),
-                retry_after=lambda exc: exc.seconds if isinstance(exc, _RetryLater) else None,
+                retry_after=retry_after,
                 what=f"nextcloud send to {room}",
             )
 
@@ -454,7 +476,7 @@ class NextcloudTalkAdapter(Adapter):
         await self._limiter.acquire(room)
         await with_retry(
             lambda: self._post(f"{OCS_BOT}/{room}/reaction/{message_id}", {"reaction": reaction}, signed=reaction),
-            retry_after=lambda exc: exc.seconds if isinstance(exc, _RetryLater) else None,
+            retry_after=retry_after,
             what=f"nextcloud reaction in {room}",
         )
 
@@ -468,7 +490,7 @@ class NextcloudTalkAdapter(Adapter):
         }
         async with self._client().post(f"{self._base}{path}", json=body, headers=headers) as resp:
             if resp.status == 429:
-                raise _RetryLater(float(resp.headers.get("Retry-After", "2") or 2))
+                raise RetryLater(float(resp.headers.get("Retry-After", "2") or 2))
             if resp.status >= 400:
                 text = (await resp.text())[:200]
                 raise RuntimeError(f"nextcloud answered {resp.status} to {path}: {text}")

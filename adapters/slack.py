@@ -47,7 +47,7 @@ from adapters.slack_config import SlackConfig
 from gateway.adapter import Adapter, AdapterAuthError
 from gateway.delivery.buttons import PREFIX as BUTTON_PREFIX
 from gateway.delivery.buttons import ButtonOffers, Offer, offered
-from gateway.delivery.stream import StreamedReply
+from gateway.delivery.stream import OnDelta, StreamedReply, streamed_turn
 from gateway.logs import install_redaction
 from gateway.media.errors import AttachmentUnavailable
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
@@ -312,19 +312,16 @@ class SlackAdapter(Adapter):
         elif message.raw.get("thread_ts"):
             thread = str(message.raw["thread_ts"])  # a DM thread stays a thread
         stream = self._streamer(message.conversation_id, thread)
-        reply: Reply | None = None
-        try:
-            reply = await self.gateway.handle_inbound(message, on_delta=stream.feed if stream is not None else None)
-        finally:
-            if stream is not None and reply is None:
-                await stream.abort()
-        if reply is None:
-            return
-        if stream is not None and await stream.finish(reply.text):
-            self.stats["streamed"] += 1
-            return
-        buttons = self._offer(reply, message.conversation_id, message.account_id)
-        await self._deliver(message.conversation_id, self.reply_chunks(reply), thread=thread, buttons=buttons)
+
+        async def turn(on_delta: OnDelta | None) -> Reply | None:
+            return await self.gateway.handle_inbound(message, on_delta=on_delta)
+
+        async def deliver(reply: Reply) -> None:
+            buttons = self._offer(reply, message.conversation_id, message.account_id)
+            await self._deliver(message.conversation_id, self.reply_chunks(reply), thread=thread, buttons=buttons)
+
+        _reply, streamed = await streamed_turn(stream, turn, deliver)
+        self.stats["streamed"] += streamed
 
     def _offer(self, reply: Reply, conversation_id: str, account_id: str | None) -> list[Offer]:
         """The buttons of a confirmation (``account_id`` None: a DM, which only its person sees)."""

@@ -60,7 +60,7 @@ from adapters.telegram_config import TelegramConfig
 from gateway.adapter import Adapter, AdapterAuthError
 from gateway.delivery.buttons import PREFIX as BUTTON_PREFIX
 from gateway.delivery.buttons import ButtonOffers, offered
-from gateway.delivery.stream import StreamedReply
+from gateway.delivery.stream import OnDelta, StreamedReply, streamed_turn
 from gateway.logs import install_redaction
 from gateway.media.errors import AttachmentUnavailable, TooLarge
 from gateway.media.tts import voice_reply
@@ -445,22 +445,23 @@ class TelegramAdapter(Adapter):
         chat_id = int(message.conversation_id)
         reply_to = question_id if message.kind is ConversationKind.GROUP else None
         stream = self._streamer(chat_id, reply_to, private=message.raw.get("chat_type") == "private")
-        reply: Reply | None = None
         self._statuses[message.message_id] = 0
-        try:
-            reply = await while_showing(self._typing(chat_id), self.gateway.handle_inbound(
-                message, on_delta=stream.feed if stream is not None else None))
-        finally:
-            await self._clear_status(chat_id, self._statuses.pop(message.message_id, 0))
-            if stream is not None and reply is None:
-                await stream.abort()
-        if reply is None:
-            return
-        if stream is not None and await stream.finish(reply.text):
-            self.stats["streamed"] += 1
-        else:
+
+        async def turn(on_delta: OnDelta | None) -> Reply | None:
+            try:
+                return await while_showing(self._typing(chat_id),
+                                           self.gateway.handle_inbound(message, on_delta=on_delta))
+            finally:
+                await self._clear_status(chat_id, self._statuses.pop(message.message_id, 0))
+
+        async def deliver(reply: Reply) -> None:
             buttons = self._offer(reply, message.conversation_id, message.account_id)
             await self._deliver(chat_id, self.reply_chunks(reply), reply_to=reply_to, buttons=buttons)
+
+        reply, streamed = await streamed_turn(stream, turn, deliver)
+        if reply is None:
+            return
+        self.stats["streamed"] += streamed
         await self._speak(chat_id, message, reply, reply_to=reply_to)
 
     async def show_tool_status(self, message: InboundMessage, tool: str) -> None:

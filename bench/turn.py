@@ -54,6 +54,12 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--state-url", default="",
                         help="state backend: sqlite (default) or a postgresql:// server URL (a scratch database is "
                              "made there and dropped); 'sqlite,postgresql://...' alternates them (--rounds)")
+    parser.add_argument("--channel", default="",
+                        help="'telegram': what streaming by edits costs per turn, streaming off, model deltas only "
+                             "and on, alternately (--turns per run, --rounds; bench/turn_stream.py)")
+    parser.add_argument("--stream-interval-s", type=float, default=1.0, help="with --channel: the edit interval")
+    parser.add_argument("--chunk-ms", type=float, default=50.0,
+                        help="with --channel: the model fake's pause between 8-character pieces")
     parser.set_defaults(func=main)
 
 
@@ -391,6 +397,20 @@ def run_against(baseline: str, clients: int, turns: int, core: bool, rounds: int
 
 
 def main(args: argparse.Namespace) -> int:
+    if args.channel:
+        from bench import turn_stream
+
+        if args.channel != "telegram":
+            raise SystemExit(f"bench turn --channel: only telegram is measured, not {args.channel!r}")
+        streamed = asyncio.run(turn_stream.run(args.turns, args.rounds, args.stream_interval_s, args.chunk_ms,
+                                               MEMORY_STAGES))
+        if not args.json:
+            for mode, r in streamed["modes"].items():
+                print(f"{mode:>6}: {r['calls_per_turn']} Bot API calls/turn, "
+                      f"CPU {r['cpu_ms_per_turn']} ms/turn, first text {r['first_text_ms']} ms, "
+                      f"whole reply {r['whole_reply_ms']} ms (p50)")
+        print(json.dumps(streamed))
+        return 0
     if args.against:
         compared = run_against(args.against, args.clients, args.turns, args.core, args.rounds)
         if not args.json:

@@ -11,9 +11,9 @@ jittered exponential backoff, except after ``AdapterAuthError``, which stops onl
 ``run`` calls ``mark_connected()`` once it is connected and serving: until then health says
 ``starting``, so ``/healthz`` never reports an adapter running while it is still connecting.
 
-A platform that can edit messages streams a reply as the model writes it: pass
-``gateway.delivery.stream.StreamedReply.feed`` to ``handle_inbound`` as ``on_delta`` and ``finish`` it
-with the reply (the built-in Telegram, Discord, Matrix and Slack adapters show how). A platform with
+A platform that can edit messages streams a reply as the model writes it: run the turn through
+``gateway.delivery.stream.streamed_turn`` with a ``StreamedReply`` over the platform's post, edit and
+delete (the built-in Telegram, Discord, Matrix, Slack and Nextcloud Talk adapters show how). A platform with
 buttons offers the host's confirmations through ``gateway.delivery.buttons``.
 """
 

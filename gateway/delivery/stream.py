@@ -1,7 +1,9 @@
 """Streaming a reply by editing the message it is being written in (Telegram, Discord, ...).
 
-An adapter whose platform can edit messages passes ``StreamedReply.feed`` to ``handle_inbound`` as
-``on_delta`` and, when the turn returns, calls ``finish`` with the reply's text. Meanwhile the reply
+An adapter whose platform can edit messages runs each turn through ``streamed_turn``: it passes
+``StreamedReply.feed`` to ``handle_inbound`` as ``on_delta`` and, when the turn returns, calls
+``finish`` with the reply's text (or ``abort`` when there is none), and delivers the reply the
+ordinary way when nothing could be streamed. Meanwhile the reply
 appears and grows: the first message is posted once there is enough text to be worth a
 notification, then edited as the model writes. The platform is reached through three calls the
 adapter implements (``MessageTarget``): post, edit, delete.
@@ -18,8 +20,10 @@ adapter implements (``MessageTarget``): post, edit, delete.
   ``gateway.util.text.take_chunk`` makes and the text goes on in a new message. That cut depends only
   on text already there, so a sealed message is never re-split and the messages end as
   ``split_text`` of the whole reply would cut it.
-* **Failure.** A call that fails (not a rate limit) stops the stream; ``finish`` then answers
-  ``False`` and the adapter delivers the reply the ordinary way.
+* **Failure.** A call that fails (not a rate limit) stops the stream. ``finish`` still tries once to
+  lay the final text over what was shown (the failure may have passed); if that fails too, it
+  deletes the messages the stream posted and answers ``False``, and the reply is delivered the
+  ordinary way: the person never reads a partial message above the whole one.
 
 Clock and sleep are injectable so tests run the throttle without waiting.
 """
@@ -32,14 +36,15 @@ import logging
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import Generic, Protocol, TypeVar
+from typing import Any, Generic, Protocol, TypeVar
 
 from pydantic import Field
 
 from gateway.configtypes import Section
+from gateway.types import Reply
 from gateway.util.text import split_text, take_chunk
 
-__all__ = ["MessageTarget", "StreamSettings", "StreamedReply", "StreamingOptions"]
+__all__ = ["MessageTarget", "StreamSettings", "StreamedReply", "StreamingOptions", "streamed_turn"]
 
 log = logging.getLogger("kith.delivery.stream")
 
@@ -250,13 +255,16 @@ class StreamedReply(Generic[H]):
 
     # ------------------------------------------------------------------------------ finishing
     async def finish(self, text: str) -> bool:
-        """Make the messages show ``text`` exactly (split at the limit). False: nothing was streamed
-        or the stream failed, and the caller delivers ``text`` the ordinary way."""
+        """Make the messages show ``text`` exactly (split at the limit). False: nothing was streamed,
+        or the stream failed and what it had shown is withdrawn, and the caller delivers ``text`` the
+        ordinary way."""
         await self._stop_pump()
-        if not self._messages or self.failed is not None:
+        if not self._messages:
             return False
         final = text.strip()
         try:
+            # After a failure midway, too: the failed call may have been a passing fault, and laying
+            # the reply over the partial message is what the person should see.
             if final and final[: self._offset] == self._text()[: self._offset]:
                 await self._render(final, final=True)
             else:
@@ -267,7 +275,10 @@ class StreamedReply(Generic[H]):
             self.failed = exc
             log.warning("%s: the final edit failed (%s: %s); the reply goes out whole", self._what,
                         type(exc).__name__, exc)
+            await self._withdraw()
             return False
+        if self.failed is not None:
+            log.info("%s: the stream stopped midway, its messages were finished all the same", self._what)
         return True
 
     async def abort(self) -> None:
@@ -284,6 +295,21 @@ class StreamedReply(Generic[H]):
         self._dirty.set()
         with contextlib.suppress(asyncio.CancelledError):
             await pump
+
+    async def _withdraw(self) -> None:
+        """The reply goes out whole: take back what was streamed, so the person does not read a partial
+        message above the full one. A message that cannot be deleted stays (logged)."""
+        posted, self._messages[:] = list(self._messages), []
+        self._sealed = 0
+        for message in posted:
+            try:
+                await self._call(lambda message=message: self._target.delete(message.handle))  # type: ignore[misc]
+                self.stats["deletes"] += 1
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                log.warning("%s: a partial message stays above the whole reply (delete failed: %s)", self._what,
+                            type(exc).__name__)
 
     async def _rewrite(self, final: str) -> None:
         """The reply is not what was streamed (changed after the stream): lay it over the messages."""
@@ -308,3 +334,32 @@ class StreamedReply(Generic[H]):
             except Exception as exc:  # the reply is complete above; a stale tail is cosmetic
                 log.info("%s: could not delete a surplus message (%s)", self._what, type(exc).__name__)
         self._sealed = len(self._messages)
+
+
+# ------------------------------------------------------------------------------------ the turn
+OnDelta = Callable[[str], None]
+
+
+async def streamed_turn(
+    stream: StreamedReply[Any] | None,
+    turn: Callable[[OnDelta | None], Awaitable[Reply | None]],
+    deliver: Callable[[Reply], Awaitable[None]],
+) -> tuple[Reply | None, bool]:
+    """One streamed turn, the same on every platform: ``turn(on_delta)`` runs the turn (the adapter's
+    ``handle_inbound`` call, with whatever it shows meanwhile); ``stream`` None (streaming off, not
+    connected) runs it without deltas. A turn that ends without a reply (or raises) stops the
+    stream, what was shown stays. A reply is finished in the streamed messages; when nothing was
+    streamed or the stream failed, ``deliver(reply)`` sends it the ordinary way. Answers the reply
+    and whether it went out streamed."""
+    reply: Reply | None = None
+    try:
+        reply = await turn(stream.feed if stream is not None else None)
+    finally:
+        if stream is not None and reply is None:
+            await stream.abort()
+    if reply is None:
+        return None, False
+    if stream is not None and await stream.finish(reply.text):
+        return reply, True
+    await deliver(reply)
+    return reply, False

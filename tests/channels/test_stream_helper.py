@@ -52,7 +52,8 @@ class Platform:
     kept: list[int] = field(default_factory=list)  # with drafts: the messages sealed (sent for real)
     calls: list[tuple[float, str, int, str]] = field(default_factory=list)
     limited: list[float] = field(default_factory=list)  # waits to answer with, one call each
-    fail_edits: bool = False
+    fail_edits: int = 0  # the next this many edits fail (not a rate limit)
+    fail_deletes: bool = False
     _ids: int = 0
 
     def _check(self, kind: str, mid: int, text: str) -> None:
@@ -68,7 +69,8 @@ class Platform:
 
     async def edit(self, handle: int, text: str) -> None:
         self._check("edit", handle, text)
-        if self.fail_edits:
+        if self.fail_edits > 0:
+            self.fail_edits -= 1
             raise RuntimeError("platform down")
         assert self.messages[handle] != text, "an edit that changes nothing"
         self.messages[handle] = text
@@ -84,6 +86,8 @@ class Platform:
 
     async def delete(self, handle: int) -> None:
         self._check("delete", handle, "")
+        if self.fail_deletes:
+            raise RuntimeError("platform down")
         del self.messages[handle]
 
     def shown(self) -> list[str]:
@@ -226,13 +230,35 @@ async def test_drafts_are_sealed_into_kept_messages() -> None:
     assert sorted(platform.messages) == platform.kept  # only kept messages are left
 
 
-async def test_a_failing_platform_stops_the_stream_and_the_caller_sends_whole() -> None:
+async def test_a_failing_platform_stops_the_stream_and_the_partial_message_is_withdrawn() -> None:
     clock = Clock()
-    platform = Platform(clock, fail_edits=True)
+    platform = Platform(clock, fail_edits=10**6)
     stream = make(platform)
     await feed(stream, clock, [f"p{i} " * 5 for i in range(10)], every=0.5)
+    assert stream.failed is not None and platform.shown() == ["p0 p0 p0 p0 p0"]
+    assert not await stream.finish("whatever")  # the caller sends the reply whole ...
+    assert platform.shown() == []  # ... and no partial message stays above it
+    assert [kind for _, kind, *_ in platform.calls][-1] == "delete"
+
+
+async def test_a_stream_that_failed_midway_is_finished_in_place_when_the_platform_is_back() -> None:
+    clock = Clock()
+    platform = Platform(clock, fail_edits=1)
+    stream = make(platform)
+    pieces = [f"p{i} " * 5 for i in range(10)]
+    await feed(stream, clock, pieces, every=0.5)
     assert stream.failed is not None
+    assert await stream.finish("".join(pieces))
+    assert platform.shown() == ["".join(pieces).strip()]  # one message, the whole reply
+
+
+async def test_a_partial_message_that_cannot_be_deleted_stays_and_the_reply_goes_out_whole() -> None:
+    clock = Clock()
+    platform = Platform(clock, fail_edits=10**6, fail_deletes=True)
+    stream = make(platform)
+    await feed(stream, clock, [f"p{i} " * 5 for i in range(10)], every=0.5)
     assert not await stream.finish("whatever")
+    assert platform.shown() == ["p0 p0 p0 p0 p0"]
 
 
 async def test_finish_does_not_wait_for_the_throttle_of_an_idle_pump() -> None:
@@ -261,3 +287,76 @@ async def test_any_stream_ends_as_split_text(limit: int) -> None:
     await feed(stream, clock, pieces, every=0.02)
     assert await stream.finish(text)
     assert platform.shown() == split_text(text, limit)
+
+
+# ------------------------------------------------------------------------------ streamed_turn
+async def test_streamed_turn_finishes_a_streamed_reply_and_delivers_nothing_else() -> None:
+    from gateway.delivery.stream import streamed_turn
+    from gateway.types import Reply
+
+    clock = Clock()
+    platform = Platform(clock)
+    stream = make(platform, interval=0.0)
+    delivered: list[str] = []
+
+    async def turn(on_delta):  # type: ignore[no-untyped-def]
+        assert on_delta is not None
+        for piece in ("a reply long enough ", "to be streamed by edits"):
+            on_delta(piece)
+            await asyncio.sleep(0)
+        return Reply(text="a reply long enough to be streamed by edits")
+
+    async def deliver(reply: Reply) -> None:
+        delivered.append(reply.text)
+
+    reply, streamed = await streamed_turn(stream, turn, deliver)
+    assert streamed and reply is not None and not delivered
+    assert platform.shown() == ["a reply long enough to be streamed by edits"]
+
+
+async def test_streamed_turn_without_a_stream_or_with_nothing_streamed_delivers_the_reply() -> None:
+    from gateway.delivery.stream import streamed_turn
+    from gateway.types import Reply
+
+    delivered: list[str] = []
+
+    async def deliver(reply: Reply) -> None:
+        delivered.append(reply.text)
+
+    async def short(on_delta):  # type: ignore[no-untyped-def]
+        if on_delta is not None:
+            on_delta("hi")  # under first_after_chars: nothing posted
+        return Reply(text="hi")
+
+    platform = Platform(Clock())
+    assert (await streamed_turn(make(platform), short, deliver))[1] is False
+    assert (await streamed_turn(None, short, deliver))[1] is False
+    assert delivered == ["hi", "hi"] and platform.shown() == []
+
+
+async def test_streamed_turn_stops_the_stream_when_the_turn_has_no_reply_or_raises() -> None:
+    from gateway.delivery.stream import streamed_turn
+    from gateway.types import Reply
+
+    clock = Clock()
+    platform = Platform(clock)
+
+    async def deliver(reply: Reply) -> None:
+        raise AssertionError("nothing to deliver")
+
+    def turn_of(outcome: Exception | None):  # type: ignore[no-untyped-def]
+        async def turn(on_delta):  # type: ignore[no-untyped-def]
+            on_delta("x" * 30)
+            await asyncio.sleep(0)
+            if outcome is not None:
+                raise outcome
+            return None
+        return turn
+
+    stream = make(platform, interval=0.0)
+    assert await streamed_turn(stream, turn_of(None), deliver) == (None, False)
+    assert stream._closed and platform.shown() == ["x" * 30]  # what was shown stays
+    stream = make(platform, interval=0.0)
+    with pytest.raises(RuntimeError):
+        await streamed_turn(stream, turn_of(RuntimeError("model down")), deliver)
+    assert stream._closed

@@ -141,3 +141,15 @@ async def test_a_press_through_the_events_api_is_signed_like_any_request(tmp_pat
                 assert ok.status == 200
             (msg,) = await gw.wait_inbound(1)
             assert (msg.text, msg.account_id, msg.conversation_id) == ("/forget confirm", ADA, "DADA")
+
+
+async def test_updates_refused_midway_leave_no_partial_message_above_the_whole_reply(rig) -> None:  # type: ignore[no-untyped-def]
+    fake, gw, adapter = await rig()
+    fake.refuse_updates = 1000
+    gw.script = words(80)
+    await fake.push_event(fake.message(user=ADA, channel="DADA", text="go"))
+    final = to_mrkdwn("".join(gw.script).strip())
+    await settled(fake, [final])
+    methods = [c["method"] for c in fake.timeline]
+    assert methods.count("chat.postMessage") == 2 and methods.count("chat.delete") == 1
+    assert methods[-1] == "chat.postMessage" and adapter.stats["streamed"] == 0

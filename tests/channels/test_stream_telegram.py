@@ -176,3 +176,32 @@ async def test_a_reply_replaced_after_the_stream_is_exact(rig) -> None:  # type:
     await fake.push(fake.make_update(user_id=48, text="boom"))
     await settled(fake, 48, [gw.final])
     assert calls(fake, 48)[-1].text == gw.final
+
+
+async def test_edits_refused_midway_leave_no_partial_message_above_the_whole_reply(rig) -> None:  # type: ignore[no-untyped-def]
+    """Telegram stops taking edits of the message in progress: the partial message is deleted and the
+    reply arrives whole, once."""
+    fake, gw, adapter = await rig(parse_mode="plain")
+    fake.refuse = {"editMessageText": 1000}
+    gw.script = words(80)
+    await fake.push(fake.make_update(user_id=49, text="go"))
+    final = "".join(gw.script).strip()
+    await settled(fake, 49, [final])
+    events = calls(fake, 49)
+    print("\n" + show(events, events[0].at))
+    methods = [e.method for e in events]
+    assert methods.count("sendMessage") == 2 and "deleteMessage" in methods
+    assert methods.index("deleteMessage") < len(methods) - 1 and methods[-1] == "sendMessage"
+    assert adapter.stats["streamed"] == 0
+
+
+async def test_an_edit_refused_once_midway_is_finished_in_place(rig) -> None:  # type: ignore[no-untyped-def]
+    fake, gw, adapter = await rig(parse_mode="plain")
+    fake.refuse = {"editMessageText": 1}
+    gw.script = words(80)
+    await fake.push(fake.make_update(user_id=50, text="go"))
+    final = "".join(gw.script).strip()
+    await settled(fake, 50, [final])
+    methods = [e.method for e in calls(fake, 50)]
+    assert methods.count("sendMessage") == 1 and "deleteMessage" not in methods
+    assert methods[-1] == "editMessageText" and adapter.stats["streamed"] == 1

@@ -24,6 +24,12 @@ from tests.fakes.openai_server import FakeOpenAI
 
 SPOKEN = ogg_opus(2.0)
 VOICE_IN = b"OggS\x00\x02" + bytes(200)  # what the transcription fake is sent; its type check reads the page header
+VOICE_OTR = b"OggS\x00\x02" + b"\x07" * 200  # a voice note sent Off-The-Record: nowhere on disk afterwards
+
+
+def holding(root: Path, data: bytes) -> list[Path]:
+    """The files under ``root`` whose bytes contain ``data``."""
+    return [p for p in root.rglob("*") if p.is_file() and data in p.read_bytes()]
 
 
 def speech_llm(server: FakeOpenAI) -> dict[str, Any]:
@@ -80,7 +86,10 @@ async def test_a_voice_note_gets_a_voice_note_back_and_a_failing_speech_server_o
     await server.start()
     server.transcript_text = "what should I water today"
     server.speech_audio = SPOKEN
-    fast = {"stream_interval_s": 0.05}  # replies still stream (the voice follows a streamed text), without waits
+    # Replies still stream (the voice follows a streamed text), without waits. No stall restarts: this
+    # story is about voice, and on a loaded machine a transcription can outlast the rig's 2-3 s stall
+    # timer, whose restart would cancel the very turn being tested.
+    fast = {"stream_interval_s": 0.05, "stall_after_s": 0}
     rig = await start_rig(tmp_path, llm=speech_llm(server), telegram=fast, discord={**fast, "voice_replies": "always"},
                           extra={"speech": {"voice": "nova", "speed": 1.25}})
     caplog.set_level(logging.WARNING, logger="kith.media.tts")
@@ -97,6 +106,7 @@ async def test_a_voice_note_gets_a_voice_note_back_and_a_failing_speech_server_o
         assert "what should I water today" in asked["input"] and "**" not in asked["input"]
         order = [e.method for e in rig.tg.timeline if e.chat_id == ADA_TG and e.method in ("sendMessage", "sendVoice")]
         assert order == ["sendMessage", "sendVoice"], order  # the text never waits on the voice
+        assert holding(tmp_path / "data", VOICE_IN)  # a voice note on the record is kept, as any file is
 
         await rig.tg_say("and tomorrow?")  # typed: when_spoken (the default) answers in text only
         await rig.tg.wait_sent(2)
@@ -114,10 +124,11 @@ async def test_a_voice_note_gets_a_voice_note_back_and_a_failing_speech_server_o
 
         await rig.tg_say("/otr on")  # Off-The-Record: spoken all the same, and nothing of it is kept
         await rig.tg.wait_sent(3)
-        await rig.tg.push(rig.tg.make_update(user_id=ADA_TG, voice=rig.tg.voice(VOICE_IN)))
+        await rig.tg.push(rig.tg.make_update(user_id=ADA_TG, voice=rig.tg.voice(VOICE_OTR)))
         await rig.tg.wait_voices(2)
         assert sum(r["calls"] for r in rig.select_rows("SELECT calls FROM llm_usage WHERE role='speech'")) == 2
         assert not list((tmp_path / "data").rglob("reply.ogg"))  # voice out is never stored, OTR or not
+        assert not holding(tmp_path, VOICE_OTR) and not holding(tmp_path, SPOKEN)  # nor the voice note in
         await rig.tg_say("/otr off")
         await rig.tg.wait_sent(5)
 

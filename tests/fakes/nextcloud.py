@@ -11,6 +11,14 @@
   file in their own tree (under ``Talk/``). WebDAV as Nextcloud serves it: ``SEARCH /remote.php/dav/`` (basicsearch on
   ``oc:fileid`` within ``/files/<user>``) answers a 207 multistatus, ``GET
   /remote.php/dav/files/<user>/<path>`` the bytes; both need the user's basic auth.
+* The chat API as the API user sees it (basic auth): ``GET /ocs/v2.php/cloud/capabilities`` lists
+  ``features`` (``edit-messages`` unless a test takes it away); ``POST .../api/v1/chat/<room>`` posts a
+  message and answers it with its id, ``PUT .../chat/<room>/<id>`` edits it, ``DELETE`` the same path
+  deletes it. ``throttle_chat`` answers that many of the next chat calls 429 with ``Retry-After: 1``,
+  ``refuse_edits`` that many edits 400.
+  Like Talk, a message the API user posts is sent to the bot as a webhook (``echo_to``: the session
+  and URL to deliver it with), before the post is answered. ``timeline`` records every post (bot and
+  chat), edit and delete (and 429) with its arrival time; ``shown(room)`` is what the room shows now.
 """
 
 from __future__ import annotations
@@ -21,6 +29,7 @@ import hmac
 import itertools
 import json
 import secrets
+import time
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
 from typing import Any
@@ -41,6 +50,16 @@ class Posted:
     message: str
     reply_to: int | None
     reference_id: str
+
+
+@dataclass
+class Event:
+    at: float
+    method: str  # "bot post", "chat post", "edit", "delete", "429 <method>"
+    room: str
+    message_id: int
+    text: str
+    reply_to: int | None = None  # a post's replyTo
 
 
 @dataclass
@@ -67,6 +86,12 @@ class FakeNextcloud(FakeServer):
     throttle_next: int = 0  # answer this many bot posts with 429 first
     trees: dict[str, dict[str, NcFile]] = field(default_factory=dict)  # user -> path in their files -> file
     dav_requests: list[tuple[str, str]] = field(default_factory=list)  # (method, path)
+    features: list[str] = field(default_factory=lambda: ["bots-v1", "chat-reference-id", "edit-messages"])
+    throttle_chat: int = 0  # answer this many chat-API calls (post, edit, delete) with 429 first
+    refuse_edits: int = 0  # answer this many edits 400, as Talk does for a message it will not change
+    echo_to: tuple[Any, str] | None = None  # (session, bot URL): send the API user's posts to the bot
+    timeline: list[Event] = field(default_factory=list)
+    room_messages: dict[int, tuple[str, str]] = field(default_factory=dict)  # id -> (room, text) shown
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1000))
     _file_ids: itertools.count[int] = field(default_factory=lambda: itertools.count(50_000))
 
@@ -75,6 +100,10 @@ class FakeNextcloud(FakeServer):
         router.add_post("/ocs/v2.php/apps/spreed/api/v1/bot/{room}/message", self._message)
         router.add_post("/ocs/v2.php/apps/spreed/api/v1/bot/{room}/reaction/{mid}", self._reaction)
         router.add_get("/ocs/v2.php/apps/spreed/api/v4/room/{room}", self._room)
+        router.add_get("/ocs/v2.php/cloud/capabilities", self._capabilities)
+        router.add_post("/ocs/v2.php/apps/spreed/api/v1/chat/{room}", self._chat_post)
+        router.add_put("/ocs/v2.php/apps/spreed/api/v1/chat/{room}/{mid}", self._chat_edit)
+        router.add_delete("/ocs/v2.php/apps/spreed/api/v1/chat/{room}/{mid}", self._chat_delete)
         router.add_route("SEARCH", "/remote.php/dav/", self._dav_search)
         router.add_get("/remote.php/dav/files/{user}/{path:.+}", self._dav_get)
 
@@ -96,9 +125,10 @@ class FakeNextcloud(FakeServer):
         if self.throttle_next > 0:
             self.throttle_next -= 1
             return web.Response(status=429, headers={"Retry-After": "0.05"})
-        self.posted.append(
-            Posted(request.match_info["room"], data["message"], data.get("replyTo"), data.get("referenceId", ""))
-        )
+        room, mid = request.match_info["room"], next(self._ids)
+        self.posted.append(Posted(room, data["message"], data.get("replyTo"), data.get("referenceId", "")))
+        self.room_messages[mid] = (room, data["message"])
+        self.timeline.append(Event(time.monotonic(), "bot post", room, mid, data["message"], data.get("replyTo")))
         return web.json_response({"ocs": {"meta": {"status": "ok", "statuscode": 201}, "data": []}}, status=201)
 
     async def _reaction(self, request: web.Request) -> web.Response:
@@ -118,6 +148,81 @@ class FakeNextcloud(FakeServer):
             return web.Response(status=404)
         data = {"token": room, "type": self.room_types[room], "name": room}
         return web.json_response({"ocs": {"meta": {"status": "ok", "statuscode": 200}, "data": data}})
+
+    # ------------------------------------------------------------------------ the chat API (a user)
+    def _ocs(self, status: int, data: Any = None) -> web.Response:
+        meta = {"status": "ok" if status < 400 else "failure", "statuscode": status}
+        return web.json_response({"ocs": {"meta": meta, "data": data if data is not None else []}}, status=status)
+
+    def _chat_refused(self, request: web.Request, method: str) -> web.Response | None:
+        if self._dav_user(request) is None or request.headers.get("OCS-APIRequest") != "true":
+            return self._ocs(401)
+        if self.throttle_chat > 0:
+            self.throttle_chat -= 1
+            self.timeline.append(Event(time.monotonic(), f"429 {method}", request.match_info["room"],
+                                       int(request.match_info.get("mid", 0)), ""))
+            return web.Response(status=429, headers={"Retry-After": "1"})
+        return None
+
+    async def _capabilities(self, request: web.Request) -> web.Response:
+        if self._dav_user(request) is None:
+            return self._ocs(401)
+        spreed = {"features": list(self.features), "config": {"chat": {"max-length": 32000}}}
+        return self._ocs(200, {"version": {"major": 31}, "capabilities": {"spreed": spreed}})
+
+    async def _chat_post(self, request: web.Request) -> web.Response:
+        if (refused := self._chat_refused(request, "chat post")) is not None:
+            return refused
+        data = await request.json()
+        room, text = request.match_info["room"], data.get("message")
+        if not isinstance(text, str) or not text.strip():
+            return self._ocs(400)
+        if len(text) > 32000:
+            return self._ocs(413)
+        mid = next(self._ids)
+        self.room_messages[mid] = (room, text)
+        self.timeline.append(Event(time.monotonic(), "chat post", room, mid, text, data.get("replyTo")))
+        user = self.api_credentials[0]
+        if self.echo_to is not None:  # Talk tells its bots about every message, this one too
+            session, url = self.echo_to
+            await self.say(session, room=room, user=user, text=text, url=url, message_id=mid)
+        message = {"id": mid, "token": room, "actorType": "users", "actorId": user, "message": text,
+                   "messageType": "comment", "referenceId": data.get("referenceId", ""),
+                   "timestamp": int(time.time()), "markdown": True}
+        return self._ocs(201, message)
+
+    async def _chat_edit(self, request: web.Request) -> web.Response:
+        if (refused := self._chat_refused(request, "edit")) is not None:
+            return refused
+        room, mid = request.match_info["room"], int(request.match_info["mid"])
+        text = (await request.json()).get("message")
+        if self.room_messages.get(mid, ("", ""))[0] != room:
+            return self._ocs(404)
+        if self.refuse_edits > 0:
+            self.refuse_edits -= 1
+            self.timeline.append(Event(time.monotonic(), "400 edit", room, mid, ""))
+            return self._ocs(400)
+        if not isinstance(text, str) or not text.strip():
+            return self._ocs(400)
+        if len(text) > 32000:
+            return self._ocs(413)
+        self.room_messages[mid] = (room, text)
+        self.timeline.append(Event(time.monotonic(), "edit", room, mid, text))
+        return self._ocs(200, {"id": mid, "message": text})
+
+    async def _chat_delete(self, request: web.Request) -> web.Response:
+        if (refused := self._chat_refused(request, "delete")) is not None:
+            return refused
+        room, mid = request.match_info["room"], int(request.match_info["mid"])
+        if self.room_messages.get(mid, ("", ""))[0] != room:
+            return self._ocs(404)
+        del self.room_messages[mid]
+        self.timeline.append(Event(time.monotonic(), "delete", room, mid, ""))
+        return self._ocs(200, {"id": mid})
+
+    def shown(self, room: str) -> list[str]:
+        """What ``room`` shows now, oldest message first (the bot's posts and the API user's)."""
+        return [text for mid, (r, text) in sorted(self.room_messages.items()) if r == room]
 
     # ---------------------------------------------------------------------------------- WebDAV
     def _dav_user(self, request: web.Request) -> str | None:

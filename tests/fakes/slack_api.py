@@ -4,7 +4,7 @@ Web API: ``POST /api/<method>`` with a bearer token (or ``token`` in the form), 
 does: HTTP 200 with ``{"ok": false, "error": ...}`` for a refused token, 429 + ``Retry-After`` when
 throttled. Methods: ``auth.test``, ``apps.connections.open`` (app token; answers a ``ws://`` URL of
 this server), ``chat.postMessage``, ``chat.update`` and ``chat.delete`` (``messages``, ``timeline``,
-``throttle_updates``), ``chat.postEphemeral``, ``conversations.open``, and the three steps of
+``throttle_updates``, ``refuse_updates``), ``chat.postEphemeral``, ``conversations.open``, and the three steps of
 ``files_upload_v2`` (``files.getUploadURLExternal``, a POST of the bytes, ``files.completeUploadExternal``).
 Files the test adds are served at ``/files/<id>`` to the bot token only.
 
@@ -46,6 +46,7 @@ class FakeSlack(FakeServer):
     throttle_next: int = 0
     posted: list[dict[str, Any]] = field(default_factory=list)  # chat.postMessage arguments
     throttle_updates: int = 0  # the next chat.update calls answer 429 with Retry-After: 1
+    refuse_updates: int = 0  # the next chat.update calls answer ok: false, cant_update_message
     ephemeral: list[dict[str, Any]] = field(default_factory=list)  # chat.postEphemeral arguments
     messages: dict[str, str] = field(default_factory=dict)  # ts -> text, as posted and updated
     timeline: list[dict[str, Any]] = field(default_factory=list)  # every post, update, delete (and 429) with its time
@@ -164,6 +165,10 @@ class FakeSlack(FakeServer):
             self.throttle_updates -= 1
             self.timeline.append({"at": time.monotonic(), "method": "429 chat.update", "ts": args.get("ts")})
             return web.json_response({"ok": False, "error": "ratelimited"}, status=429, headers={"Retry-After": "1"})
+        if method == "chat.update" and self.refuse_updates > 0:
+            self.refuse_updates -= 1
+            self.timeline.append({"at": time.monotonic(), "method": "refused chat.update", "ts": args.get("ts")})
+            return web.json_response({"ok": False, "error": "cant_update_message"})
         handler = getattr(self, "_m_" + method.replace(".", "_"), None)
         if handler is None:
             return web.json_response({"ok": False, "error": "unknown_method"})

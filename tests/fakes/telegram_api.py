@@ -4,7 +4,8 @@
 error shape PTB maps to exceptions (401 -> InvalidToken, 429 + ``parameters.retry_after`` ->
 RetryAfter). Switches for tests: ``stalled`` (getUpdates never answers), ``revoke()`` (every call
 401s from now on), ``throttle_next`` (next sendMessage calls answer 429), ``throttle`` (method name ->
-how many of its next calls answer 429).
+how many of its next calls answer 429), ``refuse`` (method name -> how many of its next calls answer
+400 "message can't be edited", as Telegram does for a message it will no longer change).
 
 Buttons: ``reply_markup`` is kept with each sent message (``Sent.buttons()``), ``make_callback`` builds
 the update of a press, ``answerCallbackQuery`` and ``editMessageReplyMarkup`` are recorded.
@@ -90,6 +91,7 @@ class FakeTelegram(FakeServer):
     throttle_next: int = 0
     retry_after: int = 1
     throttle: dict[str, int] = field(default_factory=dict)
+    refuse: dict[str, int] = field(default_factory=dict)
     sent: list[Sent] = field(default_factory=list)
     timeline: list[Event] = field(default_factory=list)
     chat_messages: dict[tuple[int, int], str] = field(default_factory=dict)
@@ -235,6 +237,14 @@ class FakeTelegram(FakeServer):
                                    int(params.get("message_id") or params.get("draft_id") or 0), ""))
         return self._error(429, f"Too Many Requests: retry after {self.retry_after}", retry_after=self.retry_after)
 
+    def _refused(self, method: str, params: dict[str, Any]) -> web.Response | None:
+        if self.refuse.get(method, 0) <= 0:
+            return None
+        self.refuse[method] -= 1
+        self.timeline.append(Event(time.monotonic(), f"400 {method}", int(params.get("chat_id") or 0),
+                                   int(params.get("message_id") or 0), ""))
+        return self._error(400, "Bad Request: message can't be edited")
+
     async def _m_sendMessage(self, params: dict[str, Any]) -> web.Response:
         if self.throttle_next > 0:
             self.throttle_next -= 1
@@ -276,7 +286,7 @@ class FakeTelegram(FakeServer):
                          "from": {"id": BOT_ID, "is_bot": True, "first_name": "Kith", "username": BOT_USERNAME}})
 
     async def _m_editMessageText(self, params: dict[str, Any]) -> web.Response:
-        if (refused := self._throttled("editMessageText", params)) is not None:
+        if (refused := self._throttled("editMessageText", params) or self._refused("editMessageText", params)):
             return refused
         chat_id, mid, text = int(params["chat_id"]), int(params["message_id"]), str(params["text"])
         if (chat_id, mid) not in self.chat_messages:
