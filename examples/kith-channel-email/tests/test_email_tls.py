@@ -24,6 +24,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 from kith_channel_email.adapter import EmailAdapter
+from kith_channel_email.config import EmailConfig
 from kith_channel_email.connect import NoTLS
 from test_email_adapter import mail, section
 
@@ -164,6 +165,8 @@ async def test_no_starttls_on_offer_means_no_password_sent(tmp_path: Path) -> No
                 task = gw.start(EmailAdapter(gw))  # type: ignore[arg-type]
                 with pytest.raises(NoTLS, match="offers no STARTTLS: the login is not sent in clear"):
                     await asyncio.wait_for(task, 15)
+                imap_said, _ = await gw.config.channels.section("email", EmailConfig).doctor(gw.config)
+                assert imap_said[0] == "fail" and "offers no STARTTLS" in imap_said[1]  # kith doctor says why
     finally:
         server.close()
         await server.wait_closed()
