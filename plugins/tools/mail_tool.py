@@ -9,7 +9,7 @@ offered Off-The-Record, where nothing may leave a trace; reading is.
 
 What a mail says is a stranger's words: headers and text reach the model between markers, as data to
 read and summarise, never as instructions (a marker inside a mail is defused). A mail is read with the
-email channel's bounded parser (``adapters.email_parse``: MIME parts, depth and text capped; the new
+email channel's bounded parser (``gateway.mailparse``: MIME parts, depth and text capped; the new
 text without the quoted reply) after its size was checked on the server. The account (servers, user
 name, password, address) is stored encrypted (``plugins.tools.credentials``); connections go through
 the SSRF guard (``plugins.tools.mail_client``).
@@ -30,7 +30,7 @@ from email.policy import compat32
 from email.utils import format_datetime, getaddresses, make_msgid, parsedate_to_datetime
 from typing import TYPE_CHECKING, Any
 
-from adapters.email_parse import MailLimits, MailRefused, is_address, parse_mail
+from gateway.mailparse import MailLimits, MailRefused, is_address, parse_mail
 from gateway.tools import Tool, ToolContext, ToolError
 from gateway.types import ConversationKind, Reply, Turn
 from plugins.tools.common import str_arg

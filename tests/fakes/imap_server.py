@@ -4,12 +4,15 @@ LOGIN, SELECT (UIDVALIDITY, UIDNEXT), UID SEARCH, UID FETCH, UID STORE, IDLE wit
 
 Mail arrives the way a delivery agent puts it there: ``deliver`` APPENDs it to the mailbox over IMAP.
 Passwords are kept in clear (``Cleartext``): pymap's default hash costs ~0.4 s per login.
+With ``tls`` (a certificate and its key), it offers STARTTLS and refuses a login before TLS
+(``LOGINDISABLED``), as a server on port 143 should.
 """
 
 from __future__ import annotations
 
 import asyncio
 import re
+import ssl
 from argparse import Namespace
 from dataclasses import dataclass, field
 from typing import Any, Self
@@ -30,6 +33,7 @@ class FakeIMAP:
     user: str = USER
     password: str = PASSWORD
     idle: bool = True
+    tls: tuple[str, str] | None = None  # (certificate chain, key) PEM files: STARTTLS, and no login without it
     port: int = 0
     connections: int = 0
     _server: asyncio.Server | None = None
@@ -39,7 +43,9 @@ class FakeIMAP:
     _client: Any = None
 
     async def start(self) -> Self:
-        args = Namespace(host="127.0.0.1", port=0, debug=False, cert=None, key=None, tls=False, passlib_cfg=None,
+        cert, key = self.tls or (None, None)
+        args = Namespace(host="127.0.0.1", port=0, debug=False, cert=cert, key=key, tls=self.tls is not None,
+                         passlib_cfg=None,
                          demo_data=False, demo_user=self.user, demo_password=self.password, inherited_sockets=None,
                          proxy_protocol=None)  # fmt: skip
         self._backend, self._config = await DictBackend.init(
@@ -88,6 +94,8 @@ class FakeIMAP:
         if self._client is None:
             client = aioimaplib.IMAP4(host="127.0.0.1", port=self.port, timeout=10)
             await client.wait_hello_from_server()
+            if self.tls is not None:
+                await _start_tls(client)
             assert (await client.login(self.user, self.password)).result == "OK"
             self._client = client
         return self._client
@@ -106,3 +114,14 @@ class FakeIMAP:
         await client.select(mailbox)
         resp = await client.uid("fetch", str(uid), "(FLAGS)")
         return b" ".join(bytes(x) for x in resp.lines if isinstance(x, bytes | bytearray)).decode()
+
+
+async def _start_tls(client: Any) -> None:
+    """STARTTLS for the delivering client (the server's own side: it need not check the certificate)."""
+    protocol = client.protocol
+    answer = await protocol.execute(aioimaplib.Command("STARTTLS", protocol.new_tag(), loop=protocol.loop))
+    assert answer.result == "OK", answer
+    context = ssl.create_default_context()
+    context.check_hostname, context.verify_mode = False, ssl.CERT_NONE
+    protocol.transport = await asyncio.get_running_loop().start_tls(protocol.transport, protocol, context)
+    await protocol.capability()

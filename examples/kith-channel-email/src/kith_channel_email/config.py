@@ -1,9 +1,10 @@
 """The email channel's config section, ``channels.email``, its checks, and its registration.
 
-Like ``adapters.matrix_config``, this module is the plugin as kith's entry points name it (groups
-``kith.config`` and ``kith``): pydantic, the standard library and the public API only. The adapter
-(``adapters.email``: aioimaplib, aiosmtplib) is imported only when the channel is enabled, and a
-missing ``email`` extra is a config problem naming the install command.
+This module is the plugin as this package's entry points name it (groups ``kith.config`` and
+``kith``), as ``adapters.matrix_config`` is kith's own Matrix channel: pydantic, the standard library
+and kith's public API only (docs/plugins.md#the-public-api). The adapter (``kith_channel_email.adapter``:
+aioimaplib, aiosmtplib) is imported only when the channel is enabled, and a missing client library is
+a config problem naming the install command.
 """
 
 from __future__ import annotations
@@ -13,7 +14,8 @@ import importlib
 import importlib.util
 import logging
 import ssl
-from typing import TYPE_CHECKING, Any, Literal
+from pathlib import Path
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import Field, SecretStr, field_validator
 
@@ -26,7 +28,7 @@ if TYPE_CHECKING:
     from gateway.config import Config
 
 log = logging.getLogger("kith.adapters.email")
-EXTRA = "pip install 'kith[email]'"
+EXTRA = "pip install kith-channel-email"  # brings aioimaplib and aiosmtplib
 _DOCTOR_S = 1.8  # the doctor gives the channels about two seconds together
 
 
@@ -35,13 +37,16 @@ class EmailConfig(ChannelAccess):
     display_name: str = "kith"
     imap_host: str = ""
     imap_port: int = Field(993, ge=1, le=65535)
-    imap_security: Literal["ssl", "plain"] = "ssl"  # plain: a server on this machine only
+    # ssl: implicit TLS (993); starttls: TLS asked for on a plain connection (143), and no login if the server
+    # offers none; plain: a server on this machine only
+    imap_security: Literal["ssl", "starttls", "plain"] = "ssl"
     imap_user: str = ""  # defaults to ``address``
     imap_password: SecretStr | None = None
     mailbox: str = "INBOX"
     smtp_host: str = ""
     smtp_port: int = Field(465, ge=1, le=65535)
     smtp_security: Literal["ssl", "starttls", "plain"] = "ssl"  # plain: a server on this machine only
+    ca_file: str = ""  # PEM CA certificates to trust instead of the system's (a server with a CA of its own)
     smtp_user: str = ""  # defaults to ``imap_user``
     smtp_password: SecretStr | None = None  # unset: ``imap_password``; "": no SMTP login
     # Sender authentication (docs/channels.md#email): the From header is the sender's own claim.
@@ -90,7 +95,9 @@ class EmailConfig(ChannelAccess):
             host = getattr(self, f"{key}_host")
             if security == "plain" and host and not is_loopback_host(host):
                 found.append(f"{path}.{key}_security: plain (unencrypted) is allowed only for a server on this "
-                             f"machine, not {host!r}; use ssl" + (" or starttls" if key == "smtp" else ""))
+                             f"machine, not {host!r}; use ssl or starttls")
+        if self.ca_file and not Path(self.ca_file).is_file():
+            found.append(f"{path}.ca_file: no such file: {self.ca_file}")
         if self.require_authentication and not self.authserv_id:
             found.append(f"{path}.authserv_id: the authserv-id your mail server writes in Authentication-Results "
                          "(the first word of that header in any mail it delivered) is required to believe a "
@@ -103,7 +110,7 @@ class EmailConfig(ChannelAccess):
         if self.group_allow:
             found.append(f"{path}.group_allow: email has no groups; every mail is a one-to-one conversation")
         if importlib.util.find_spec("aioimaplib") is None or importlib.util.find_spec("aiosmtplib") is None:
-            found.append(f"{path}: the email channel needs the email extra ({EXTRA})")
+            found.append(f"{path}: the email channel needs aioimaplib and aiosmtplib ({EXTRA})")
         return found
 
     async def doctor(self, config: Config) -> list[tuple[str, str]]:
@@ -112,7 +119,7 @@ class EmailConfig(ChannelAccess):
         if not self.enabled:
             return []
         if importlib.util.find_spec("aioimaplib") is None or importlib.util.find_spec("aiosmtplib") is None:
-            return [("fail", f"the email extra is not installed ({EXTRA})")]
+            return [("fail", f"aioimaplib or aiosmtplib is not installed ({EXTRA})")]
         results = await asyncio.gather(self._doctor_imap(), self._doctor_smtp())
         return list(results)
 
@@ -121,9 +128,12 @@ class EmailConfig(ChannelAccess):
 
         where = f"IMAP {self.imap_host}:{self.imap_port}"
         password = self.imap_password.get_secret_value() if self.imap_password else ""
+        from kith_channel_email.connect import NoTLS, imap_client, start_tls
+
         client = imap_client(self, timeout=_DOCTOR_S)
         try:
             await client.wait_hello_from_server()
+            await start_tls(client, self)
             login = await client.login(self.login_user(), password)
             if login.result != "OK":
                 return ("fail", f"{where} refused the login of {self.login_user()}")
@@ -132,6 +142,8 @@ class EmailConfig(ChannelAccess):
                 return ("fail", f"{where}: no mailbox {self.mailbox!r}")
             idle = "IDLE" if client.has_capability("IDLE") else "no IDLE: polling"
             await client.logout()
+        except NoTLS as exc:
+            return ("fail", str(exc))
         except (OSError, TimeoutError, ssl.SSLError, aioimaplib.AioImapException) as exc:
             return ("fail", f"{where} unreachable ({type(exc).__name__})")
         finally:
@@ -145,6 +157,8 @@ class EmailConfig(ChannelAccess):
 
     async def _doctor_smtp(self) -> tuple[str, str]:
         import aiosmtplib
+
+        from kith_channel_email.connect import smtp_client
 
         where = f"SMTP {self.smtp_host}:{self.smtp_port}"
         try:
@@ -163,22 +177,6 @@ class EmailConfig(ChannelAccess):
         return ("ok", f"{where} answers ({self.smtp_security}{', signed in' if self.smtp_login() else ''})")
 
 
-def imap_client(cfg: EmailConfig, *, timeout: float) -> Any:
-    """An aioimaplib client for the configured server (connecting starts at once)."""
-    import aioimaplib
-
-    if cfg.imap_security == "ssl":
-        return aioimaplib.IMAP4_SSL(host=cfg.imap_host, port=cfg.imap_port, timeout=timeout)
-    return aioimaplib.IMAP4(host=cfg.imap_host, port=cfg.imap_port, timeout=timeout)
-
-
-def smtp_client(cfg: EmailConfig, *, timeout: float) -> Any:
-    import aiosmtplib
-
-    return aiosmtplib.SMTP(hostname=cfg.smtp_host, port=cfg.smtp_port, timeout=timeout,
-                           use_tls=cfg.smtp_security == "ssl", start_tls=cfg.smtp_security == "starttls")  # fmt: skip
-
-
 @hookimpl
 def gateway_register_channels(register: ChannelRegistry) -> None:
     register("email", EmailConfig)
@@ -190,7 +188,7 @@ def gateway_register_adapters(register: AdapterRegistry, config: Config) -> None
     if section is None or not section.enabled:
         return  # never created, so aioimaplib and aiosmtplib are never imported
     try:
-        module = importlib.import_module("adapters.email")
+        module = importlib.import_module("kith_channel_email.adapter")
     except ImportError as exc:
         log.error("the email channel is unavailable (%s); %s", exc, EXTRA)
         return

@@ -19,7 +19,8 @@ pytest.importorskip("aioimaplib")
 pytest.importorskip("pymap")
 pytest.importorskip("aiosmtpd")
 
-from adapters.email import EmailAdapter, conversation_of
+from kith_channel_email.adapter import EmailAdapter, conversation_of
+
 from gateway.adapter import AdapterAuthError
 from gateway.media.errors import TooLarge
 from gateway.types import ConversationAddress, Reply
@@ -208,9 +209,9 @@ async def test_files_in_and_out(servers, tmp_path: Path) -> None:  # type: ignor
 async def test_smtp_temporary_failure_is_retried_and_a_refused_login_stops_the_adapter(
     servers, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,  # type: ignore[no-untyped-def]
 ) -> None:
-    import adapters.email_send
+    import kith_channel_email.send
 
-    monkeypatch.setattr(adapters.email_send, "SMTP_RETRY_S", 0.01)
+    monkeypatch.setattr(kith_channel_email.send, "SMTP_RETRY_S", 0.01)
     imap, smtp = servers
     async with StubGateway.with_channels(tmp_path, email=section(imap, smtp)) as gw:
         adapter, _task = await started(gw)

@@ -1,13 +1,13 @@
 """Email adapter: IMAP in (aioimaplib, IDLE with a polling fallback), SMTP out (aiosmtplib).
 
 * Progress is the mailbox's UIDs: ``<data_dir>/channels/email/state.json`` keeps ``UIDVALIDITY`` and
-  the mark below which every mail was handled (``adapters.email_progress``: a mail whose turn still
+  the mark below which every mail was handled (``kith_channel_email.progress``: a mail whose turn still
   runs holds it back), written as it moves. A restart fetches only what lies above it: a turn cut
   short is taken again, an answered mail is one turn (the host dedupes by ``UIDVALIDITY:UID``). The
   very first start, or a mailbox whose ``UIDVALIDITY`` changed, answers nothing already there.
 * Fetching: ``UID FETCH (RFC822.SIZE INTERNALDATE)`` first, and a mail over ``max_message_bytes`` is
   never downloaded (a sender in ``allow_from`` is told); the rest with ``BODY.PEEK[]``, at most
-  ``_IN_FLIGHT`` at once, parsed in a thread (``adapters.email_parse``: limits, quoted text and
+  ``_IN_FLIGHT`` at once, parsed in a thread (``gateway.mailparse``: limits, quoted text and
   signature cut, HTML as text). A lost connection ends ``run`` at once, for the supervisor.
 * Who: the account id is the From address; it is believed only when the server's
   ``Authentication-Results`` (``authserv_id``) vouch for it, unless ``require_authentication`` is
@@ -16,7 +16,7 @@
 * Threads: one conversation per thread (its first Message-ID), ``<address>#<hash>``; a reply carries
   ``In-Reply-To`` and ``References`` and keeps the subject, and quotes nothing. Files come in as
   attachments for the media pipeline; ``send_file`` mails one. ``send`` (reminders) starts a new mail
-  (``adapters.email_send``).
+  (``kith_channel_email.send``).
 """
 
 from __future__ import annotations
@@ -35,15 +35,16 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 import aioimaplib
 
-from adapters.email_config import EmailConfig, imap_client
-from adapters.email_parse import MailLimits, MailRefused, ParsedMail, is_address, parse_mail
-from adapters.email_progress import UidMark
-from adapters.email_send import compose, keep_references, send_mail
 from gateway.adapter import Adapter, AdapterAuthError
 from gateway.logs import install_redaction
+from gateway.mailparse import MailLimits, MailRefused, ParsedMail, is_address, parse_mail
 from gateway.media.errors import AttachmentUnavailable, TooLarge
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 from gateway.util.tasks import EventTasks, unless_set
+from kith_channel_email.config import EmailConfig
+from kith_channel_email.connect import imap_client, start_tls
+from kith_channel_email.progress import UidMark
+from kith_channel_email.send import compose, keep_references, send_mail
 
 if TYPE_CHECKING:
     from gateway.services import Services
@@ -114,7 +115,7 @@ class EmailAdapter(Adapter):
         self._lost = asyncio.Event()
         client.protocol.conn_lost_cb = lambda _exc: self._lost.set()  # (IMAP4_SSL takes no callback)
         try:
-            if await self._until_stopped(_greeted(client)) is None:
+            if await self._until_stopped(_greeted(client, self.cfg)) is None:
                 return  # stopped while the server had not answered yet
             password = self.cfg.imap_password.get_secret_value() if self.cfg.imap_password else ""
             login = await client.login(self.cfg.login_user(), password)
@@ -478,8 +479,10 @@ def _arrived(line: bytes) -> datetime | None:
         return None
 
 
-async def _greeted(client: Any) -> bool:
+async def _greeted(client: Any, cfg: EmailConfig) -> bool:
+    """Greeted, and over TLS when the config asks for STARTTLS (before the login)."""
     await client.wait_hello_from_server()
+    await start_tls(client, cfg)
     return True
 
 

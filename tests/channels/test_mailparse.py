@@ -1,6 +1,6 @@
-"""Reading one mail (adapters/email_parse.py): the sender and whether the server vouched for them, the
-thread, the new text without quotes and signature, HTML as text, files, and the limits that refuse a
-MIME bomb before it is walked."""
+"""Reading one mail (gateway/mailparse.py, shared by the email channel and the mail tools): the sender
+and whether the server vouched for them, the thread, the new text without quotes and signature, HTML
+as text, files, and the limits that refuse a MIME bomb before it is walked."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from email.message import EmailMessage
 
 import pytest
 
-from adapters.email_parse import (
+from gateway.mailparse import (
     MailLimits,
     MailRefused,
     authentication,
@@ -19,7 +19,6 @@ from adapters.email_parse import (
     parse_mail,
     strip_reply,
 )
-from adapters.email_progress import UidMark
 
 LIMITS = MailLimits()
 AR = "mx.example.org"
@@ -194,16 +193,3 @@ def test_mutated_mail_is_read_or_refused_never_a_crash() -> None:
 @pytest.mark.fuzz
 def test_ten_thousand_mutated_mails() -> None:
     _read_all(_mutations(3030, 10_000))
-
-
-def test_the_mark_stays_below_the_lowest_mail_still_handled() -> None:
-    mark = UidMark(100)
-    assert mark.new([100, 101, 103, 102, 99]) == [101, 102, 103]
-    for uid in (101, 102, 103):
-        mark.start(uid)
-    assert mark.new([101, 102, 103, 104]) == [104]
-    assert mark.finish(102) is False and mark.done_to == 100  # 101 still runs
-    assert mark.finish(101) is True and mark.done_to == 102
-    assert mark.finish(103) is True and mark.done_to == 103
-    mark.start(110)  # UIDs have gaps (expunged mail)
-    assert mark.finish(110) is True and mark.done_to == 110

@@ -1,5 +1,5 @@
-"""``channels.email``: a channel of kith's own entry points, its section checked with every problem at
-once (``kith check-config``), and listed by ``kith plugins``."""
+"""``channels.email``: a channel of this package's entry points (as a third party's), its section checked
+with kith's own and every problem at once (``kith check-config``), and listed by ``kith plugins``."""
 
 from __future__ import annotations
 
@@ -9,8 +9,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kith_channel_email.config import EmailConfig
 
-from adapters.email_config import EmailConfig
 from gateway.cli.main import main
 from gateway.configread import parse_config
 
@@ -23,16 +23,16 @@ def _check_config(tmp_path: Path, capsys: pytest.CaptureFixture[str], **sections
     return code, [line.strip().removeprefix("- ") for line in (captured.err + captured.out).splitlines()]
 
 
-def test_email_is_an_entry_point_of_kith_and_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_email_is_an_entry_point_of_its_package_and_listed(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
     for group in ("kith", "kith.config"):
         found = {ep.name: ep.value for ep in importlib.metadata.entry_points(group=group)}
-        assert found["email"] == "adapters.email_config"
+        assert found["email"] == "kith_channel_email.config"
     path = tmp_path / "config.yaml"
     path.write_text(json.dumps({"data_dir": str(tmp_path / "data"), "llm": {"provider": "echo"}}))
     assert main(["-c", str(path), "plugins"]) == 0
     out = capsys.readouterr().out.splitlines()
     (i,) = [i for i, line in enumerate(out) if line.split()[:1] == ["email"]]
-    assert out[i].split()[1:] == ["entry-point", "kith"]
+    assert out[i].split()[1:] == ["entry-point", "kith-channel-email"]
 
 
 def test_check_config_reports_every_email_problem_at_once(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
@@ -47,14 +47,15 @@ def test_check_config_reports_every_email_problem_at_once(tmp_path: Path, capsys
     } <= set(out), out
     code, out = _check_config(tmp_path, capsys, channels={"email": {
         "enabled": True, "address": "kith", "imap_host": "imap.example.org", "imap_security": "plain",
-        "group_allow": ["*"]}})  # fmt: skip
+        "group_allow": ["*"], "ca_file": "/nowhere/ca.pem"}})  # fmt: skip
     assert code == 2
     assert {
         "channels.email.address: the bot's email address is required when the email channel is enabled",
         "channels.email.smtp_host: required when the email channel is enabled",
         "channels.email.imap_password: required when the email channel is enabled",
         "channels.email.imap_security: plain (unencrypted) is allowed only for a server on this machine, not "
-        "'imap.example.org'; use ssl",
+        "'imap.example.org'; use ssl or starttls",
+        "channels.email.ca_file: no such file: /nowhere/ca.pem",
         "channels.email.group_allow: email has no groups; every mail is a one-to-one conversation",
     } <= set(out), out
     assert any(line.startswith("channels.email.authserv_id: the authserv-id your mail server writes") for line in out)

@@ -1,5 +1,5 @@
 """Email end to end, through the real Gateway, loaded as a third party's channel is (``plugins.modules``
-names ``adapters.email_config``; in production kith's own entry points do): a real IMAP server
+names ``kith_channel_email.config``; in production this package's entry points do): a real IMAP server
 (pymap) and a real SMTP server (aiosmtpd), the real aioimaplib and aiosmtplib clients, the host's
 access policy, dedupe, sessions, outbox and model (the Anthropic fake through the real SDK).
 """
@@ -21,13 +21,14 @@ pytest.importorskip("aioimaplib")
 pytest.importorskip("pymap")
 pytest.importorskip("aiosmtpd")
 
+from test_email_adapter import AR, mail
+
 from gateway.app import Gateway
 from gateway.configread import parse_config
 from gateway.schedule.engine import sync_user
 from gateway.state.delivery import DeliveryPrefs
 from gateway.turn.admission import AccessStore
 from tests.channels.rig import FAST, TG_TOKEN, channel_plugins, wait_for
-from tests.channels.test_email_adapter import AR, mail
 from tests.channels.test_media_e2e import last_user_content, pdf_with
 from tests.fakes.anthropic import API_KEY, FakeAnthropic
 from tests.fakes.imap_server import PASSWORD, USER, FakeIMAP
@@ -59,7 +60,7 @@ async def gateway_factory(tmp_path: Path) -> AsyncIterator[Callable[..., Awaitab
     async def start(imap: FakeIMAP, smtp: FakeSMTP, *, llm: dict[str, Any] | None = None,
                     channels: dict[str, Any] | None = None, **email: Any) -> Gateway:  # fmt: skip
         data = {"data_dir": str(tmp_path / "data"), "llm": llm or {"provider": "echo"}, "server": {"port": 0},
-                "plugins": {"entry_points": False, "modules": ["adapters.email_config"]},
+                "plugins": {"entry_points": False, "modules": ["kith_channel_email.config"]},
                 "channels": {"email": email_section(imap, smtp, **email), **(channels or {})}}  # fmt: skip
         gw = Gateway(parse_config(data, env={}), plugins=channel_plugins(), entry_points=False)
         gw.supervisor.base_delay = 0.1
@@ -142,7 +143,8 @@ async def test_huge_mail_and_a_mime_bomb_are_refused_and_the_channel_keeps_servi
     imap, smtp = servers
     gw = await gateway_factory(imap, smtp, dm_policy="allowlist", allow_from=[ADA], max_message_bytes=256 * 1024)
     await imap.deliver(mail("huge", size=1024 * 1024))
-    # (A bomb nested thousands deep is refused in test_email_parse.py: pymap itself cannot store one.)
+    # (A bomb nested thousands deep is refused in kith's tests/channels/test_mailparse.py: pymap cannot store
+    # one.)
     head = [f"Authentication-Results: {AR}; dmarc=pass", f"From: {ADA}",
             'Content-Type: multipart/mixed; boundary="b"', ""]
     parts = [f"--b\r\nContent-Type: text/plain\r\n\r\npart {i}" for i in range(500)]
@@ -186,7 +188,7 @@ async def test_kith_doctor_signs_in_to_imap_and_smtp(servers, tmp_path: Path) ->
 
     def config(**extra: Any) -> Any:
         return parse_config({"data_dir": str(tmp_path), "plugins": {"entry_points": False,
-                             "modules": ["adapters.email_config"]},
+                             "modules": ["kith_channel_email.config"]},
                              "channels": {"email": email_section(imap, smtp, **extra)}}, env={})  # fmt: skip
 
     imap_ok, smtp_ok = await check_channels(config())

@@ -9,6 +9,9 @@ death), and while walking, parts and depth are counted again. The legacy ``compa
 on purpose: it keeps headers as strings instead of running the modern header parser over whatever a
 stranger wrote. Files are not looked into here: they go to the media pipeline, whose readers run in
 the sandbox (docs/media.md). Blocking: the adapter calls ``parse_mail`` in a thread.
+
+Public API (docs/plugins.md#the-public-api): the email channel (examples/kith-channel-email, a package
+of its own) and kith's mail tools (plugins/tools/mail_tool.py) both read mail with it.
 """
 
 from __future__ import annotations

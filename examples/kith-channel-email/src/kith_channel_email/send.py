@@ -16,8 +16,9 @@ from typing import Any
 
 import aiosmtplib
 
-from adapters.email_config import EmailConfig, smtp_client
 from adapters.ratelimit import with_retry
+from kith_channel_email.config import EmailConfig
+from kith_channel_email.connect import smtp_client
 
 SMTP_RETRY_S = 2.0  # after a temporary SMTP failure (4xx, a dropped connection)
 REFERENCES_KEPT = 20  # the thread's first Message-ID and its last 19
