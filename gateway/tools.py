@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
@@ -91,6 +92,12 @@ class Tool:
     usable: Callable[[Services, str], bool] | None = None
     needs_approval: bool = False  # acts on the world: runs only after the person's /approve (gateway.approvals)
     preview: ToolHandler | None = None  # for needs_approval: check the input, say what will happen
+    # Per turn: this turn's description (e.g. the skills of the persona speaking); None = not offered.
+    describe: Callable[[Services, Turn], str | None] | None = None
+    # Rarely used: its schema is not in the request; the ``more_tools`` catalogue names it with ``summary``
+    # (default: the description's first sentence) and loads and runs it on demand, behind the same gates.
+    deferred: bool = False
+    summary: str = ""
 
     def __post_init__(self) -> None:
         if not self.name or len(self.name) > 64 or not set(self.name) <= _NAME_OK:
@@ -111,6 +118,13 @@ class Tool:
 
     def spec(self) -> ToolSpec:
         return ToolSpec(name=self.name, description=self.description, input_schema=self.input_schema)
+
+    def short(self) -> str:
+        """One line for the ``more_tools`` catalogue."""
+        if self.summary:
+            return self.summary
+        first = self.description.split(". ", 1)[0].rstrip(".")
+        return first if len(first) <= 100 else first[:99] + "…"
 
 
 class ToolRegistry(Registry[Tool]):
@@ -150,12 +164,27 @@ def refusal(gateway: Services, turn: Turn, tool: Tool, tier: int) -> str:
 
 
 def offered(gateway: Services, turn: Turn) -> list[Tool]:
-    """The tools this turn may use, sorted by name (a stable list keeps the prompt cache warm)."""
+    """The tools this turn may use, sorted by name (a stable list keeps the prompt cache warm), each with
+    this turn's description; deferred ones included (``toolset`` puts them behind ``more_tools``)."""
     tools = gateway.stash[TOOLS]
     if not tools:
         return []
     tier = tier_of(gateway, turn)
-    return [t for _, t in sorted(tools.items()) if not refusal(gateway, turn, t, tier)]
+    out = []
+    for _, tool in sorted(tools.items()):
+        if refusal(gateway, turn, tool, tier):
+            continue
+        if tool.describe is not None:
+            try:
+                text = tool.describe(gateway, turn)
+            except Exception:
+                log.exception("describing tool %s (plugin %s) failed; not offered", tool.name, tool.plugin)
+                continue
+            if text is None:
+                continue
+            tool = replace(tool, description=text)
+        out.append(tool)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,17 +193,61 @@ class Toolset:
     run: ToolRunner | None
 
 
+MORE_TOOLS = "more_tools"
+
+
 def toolset(gateway: Services, turn: Turn) -> Toolset:
-    """What ``build_request`` puts into the LLMRequest for this turn."""
+    """What ``build_request`` puts into the LLMRequest for this turn: the tools offered, the deferred
+    ones behind one ``more_tools`` catalogue."""
     tools = offered(gateway, turn)
     if not tools:
         return Toolset((), None)
     by_name = {t.name: t for t in tools}
+    later = [t for t in tools if t.deferred]
+    direct = [t for t in tools if not t.deferred]
+    if later and MORE_TOOLS not in by_name:
+        direct.append(catalogue_tool(later))
+        by_name[MORE_TOOLS] = direct[-1]
 
     async def run(call: ToolCall) -> ToolResult:
         return await run_tool(gateway, turn, by_name, call)
 
-    return Toolset(tuple(t.spec() for t in tools), run)
+    return Toolset(tuple(t.spec() for t in direct), run)
+
+
+def catalogue_tool(later: list[Tool]) -> Tool:
+    """``more_tools``: the deferred tools by name and one line each; ``{tool}`` returns one's description
+    and parameters, ``{tool, input}`` runs it through ``run_tool`` (every gate, veto and approval of a
+    tool offered directly). Its schema is paid on every turn; theirs only when one is needed."""
+    names = {t.name: t for t in later}
+    lines = "\n".join(f"- {t.name}: {t.short()}" for t in later)
+
+    async def more_tools(ctx: ToolContext, args: Mapping[str, Any]) -> str:
+        name = args.get("tool")
+        tool = names.get(name) if isinstance(name, str) else None
+        if tool is None:
+            raise ToolError(f"no such tool {name!r}; these are: {', '.join(names)}")
+        given = args.get("input")
+        if given is None:
+            schema = json.dumps(dict(tool.input_schema), ensure_ascii=False, separators=(",", ":"))
+            return (f"{tool.name}: {tool.description}\nInput (JSON Schema): {schema}\n"
+                    f"Call more_tools with tool={tool.name!r} and this input to use it.")
+        if not isinstance(given, Mapping):
+            raise ToolError("input must be a JSON object")
+        result = await run_tool(ctx.gateway, ctx.turn, names, ToolCall(id=f"{MORE_TOOLS}:{name}", name=tool.name,
+                                                                      input=given))  # fmt: skip
+        if result.is_error:
+            raise ToolError(result.content)
+        return result.content
+
+    return Tool(
+        name=MORE_TOOLS,
+        description=f"More tools. Call with tool to see its input, then with tool and input to use it:\n{lines}",
+        input_schema={"type": "object", "properties": {"tool": {"type": "string"}, "input": {"type": "object"}},
+                      "required": ["tool"]},
+        handler=more_tools, min_tier=1, private=False, timeout_s=max(t.timeout_s for t in later) + 5,
+        plugin="gateway.tools",
+    )
 
 
 def _error(call: ToolCall, message: str) -> ToolResult:
