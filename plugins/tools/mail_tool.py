@@ -294,13 +294,14 @@ DRAFT_TOOL = Tool(
     name="mail_draft",
     description="Save a mail in the person's Drafts (not sent).",
     input_schema=_MAIL, handler=mail_draft, writes=True, min_tier=2, usable=_connected, timeout_s=60.0,
+    deferred=True, summary="save a mail in the person's Drafts",
 )
 
 SEND_TOOL = Tool(
     name="mail_send",
     description="Send a mail from the person's address. The person approves it first.",
     input_schema=_MAIL, handler=mail_send, preview=mail_send_preview, needs_approval=True, writes=True,
-    min_tier=2, usable=_connected, timeout_s=60.0,
+    min_tier=2, usable=_connected, timeout_s=60.0, deferred=True, summary="send a mail (needs approval)",
 )
 
 TOOLS = (LIST_TOOL, READ_TOOL, DRAFT_TOOL, SEND_TOOL)

@@ -85,7 +85,7 @@ async def connected(make_gateway: GatewayFactory, fake_anthropic: FakeAnthropic,
                             tools={"mail": {"enabled": True, "allow_hosts": ["127.0.0.1"]}})
     fake_anthropic.enqueue("hi")
     await gw.handle_inbound(dm("hi"))
-    assert not [n for n in fake_anthropic.tool_names() if n.startswith("mail_")], "not offered before connecting"
+    assert not [n for n in fake_anthropic.offered_tools() if n.startswith("mail_")], "not offered before connecting"
 
     where = f"imap://127.0.0.1:{imap.port} smtp://127.0.0.1:{smtp.port} {USER}"
     assert "refused the user name or password" in await say(gw, f"/mail connect {where} wrong")
@@ -99,7 +99,7 @@ async def test_list_read_and_send_only_after_approval(
         caplog: pytest.LogCaptureFixture) -> None:
     gw, smtp = connected, servers[1]
     listed = await model_calls(gw, fake_anthropic, "mail_list", {})
-    assert {"mail_list", "mail_read", "mail_draft", "mail_send"} <= set(fake_anthropic.tool_names(-2))
+    assert {"mail_list", "mail_read", "mail_draft", "mail_send"} <= fake_anthropic.offered_tools(-2)
     assert listed.startswith("3 of 3 matching mails"), listed
     subjects = re.findall(r"\| ([^|\n]+) \| unread", listed)
     assert subjects == ["hello", "Your invoice 4711", "Lunch on Friday?"], "newest first, none marked read"
@@ -135,7 +135,7 @@ async def test_list_read_and_send_only_after_approval(
     await say(gw, "/otr on")
     fake_anthropic.enqueue("ok")
     await gw.handle_inbound(dm("anything new?"))
-    offered = fake_anthropic.tool_names()
+    offered = fake_anthropic.offered_tools()
     assert "mail_list" in offered and "mail_send" not in offered and "mail_draft" not in offered
     assert "Off-The-Record" in await say(gw, f"/approve {approval.group(1)}")
     await say(gw, "/otr off")
