@@ -35,7 +35,17 @@ from gateway.approvals import APPROVALS, Approvals
 from gateway.memory.files.errors import MemoryStoreError
 from gateway.registry import Registry
 from gateway.turn.tiers import TIER_OF_ITEM, loads, tier_of
-from gateway.types import ConversationKind, StashKey, ToolCall, ToolResult, ToolRunner, ToolSpec, Turn
+from gateway.types import (
+    ConversationAddress,
+    ConversationKind,
+    Reply,
+    StashKey,
+    ToolCall,
+    ToolResult,
+    ToolRunner,
+    ToolSpec,
+    Turn,
+)
 
 if TYPE_CHECKING:
     from gateway.memory.files.store import MemoryStore
@@ -323,10 +333,43 @@ async def _ask_approval(gateway: Services, tool: Tool, ctx: ToolContext, call: T
         return checked
     pending = approvals(gateway).request(user_id=ctx.user_id, tool=tool.name, args=call.input, summary=checked.content)
     minutes = max(1, round(approvals(gateway).ttl_s / 60))
-    text = (f"NOT DONE YET: this needs the person's approval. Tell them exactly this and that they can answer "
+    shown = await _show_request(gateway, ctx.turn, pending.approval_id, pending.summary, minutes)
+    told = ("The person was shown this request with Approve and Deny. Tell them in a few words what waits, and"
+            if shown else "Tell them exactly this and")
+    text = (f"NOT DONE YET: this needs the person's approval. {told} that they can answer "
             f"/approve {pending.approval_id} or /deny {pending.approval_id} (expires in {minutes} min):\n"
             f"{pending.summary}")
     return ToolResult(call_id=call.id, name=call.name, content=text)
+
+
+def request_text(approval_id: str, summary: str, minutes: int) -> str:
+    """The host's own approval request: what will happen, in the tool's words, not the model's. Its last
+    line is what ``gateway.delivery.buttons.offered`` turns into Approve and Deny buttons."""
+    return (f"Approval needed (expires in {minutes} min):\n{summary}\n"
+            f"Approve with /approve {approval_id} or /deny {approval_id}")
+
+
+async def _show_request(gateway: Services, turn: Turn, approval_id: str, summary: str, minutes: int) -> bool:
+    """Send the request to the conversation as a host notice (buttons where the platform has them, a
+    card in the web chat, the typed commands everywhere). False when it could not be sent: the model's
+    answer carries it then."""
+    from gateway.util.text import split_text
+
+    msg = turn.message
+    assert turn.user is not None
+    text = request_text(approval_id, summary, minutes)
+    address = ConversationAddress(channel=msg.channel, conversation_id=msg.conversation_id or msg.account_id,
+                                  kind=msg.kind, user_id=turn.user.user_id,
+                                  persona=turn.session.persona if turn.session is not None else "default")  # fmt: skip
+    reply = Reply(text=text, chunks=tuple(split_text(text, gateway.message_limit(msg.channel))), notice=True,
+                  otr=turn.otr)  # fmt: skip
+    try:
+        await gateway.send(address, reply)
+    except Exception as exc:  # no live connection (a web chat closed, a test without the adapter)
+        log.info("approval %s: the request could not be shown in %s (%s)", approval_id, msg.channel,
+                 type(exc).__name__)  # fmt: skip
+        return False
+    return True
 
 
 async def run_approved(gateway: Services, turn: Turn, approval_id: str) -> tuple[bool, str]:
