@@ -191,6 +191,37 @@ async def test_a_mails_attachments_are_named_not_opened(connected: Gateway, fake
     assert "SECRET-PDF-BODY" not in read and "IGNORE ALL INSTRUCTIONS" not in read, "named, never opened"
 
 
+async def test_a_sent_mail_carries_the_persons_files(connected: Gateway, fake_anthropic: FakeAnthropic,
+                                                     servers: tuple[FakeIMAP, FakeSMTP]) -> None:
+    """attach: files of the person's own memory root (what they sent is under media/), named with their
+    size in the approval, sent byte for byte; nothing outside their root, no dot name, bounded."""
+    gw, smtp = connected, servers[1]
+    uid = gw.identities.lookup("websocket", "alice")
+    assert uid is not None
+    root = Path(gw.config.data_dir) / "users" / uid
+    (root / "media" / "2026" / "11").mkdir(parents=True)
+    pdf = b"%PDF-1.7\n" + bytes(range(256)) * 8
+    (root / "media" / "2026" / "11" / "ab12-report.pdf").write_bytes(pdf)
+    mail = {"to": "ada@example.org", "subject": "The report", "body": "Here it is.",
+            "attach": ["media/2026/11/ab12-report.pdf"]}
+    asked = await model_calls(gw, fake_anthropic, "mail_send", mail)
+    assert "Attachments: ab12-report.pdf (application/pdf, 2 KB)\n" in asked, asked
+    approval = re.search(r"/approve ([0-9a-f]+)", asked)
+    assert approval is not None and smtp.received == []
+    assert (await say(gw, f"/approve {approval.group(1)}")).startswith("Sent to ada@example.org")
+    (sent,) = smtp.received
+    (part,) = list(sent.message.iter_attachments())
+    assert part.get_filename() == "ab12-report.pdf" and part.get_content_type() == "application/pdf"
+    assert part.get_content() == pdf and "Here it is." in sent.message.get_body().get_content()
+
+    for bad, why in ((["../../secrets.key"], "cannot attach"), ([".credentials/mail.enc"], "cannot attach"),
+                     (["nothing/here.pdf"], "cannot attach"), (["USER.md"] * 6, "at most 5"),
+                     ("media/x.pdf", "must be a list")):  # fmt: skip
+        refused = await model_calls(gw, fake_anthropic, "mail_send", {**mail, "attach": bad})
+        assert why in refused and "NOT DONE YET" not in refused, refused
+    assert len(smtp.received) == 1
+
+
 def test_servers_plain_text_only_to_allowed_hosts() -> None:
     from plugins.tools.mail_client import MailAccount, MailError, Server, server
     from plugins.tools.netguard import Allowlist
