@@ -18,7 +18,12 @@ result the model can read: a tool never fails the turn.
 A tool that acts on the world (``needs_approval``: create or cancel an event, send a message) is not
 run when the model calls it: its ``preview`` checks the input and says what exactly will happen, the
 call waits in ``gateway.approvals`` and the model is told to ask the person, whose ``/approve ID``
-runs it (``run_approved``) with this turn's gates checked again.
+runs it (``run_approved``) with this turn's gates checked again. kith posts the request itself as a
+host notice (buttons where the platform has them); a tool the person made always allowed runs at once.
+
+A rarely used tool (``deferred``) is not in the request: the ``more_tools`` catalogue names it, gives its
+schema and runs it through ``run_tool`` on demand. ``describe`` gives a tool a description per turn (the
+``skill`` tool's catalogue), or keeps it out of that turn.
 """
 
 from __future__ import annotations
@@ -31,7 +36,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from gateway.approvals import APPROVALS, Approvals
+from gateway.approvals import APPROVALS, Approvals, Pending, always_allowed, set_always
 from gateway.memory.files.errors import MemoryStoreError
 from gateway.registry import Registry
 from gateway.turn.tiers import TIER_OF_ITEM, loads, tier_of
@@ -331,6 +336,14 @@ async def _ask_approval(gateway: Services, tool: Tool, ctx: ToolContext, call: T
     checked = await _invoke(tool, ctx, call, tool.preview)
     if checked.is_error:
         return checked
+    if tool.name in always_allowed(gateway.config.data_dir, ctx.user_id):  # the person said so (/approve ID always)
+        book = approvals(gateway)
+        entry = Pending(approval_id="always", user_id=ctx.user_id, tool=tool.name, args={}, summary=checked.content,
+                        expires_at=0.0)  # fmt: skip
+        book.record(entry, "always allowed")
+        result = await _invoke(tool, ctx, call, tool.handler)
+        book.record(entry, "failed" if result.is_error else "done")
+        return result
     pending = approvals(gateway).request(user_id=ctx.user_id, tool=tool.name, args=call.input, summary=checked.content)
     minutes = max(1, round(approvals(gateway).ttl_s / 60))
     shown = await _show_request(gateway, ctx.turn, pending.approval_id, pending.summary, minutes)
@@ -372,10 +385,11 @@ async def _show_request(gateway: Services, turn: Turn, approval_id: str, summary
     return True
 
 
-async def run_approved(gateway: Services, turn: Turn, approval_id: str) -> tuple[bool, str]:
+async def run_approved(gateway: Services, turn: Turn, approval_id: str, *, always: bool = False) -> tuple[bool, str]:
     """``/approve ID`` from ``turn``'s speaker: run the parked call if it is theirs and still pending,
     with the gates checked again for the approving turn (no approving from a group or OTR when the tool
-    may not run there). (done, what to tell the person)."""
+    may not run there); with ``always``, the tool is always allowed for them from then on. (done, what
+    to tell the person)."""
     if turn.user is None:
         return False, "no user is known for this conversation"
     book = approvals(gateway)
@@ -406,6 +420,8 @@ async def run_approved(gateway: Services, turn: Turn, approval_id: str) -> tuple
         book.record(pending, "refused")
         return False, f"the call was refused: {veto}"
     book.record(pending, "approved")
+    if always:
+        set_always(gateway.config.data_dir, turn.user.user_id, tool.name, True)
     result = await _invoke(tool, ctx, call, tool.handler)
     book.record(pending, "failed" if result.is_error else "done")
     return not result.is_error, result.content
