@@ -10,10 +10,12 @@ export function approvalCard(bubble, buttons, send) {
   bar.className = "approval-actions";
   bar.setAttribute("role", "group");
   bar.setAttribute("aria-label", "Approval");
+  // chat.css is the web chat's own; the card's layout is set here (CSSOM, which the CSP allows).
+  Object.assign(bar.style, { display: "flex", gap: ".5rem", marginTop: ".5rem" });
   for (const b of wanted) {
     const el = document.createElement("button");
     el.type = "button";
-    el.className = b.command.startsWith("/approve") ? "primary" : "ghost";
+    if (b.command.startsWith("/deny")) el.className = "ghost";
     el.textContent = b.label;
     el.addEventListener("click", () => {
       if (send(b.command) === null) return; // not connected: the buttons stay
