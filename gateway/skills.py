@@ -178,7 +178,9 @@ def scan(root: Path, origin: str) -> tuple[list[Skill], list[Problem]]:
     try:
         entries = sorted((e for e in os.scandir(root) if not e.name.startswith(".")), key=lambda e: e.name)
     except (FileNotFoundError, NotADirectoryError):
-        return skills, problems
+        # A persona without skills has no folder; an operator's folder that is not there is a mistake.
+        missing = [] if origin.startswith("persona:") else [Problem(path=root, message=f"{root}: no such folder")]
+        return skills, missing
     except OSError as exc:
         return skills, [Problem(path=root, message=f"{root}: {exc.strerror}")]
     if len(entries) > MAX_SKILLS_PER_DIR:

@@ -236,3 +236,5 @@ def test_kith_skills_list_and_show(tmp_path: Path, capsys: pytest.CaptureFixture
     shown = capsys.readouterr().out
     assert "# Planning a trip" in shown and "references/packing.md" in shown
     assert kith(["-c", str(config), "skills", "show", "nope"]) == 2
+    assert skills.catalogue([(tmp_path / "gone", "operator"), (tmp_path / "none", "persona:ada")]).problems == (
+        skills.Problem(path=tmp_path / "gone", message=f"{tmp_path / 'gone'}: no such folder"),)
