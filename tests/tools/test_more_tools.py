@@ -120,3 +120,14 @@ async def test_the_catalogue_keeps_every_gate(make_gateway: GatewayFactory, fake
     fake_anthropic.enqueue("ok")
     await gw.handle_inbound(dm("send it"))
     assert "missing required input: text" in results(fake_anthropic)[0]
+
+
+async def test_the_first_prompt_with_search_calendar_and_mail_stays_within_the_goal() -> None:
+    """Issue 32's goal, as ``kith bench turn --first-prompt`` measures it: <= 1,500 tokens."""
+    from bench.first_prompt import run_first_prompt
+
+    measured = await run_first_prompt()
+    offered = set(measured["tool_chars"])
+    assert {"web_search", "web_fetch", "calendar_list", "mail_list", "mail_read", "more_tools"} <= offered
+    assert not offered & {"calendar_change", "mail_send", "mail_draft"}, "deferred: behind more_tools"
+    assert measured["prompt_tokens"] <= 1500, measured
