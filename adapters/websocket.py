@@ -27,6 +27,7 @@ from adapters import ws_conversation
 from adapters.ws_limits import WebSocketLimits, hard_frame_bytes
 from gateway.adapter import Adapter, AdapterRegistry
 from gateway.delivery.acks import acknowledge, expect_ack
+from gateway.delivery.buttons import offered
 from gateway.delivery.missed import replay_missed
 from gateway.hookspecs import hookimpl
 from gateway.http.auth import tokens_match
@@ -491,6 +492,8 @@ class WebSocketAdapter(Adapter):
                                  "otr": reply.otr, "proactive": True}
         if reply.delivery_id:
             frame["delivery_id"] = reply.delivery_id  # acknowledged by the clients that do (docs/protocol.md)
+        if wanted := offered(reply):  # a host question (an approval): the web chat shows it as a card
+            frame["buttons"] = [{"label": b.label, "command": b.command} for b in wanted]
         delivered = acking = 0
         for conn in list(self.connections.get(address.conversation_id, ())):
             if await conn.send(frame):

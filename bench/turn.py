@@ -43,6 +43,9 @@ def configure(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print only the JSON summary")
     parser.add_argument("--core", action="store_true",
                         help="gateway core only: the memory stages switched off (plugins.deny), as issue 2 measured")
+    parser.add_argument("--first-prompt", action="store_true",
+                        help="the prompt tokens of a person's first turn with search, calendar and mail connected "
+                             "(bench/first_prompt.py)")
     parser.add_argument("--memories", default="", help="memory-stage mode: comma-separated scales, e.g. 0,10000,100000")
     parser.add_argument("--provider", default="echo",
                         help="echo (no model), or anthropic / openai against an in-process fake server that answers "
@@ -410,6 +413,16 @@ def main(args: argparse.Namespace) -> int:
                       f"CPU {r['cpu_ms_per_turn']} ms/turn, first text {r['first_text_ms']} ms, "
                       f"whole reply {r['whole_reply_ms']} ms (p50)")
         print(json.dumps(streamed))
+        return 0
+    if args.first_prompt:
+        from bench.first_prompt import run_first_prompt
+
+        first = asyncio.run(run_first_prompt())
+        first["machine"] = machine()
+        if not args.json:
+            print(f"first prompt: {first['prompt_tokens']} tokens (system {first['system_tokens']}, message "
+                  f"{first['message_tokens']}, {first['tools']} tools {first['tool_tokens']})")
+        print(json.dumps(first))
         return 0
     if args.against:
         compared = run_against(args.against, args.clients, args.turns, args.core, args.rounds)

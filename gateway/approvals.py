@@ -5,6 +5,10 @@ When the model calls such a tool, the runner (``gateway.tools``) does not run it
 to ask the person. Only that person can answer (``/approve ID`` or ``/deny ID``, ``plugins.tools.approvals``),
 and only before it expires; the call then runs with the approving turn's gates checked again.
 
+A person may make a tool "always allowed" for themselves (``/approve ID always``): its calls then run
+without asking, each audited as ``always allowed``; ``/approve never TOOL`` asks again. The list is
+theirs alone, in ``<data_dir>/users/<id>/.approvals.json`` (a dot name: no memory tool reads it).
+
 Every step (requested, approved, denied, expired, refused, done, failed) is one audit entry: a log line
 on ``kith.tools.audit`` (ids and tool names, never the input, which can hold personal data) and a
 bounded in-memory list the console and tests read. Pending approvals live in the daemon's memory: a
@@ -13,12 +17,16 @@ restart drops them, which is the same as letting them expire.
 
 from __future__ import annotations
 
+import json
 import logging
+import os
+import re
 import secrets
 import time
 from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 from gateway.types import StashKey
@@ -98,3 +106,38 @@ class Approvals:
 
 
 APPROVALS = StashKey[Approvals]()
+
+ALWAYS_FILE = ".approvals.json"
+MAX_ALWAYS = 100
+_USER = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
+
+
+def _always_path(data_dir: Path, user_id: str) -> Path:
+    if not _USER.match(user_id):
+        raise ValueError("bad user id")
+    return Path(data_dir) / "users" / user_id / ALWAYS_FILE
+
+
+def always_allowed(data_dir: Path, user_id: str) -> set[str]:
+    """The tools ``user_id`` made always allowed (a broken file is an empty list: ask again)."""
+    try:
+        data = json.loads(_always_path(data_dir, user_id).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return set()
+    tools = data.get("always") if isinstance(data, dict) else None
+    return {t for t in tools if isinstance(t, str)} if isinstance(tools, list) else set()
+
+
+def set_always(data_dir: Path, user_id: str, tool: str, allowed: bool) -> bool:
+    """Add (or remove) ``tool`` to ``user_id``'s always allowed tools; False if nothing changed."""
+    tools = always_allowed(data_dir, user_id)
+    if (tool in tools) == allowed or (allowed and len(tools) >= MAX_ALWAYS):
+        return False
+    tools = tools | {tool} if allowed else tools - {tool}
+    path = _always_path(data_dir, user_id)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(f"{path.name}.tmp-{os.getpid()}")
+    tmp.write_text(json.dumps({"always": sorted(tools)}), encoding="utf-8")
+    os.replace(tmp, path)
+    audit_log.info("user=%s tool=%s always allowed: %s", user_id, tool, "yes" if allowed else "no")
+    return True

@@ -114,9 +114,17 @@ class MailConfig(Section):
         return check_hosts(v)
 
 
+class SkillsConfig(Section):
+    enabled: bool = True  # with no skill anywhere, nothing is offered and nothing costs tokens
+    dirs: list[str] = Field(default_factory=list)  # the operator's skill folders (each holds <name>/SKILL.md)
+    personas: bool = True  # the speaking persona's <data_dir>/personas/<name>/skills/ too
+    max_catalogue: int = Field(30, ge=1, le=200)  # skills named in one prompt (their descriptions cost tokens)
+
+
 class ToolsConfig(Section):
     web_fetch: WebFetchConfig = Field(default_factory=WebFetchConfig)
     web_search: WebSearchConfig = Field(default_factory=WebSearchConfig)
     calendar: CalendarConfig = Field(default_factory=CalendarConfig)
     mail: MailConfig = Field(default_factory=MailConfig)
+    skills: SkillsConfig = Field(default_factory=SkillsConfig)
     approval_ttl_s: int = Field(600, ge=30, le=86_400)  # a pending approval expires after this

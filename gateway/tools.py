@@ -18,23 +18,39 @@ result the model can read: a tool never fails the turn.
 A tool that acts on the world (``needs_approval``: create or cancel an event, send a message) is not
 run when the model calls it: its ``preview`` checks the input and says what exactly will happen, the
 call waits in ``gateway.approvals`` and the model is told to ask the person, whose ``/approve ID``
-runs it (``run_approved``) with this turn's gates checked again.
+runs it (``run_approved``) with this turn's gates checked again. kith posts the request itself as a
+host notice (buttons where the platform has them); a tool the person made always allowed runs at once.
+
+A rarely used tool (``deferred``) is not in the request: the ``more_tools`` catalogue names it, gives its
+schema and runs it through ``run_tool`` on demand. ``describe`` gives a tool a description per turn (the
+``skill`` tool's catalogue), or keeps it out of that turn.
 """
 
 from __future__ import annotations
 
 import asyncio
 import inspect
+import json
 import logging
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
-from gateway.approvals import APPROVALS, Approvals
+from gateway.approvals import APPROVALS, Approvals, Pending, always_allowed, set_always
 from gateway.memory.files.errors import MemoryStoreError
 from gateway.registry import Registry
 from gateway.turn.tiers import TIER_OF_ITEM, loads, tier_of
-from gateway.types import ConversationKind, StashKey, ToolCall, ToolResult, ToolRunner, ToolSpec, Turn
+from gateway.types import (
+    ConversationAddress,
+    ConversationKind,
+    Reply,
+    StashKey,
+    ToolCall,
+    ToolResult,
+    ToolRunner,
+    ToolSpec,
+    Turn,
+)
 
 if TYPE_CHECKING:
     from gateway.memory.files.store import MemoryStore
@@ -91,6 +107,12 @@ class Tool:
     usable: Callable[[Services, str], bool] | None = None
     needs_approval: bool = False  # acts on the world: runs only after the person's /approve (gateway.approvals)
     preview: ToolHandler | None = None  # for needs_approval: check the input, say what will happen
+    # Per turn: this turn's description (e.g. the skills of the persona speaking); None = not offered.
+    describe: Callable[[Services, Turn], str | None] | None = None
+    # Rarely used: its schema is not in the request; the ``more_tools`` catalogue names it with ``summary``
+    # (default: the description's first sentence) and loads and runs it on demand, behind the same gates.
+    deferred: bool = False
+    summary: str = ""
 
     def __post_init__(self) -> None:
         if not self.name or len(self.name) > 64 or not set(self.name) <= _NAME_OK:
@@ -111,6 +133,13 @@ class Tool:
 
     def spec(self) -> ToolSpec:
         return ToolSpec(name=self.name, description=self.description, input_schema=self.input_schema)
+
+    def short(self) -> str:
+        """One line for the ``more_tools`` catalogue."""
+        if self.summary:
+            return self.summary
+        first = self.description.split(". ", 1)[0].rstrip(".")
+        return first if len(first) <= 100 else first[:99] + "…"
 
 
 class ToolRegistry(Registry[Tool]):
@@ -150,12 +179,27 @@ def refusal(gateway: Services, turn: Turn, tool: Tool, tier: int) -> str:
 
 
 def offered(gateway: Services, turn: Turn) -> list[Tool]:
-    """The tools this turn may use, sorted by name (a stable list keeps the prompt cache warm)."""
+    """The tools this turn may use, sorted by name (a stable list keeps the prompt cache warm), each with
+    this turn's description; deferred ones included (``toolset`` puts them behind ``more_tools``)."""
     tools = gateway.stash[TOOLS]
     if not tools:
         return []
     tier = tier_of(gateway, turn)
-    return [t for _, t in sorted(tools.items()) if not refusal(gateway, turn, t, tier)]
+    out = []
+    for _, tool in sorted(tools.items()):
+        if refusal(gateway, turn, tool, tier):
+            continue
+        if tool.describe is not None:
+            try:
+                text = tool.describe(gateway, turn)
+            except Exception:
+                log.exception("describing tool %s (plugin %s) failed; not offered", tool.name, tool.plugin)
+                continue
+            if text is None:
+                continue
+            tool = replace(tool, description=text)
+        out.append(tool)
+    return out
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,17 +208,61 @@ class Toolset:
     run: ToolRunner | None
 
 
+MORE_TOOLS = "more_tools"
+
+
 def toolset(gateway: Services, turn: Turn) -> Toolset:
-    """What ``build_request`` puts into the LLMRequest for this turn."""
+    """What ``build_request`` puts into the LLMRequest for this turn: the tools offered, the deferred
+    ones behind one ``more_tools`` catalogue."""
     tools = offered(gateway, turn)
     if not tools:
         return Toolset((), None)
     by_name = {t.name: t for t in tools}
+    later = [t for t in tools if t.deferred]
+    direct = [t for t in tools if not t.deferred]
+    if later and MORE_TOOLS not in by_name:
+        direct.append(catalogue_tool(later))
+        by_name[MORE_TOOLS] = direct[-1]
 
     async def run(call: ToolCall) -> ToolResult:
         return await run_tool(gateway, turn, by_name, call)
 
-    return Toolset(tuple(t.spec() for t in tools), run)
+    return Toolset(tuple(t.spec() for t in direct), run)
+
+
+def catalogue_tool(later: list[Tool]) -> Tool:
+    """``more_tools``: the deferred tools by name and one line each; ``{tool}`` returns one's description
+    and parameters, ``{tool, input}`` runs it through ``run_tool`` (every gate, veto and approval of a
+    tool offered directly). Its schema is paid on every turn; theirs only when one is needed."""
+    names = {t.name: t for t in later}
+    lines = "\n".join(f"- {t.name}: {t.short()}" for t in later)
+
+    async def more_tools(ctx: ToolContext, args: Mapping[str, Any]) -> str:
+        name = args.get("tool")
+        tool = names.get(name) if isinstance(name, str) else None
+        if tool is None:
+            raise ToolError(f"no such tool {name!r}; these are: {', '.join(names)}")
+        given = args.get("input")
+        if given is None:
+            schema = json.dumps(dict(tool.input_schema), ensure_ascii=False, separators=(",", ":"))
+            return (f"{tool.name}: {tool.description}\nInput (JSON Schema): {schema}\n"
+                    f"Call more_tools with tool={tool.name!r} and this input to use it.")
+        if not isinstance(given, Mapping):
+            raise ToolError("input must be a JSON object")
+        result = await run_tool(ctx.gateway, ctx.turn, names, ToolCall(id=f"{MORE_TOOLS}:{name}", name=tool.name,
+                                                                      input=given))  # fmt: skip
+        if result.is_error:
+            raise ToolError(result.content)
+        return result.content
+
+    return Tool(
+        name=MORE_TOOLS,
+        description=f"More tools. Call with tool to see its input, then with tool and input to use it:\n{lines}",
+        input_schema={"type": "object", "properties": {"tool": {"type": "string"}, "input": {"type": "object"}},
+                      "required": ["tool"]},
+        handler=more_tools, min_tier=1, private=False, timeout_s=max(t.timeout_s for t in later) + 5,
+        plugin="gateway.tools",
+    )
 
 
 def _error(call: ToolCall, message: str) -> ToolResult:
@@ -248,18 +336,60 @@ async def _ask_approval(gateway: Services, tool: Tool, ctx: ToolContext, call: T
     checked = await _invoke(tool, ctx, call, tool.preview)
     if checked.is_error:
         return checked
+    if tool.name in always_allowed(gateway.config.data_dir, ctx.user_id):  # the person said so (/approve ID always)
+        book = approvals(gateway)
+        entry = Pending(approval_id="always", user_id=ctx.user_id, tool=tool.name, args={}, summary=checked.content,
+                        expires_at=0.0)  # fmt: skip
+        book.record(entry, "always allowed")
+        result = await _invoke(tool, ctx, call, tool.handler)
+        book.record(entry, "failed" if result.is_error else "done")
+        return result
     pending = approvals(gateway).request(user_id=ctx.user_id, tool=tool.name, args=call.input, summary=checked.content)
     minutes = max(1, round(approvals(gateway).ttl_s / 60))
-    text = (f"NOT DONE YET: this needs the person's approval. Tell them exactly this and that they can answer "
+    shown = await _show_request(gateway, ctx.turn, pending.approval_id, pending.summary, minutes)
+    told = ("The person was shown this request with Approve and Deny. Tell them in a few words what waits, and"
+            if shown else "Tell them exactly this and")
+    text = (f"NOT DONE YET: this needs the person's approval. {told} that they can answer "
             f"/approve {pending.approval_id} or /deny {pending.approval_id} (expires in {minutes} min):\n"
             f"{pending.summary}")
     return ToolResult(call_id=call.id, name=call.name, content=text)
 
 
-async def run_approved(gateway: Services, turn: Turn, approval_id: str) -> tuple[bool, str]:
+def request_text(approval_id: str, summary: str, minutes: int) -> str:
+    """The host's own approval request: what will happen, in the tool's words, not the model's. Its last
+    line is what ``gateway.delivery.buttons.offered`` turns into Approve and Deny buttons."""
+    return (f"Approval needed (expires in {minutes} min):\n{summary}\n"
+            f"Approve with /approve {approval_id} or /deny {approval_id}")
+
+
+async def _show_request(gateway: Services, turn: Turn, approval_id: str, summary: str, minutes: int) -> bool:
+    """Send the request to the conversation as a host notice (buttons where the platform has them, a
+    card in the web chat, the typed commands everywhere). False when it could not be sent: the model's
+    answer carries it then."""
+    from gateway.util.text import split_text
+
+    msg = turn.message
+    assert turn.user is not None
+    text = request_text(approval_id, summary, minutes)
+    address = ConversationAddress(channel=msg.channel, conversation_id=msg.conversation_id or msg.account_id,
+                                  kind=msg.kind, user_id=turn.user.user_id,
+                                  persona=turn.session.persona if turn.session is not None else "default")  # fmt: skip
+    reply = Reply(text=text, chunks=tuple(split_text(text, gateway.message_limit(msg.channel))), notice=True,
+                  otr=turn.otr)  # fmt: skip
+    try:
+        await gateway.send(address, reply)
+    except Exception as exc:  # no live connection (a web chat closed, a test without the adapter)
+        log.info("approval %s: the request could not be shown in %s (%s)", approval_id, msg.channel,
+                 type(exc).__name__)  # fmt: skip
+        return False
+    return True
+
+
+async def run_approved(gateway: Services, turn: Turn, approval_id: str, *, always: bool = False) -> tuple[bool, str]:
     """``/approve ID`` from ``turn``'s speaker: run the parked call if it is theirs and still pending,
     with the gates checked again for the approving turn (no approving from a group or OTR when the tool
-    may not run there). (done, what to tell the person)."""
+    may not run there); with ``always``, the tool is always allowed for them from then on. (done, what
+    to tell the person)."""
     if turn.user is None:
         return False, "no user is known for this conversation"
     book = approvals(gateway)
@@ -290,6 +420,8 @@ async def run_approved(gateway: Services, turn: Turn, approval_id: str) -> tuple
         book.record(pending, "refused")
         return False, f"the call was refused: {veto}"
     book.record(pending, "approved")
+    if always:
+        set_always(gateway.config.data_dir, turn.user.user_id, tool.name, True)
     result = await _invoke(tool, ctx, call, tool.handler)
     book.record(pending, "failed" if result.is_error else "done")
     return not result.is_error, result.content

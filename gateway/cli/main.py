@@ -38,6 +38,7 @@ COMMAND_MODULES: tuple[str, ...] = (
     "gateway.cli.backup",
     "gateway.cli.restore",
     "gateway.cli.service",
+    "gateway.cli.skills",
 )
 
 # command -> (the module that registers it, its help line exactly as that module gives it).
@@ -66,6 +67,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "backup": ("gateway.cli.backup", "write a consistent backup of state, Markdown memory and personas"),
     "restore": ("gateway.cli.restore", "restore a backup into a new data directory"),
     "service": ("gateway.cli.service", "systemd unit files for this install"),
+    "skills": ("gateway.cli.skills", "list skills and show one's instructions"),
 }
 
 

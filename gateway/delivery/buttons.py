@@ -34,6 +34,8 @@ PREFIX = "kith:"  # callback data / custom ids that are ours
 # text naming the commands: /help lists "/link confirm CODE" and "/forget confirm" too.
 _LINK = re.compile(r"reply `/link confirm ([A-Z2-9]{4})` here")
 _FORGET = "Reply /forget confirm to remove"
+# A tool call waiting for its person (gateway/tools.py request_text): its last line.
+_APPROVAL = re.compile(r"^Approve with /approve ([0-9a-f]{6}) or /deny \1$", re.M)
 
 
 @dataclass(frozen=True, slots=True)
@@ -52,6 +54,8 @@ def offered(reply: Reply) -> tuple[Button, ...]:
         if "reply `/link cancel`" in text:
             buttons.append(Button("Cancel", "/link cancel"))
         return tuple(buttons)
+    if (found := _APPROVAL.search(text)) is not None:
+        return (Button("Approve", f"/approve {found.group(1)}"), Button("Deny", f"/deny {found.group(1)}"))
     if _FORGET in text:
         buttons = [Button("Forget it", "/forget confirm")]
         if "/forget cancel" in text:

@@ -31,6 +31,7 @@ class RemoteTool:
     description: str
     input_schema: Mapping[str, Any]
     read_only: bool
+    destructive: bool = False  # annotations say destructiveHint: true: it runs only after the person's /approve
 
 
 def kith_name(server: str, remote: str) -> str:
@@ -75,8 +76,11 @@ def convert(server: str, tools: list[mcp_types.Tool], *, allow: list[str] | None
         if len(description) > MAX_DESCRIPTION:
             description = description[: MAX_DESCRIPTION - 1] + "…"
         read_only = bool(tool.annotations is not None and tool.annotations.read_only_hint)
+        # The spec's hint is meaningful only for a tool that is not read-only. Only an explicit true asks:
+        # the spec's default (true when absent) would put every unannotated tool behind an approval.
+        destructive = not read_only and tool.annotations is not None and tool.annotations.destructive_hint is True
         kept.append(RemoteTool(name=name, remote=tool.name, description=f"[MCP server {server}] {description}",
-                               input_schema=tool.input_schema, read_only=read_only))
+                               input_schema=tool.input_schema, read_only=read_only, destructive=destructive))
     return kept, skipped
 
 

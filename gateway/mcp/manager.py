@@ -3,7 +3,8 @@
 MCP tools are ordinary ``gateway.tools.Tool`` entries, so the host offers and runs them exactly like
 built-in ones: the tier (``tier`` of the server), the group gate (``private``), the Off-The-Record
 gate (``writes``, by default from the tool's ``readOnlyHint``), ``gateway_before_tool_call`` vetoes,
-the tool timeout and the result cap. A server's listing is known only once it is connected, so its
+the tool timeout and the result cap; a tool whose annotations say ``destructiveHint: true`` runs only
+after its person's ``/approve`` (``Tool.needs_approval``). A server's listing is known only once it is connected, so its
 tools enter the registry then (attributed to the MCP plugin), follow its ``list_changed``
 notifications, and are offered only while the server is up (``Tool.available``).
 """
@@ -11,6 +12,7 @@ notifications, and are offered only while the server is up (``Tool.available``).
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -26,6 +28,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("kith.mcp")
 
 TIMEOUT_MARGIN_S = 2.0  # the SDK's own read timeout answers first, with a clearer error
+PREVIEW_CHARS = 2000  # arguments shown in an approval request
 
 
 class McpManager:
@@ -92,9 +95,18 @@ class McpManager:
             # A listing replaced since (list_changed) or a server that went down: not offered.
             return server.up and server.tools.get(remote.name) is remote
 
+        def preview(ctx: ToolContext, args: Mapping[str, Any]) -> str:
+            # All kith can say of what will happen: which tool of which server, with exactly these arguments.
+            shown = json.dumps(dict(args), ensure_ascii=False, sort_keys=True)
+            if len(shown) > PREVIEW_CHARS:
+                shown = shown[:PREVIEW_CHARS] + "…"
+            return (f"Call {remote.remote!r} on the MCP server {server.name!r} (it says the call may destroy or "
+                    f"overwrite data) with {shown}.")
+
         return Tool(
             name=remote.name, description=remote.description, input_schema=remote.input_schema,
             handler=handler, min_tier=cfg.tier, private=cfg.private,
             writes=cfg.writes if cfg.writes is not None else not remote.read_only,
             available=available, timeout_s=cfg.timeout_s + TIMEOUT_MARGIN_S,
+            needs_approval=remote.destructive, preview=preview if remote.destructive else None,
         )

@@ -16,6 +16,7 @@
 | ``calendar_change`` | 2 | yes | create, move or cancel an event, after the person's ``/approve`` |
 | ``mail_list`` / ``mail_read`` | 2 | no | the person's inbox over IMAP (once they ``/mail connect``) |
 | ``mail_draft`` / ``mail_send`` | 2 | yes | a mail into their Drafts; sent over SMTP after their ``/approve`` |
+| ``skill`` | 2 | no | a skill's instructions or one of its files, on demand (``gateway.skills``) |
 
 Every tool works on the speaker's own root through the guarded store (containment, size cap, lock,
 atomic replace, audit line with ``source="tool:<name>"``, the turn id and ``trust="model"``), so
@@ -54,6 +55,7 @@ from plugins.tools import (
     memory_search,
     reminders,
     scratchpad,
+    skill_tool,
     tasks,
     web_fetch,
     web_search,
@@ -62,7 +64,7 @@ from plugins.tools import (
 TOOLS: tuple[Tool, ...] = (memory_search.TOOL, memory_get.TOOL, reminders.TOOL, scratchpad.TOOL, tasks.TOOL,
                            memory_remember.TOOL, memory_forget.TOOL, follow_links.TOOL,
                            web_fetch.TOOL, web_search.TOOL, calendar_tool.LIST_TOOL, calendar_tool.CHANGE_TOOL,
-                           *mail_tool.TOOLS)
+                           *mail_tool.TOOLS, skill_tool.TOOL)
 
 if TYPE_CHECKING:
     from gateway.config import Config

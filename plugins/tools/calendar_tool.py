@@ -276,7 +276,7 @@ CHANGE_TOOL = Tool(
         "occurrence": {"type": "string", "description": "one occurrence's start"},
     }, "required": ["action"]},
     handler=calendar_change, preview=calendar_preview, needs_approval=True, writes=True, min_tier=2,
-    usable=_connected, timeout_s=60.0,
+    usable=_connected, timeout_s=60.0, deferred=True, summary="create, move or cancel an event (needs approval)",
 )
 
 

@@ -98,5 +98,5 @@ TOOL = Tool(
         "path": {"type": "string", "description": "the file to start from, relative to the memory root"},
         "depth": {"type": "integer", "minimum": 1, "maximum": MAX_DEPTH, "description": "hops to follow (default 1)"},
     }, "required": ["path"]},
-    handler=follow_links,
+    handler=follow_links, deferred=True, summary="read the files a memory file links to",
 )

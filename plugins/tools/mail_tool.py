@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import importlib.util
 import logging
+import mimetypes
 import re
 from collections.abc import Mapping
 from datetime import UTC, datetime
@@ -31,6 +32,7 @@ from email.utils import format_datetime, getaddresses, make_msgid, parsedate_to_
 from typing import TYPE_CHECKING, Any
 
 from gateway.mailparse import MailLimits, MailRefused, is_address, parse_mail
+from gateway.memory.files.errors import MemoryStoreError
 from gateway.tools import Tool, ToolContext, ToolError
 from gateway.types import ConversationKind, Reply, Turn
 from plugins.tools.common import str_arg
@@ -48,6 +50,8 @@ EXTRAS = ("aioimaplib", "aiosmtplib", "cryptography")
 BEGIN = "<<<untrusted mail"
 END = "<<<end of untrusted mail>>>"
 MAX_RECIPIENTS = 10
+MAX_ATTACHMENTS = 5
+MAX_ATTACH_BYTES = 10_000_000  # what most mail servers take in one message, before base64
 _MSGID = re.compile(r"<[^<>\s]{1,250}>")
 
 
@@ -185,7 +189,8 @@ async def _plan(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
     if len(body) > cfg.max_send_chars:
         raise ToolError(f"'body' is limited to {cfg.max_send_chars} characters")
     account = _account(ctx.gateway, ctx.user_id)
-    plan = {"from": account.address, "to": to, "subject": subject, "body": body.strip("\n"), "refs": []}
+    plan = {"from": account.address, "to": to, "subject": subject, "body": body.strip("\n"), "refs": [],
+            "files": await _attachments(ctx, args.get("attach"))}
     reply_to = args.get("reply_to")
     if reply_to is not None:
         if not isinstance(reply_to, int) or isinstance(reply_to, bool) or reply_to < 1:
@@ -193,6 +198,30 @@ async def _plan(ctx: ToolContext, args: Mapping[str, Any]) -> dict[str, Any]:
         plan["refs"] = await _references(ctx, account, reply_to)
         plan["reply_to"] = reply_to
     return plan
+
+
+async def _attachments(ctx: ToolContext, given: Any) -> list[tuple[str, str, bytes]]:
+    """(name, MIME type, bytes) of each file of the person's own memory root to attach (a file they sent
+    is under media/), read through the guarded store: contained in their root, no link followed, no dot
+    name (their credentials), at most MAX_ATTACHMENTS files and MAX_ATTACH_BYTES together."""
+    if given is None or given == []:
+        return []
+    if not isinstance(given, list) or not all(isinstance(p, str) and p.strip() for p in given):
+        raise ToolError("'attach' must be a list of paths in the person's memory (e.g. from memory_get)")
+    if len(given) > MAX_ATTACHMENTS:
+        raise ToolError(f"at most {MAX_ATTACHMENTS} attachments")
+    files, total = [], 0
+    for path in given:
+        try:
+            data = await asyncio.to_thread(ctx.store.read_bytes, path.strip())
+        except MemoryStoreError as exc:
+            raise ToolError(f"cannot attach {path!r}: {exc}") from exc
+        total += len(data)
+        if total > MAX_ATTACH_BYTES:
+            raise ToolError(f"the attachments are larger than {MAX_ATTACH_BYTES // 1_000_000} MB together")
+        name = path.strip().rsplit("/", 1)[-1]
+        files.append((name, mimetypes.guess_type(name)[0] or "application/octet-stream", data))
+    return files
 
 
 async def _references(ctx: ToolContext, account: MailAccount, uid: int) -> list[str]:
@@ -214,8 +243,15 @@ async def _references(ctx: ToolContext, account: MailAccount, uid: int) -> list[
 
 def describe(plan: Mapping[str, Any], verb: str) -> str:
     thread = f"In reply to: mail {plan['reply_to']} ({plan['refs'][-1]})\n" if plan["refs"] else ""
+    files = plan.get("files") or []
+    attached = ("Attachments: " + ", ".join(f"{name} ({mime}, {_size(len(data))})" for name, mime, data in files)
+                + "\n") if files else ""
     return (f"{verb} this mail:\nFrom: {plan['from']}\nTo: {', '.join(plan['to'])}\nSubject: {plan['subject']}\n"
-            f"{thread}\n{plan['body']}")
+            f"{thread}{attached}\n{plan['body']}")
+
+
+def _size(n: int) -> str:
+    return f"{n} bytes" if n < 1000 else f"{n / 1000:.0f} KB" if n < 1_000_000 else f"{n / 1_000_000:.1f} MB"
 
 
 def compose(plan: Mapping[str, Any]) -> EmailMessage:
@@ -229,6 +265,9 @@ def compose(plan: Mapping[str, Any]) -> EmailMessage:
         msg["In-Reply-To"] = plan["refs"][-1]
         msg["References"] = " ".join(plan["refs"])
     msg.set_content(plan["body"])
+    for name, mime, data in plan.get("files") or []:
+        maintype, _, subtype = mime.partition("/")
+        msg.add_attachment(data, maintype=maintype, subtype=subtype, filename=name)
     return msg
 
 
@@ -271,7 +310,9 @@ def _connected(gateway: Services, user_id: str) -> bool:
 # Short schemas: they are prompt tokens on every turn of a person with a mailbox (docs/tools.md).
 _TEXT = {"type": "string"}
 _MAIL = {"type": "object", "properties": {"to": _TEXT, "subject": _TEXT, "body": _TEXT,
-                                          "reply_to": {"type": "integer", "description": "mail id"}},
+                                          "reply_to": {"type": "integer", "description": "mail id"},
+                                          "attach": {"type": "array", "items": _TEXT,
+                                                     "description": "files of the person's memory, e.g. media/..."}},
          "required": ["to", "subject", "body"]}
 
 LIST_TOOL = Tool(
@@ -294,13 +335,14 @@ DRAFT_TOOL = Tool(
     name="mail_draft",
     description="Save a mail in the person's Drafts (not sent).",
     input_schema=_MAIL, handler=mail_draft, writes=True, min_tier=2, usable=_connected, timeout_s=60.0,
+    deferred=True, summary="save a mail in the person's Drafts",
 )
 
 SEND_TOOL = Tool(
     name="mail_send",
     description="Send a mail from the person's address. The person approves it first.",
     input_schema=_MAIL, handler=mail_send, preview=mail_send_preview, needs_approval=True, writes=True,
-    min_tier=2, usable=_connected, timeout_s=60.0,
+    min_tier=2, usable=_connected, timeout_s=60.0, deferred=True, summary="send a mail (needs approval)",
 )
 
 TOOLS = (LIST_TOOL, READ_TOOL, DRAFT_TOOL, SEND_TOOL)

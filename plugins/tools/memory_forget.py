@@ -40,4 +40,5 @@ TOOL = Tool(
         "text": {"type": "string", "description": "what to forget, in the person's words"},
     }, "required": ["text"]},
     handler=memory_forget, writes=True, timeout_s=60.0,
+    deferred=True, summary="forget what the person asks you to forget",  # rare: its schema loads on demand
 )

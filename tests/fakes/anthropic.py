@@ -86,6 +86,14 @@ class FakeAnthropic:
     def tool_names(self, index: int = -1) -> list[str]:
         return [t["name"] for t in self.requests[index].get("tools", [])]
 
+    def offered_tools(self, index: int = -1) -> set[str]:
+        """The tools request ``index`` offers: its own, and the deferred ones ``more_tools`` names
+        (gateway/tools.py: their schemas load on demand)."""
+        tools = self.requests[index].get("tools", [])
+        more = next((t["description"] for t in tools if t["name"] == "more_tools"), "")
+        deferred = {line[2:].split(":", 1)[0] for line in more.splitlines() if line.startswith("- ")}
+        return {t["name"] for t in tools if t["name"] != "more_tools"} | deferred
+
     @property
     def base_url(self) -> str:
         return f"http://127.0.0.1:{self.port}"

@@ -41,6 +41,7 @@ class FakeIMAP:
     _config: Any = None
     _writers: list[asyncio.StreamWriter] = field(default_factory=list)
     _client: Any = None
+    tls: ssl.SSLContext | None = None  # implicit TLS (imaps://) with this server context
 
     async def start(self) -> Self:
         cert, key = self.tls or (None, None)
@@ -60,7 +61,7 @@ class FakeIMAP:
             self._writers.append(writer)
             await callback(reader, writer)
 
-        self._server = await asyncio.start_server(accept, "127.0.0.1", 0)
+        self._server = await asyncio.start_server(accept, "127.0.0.1", 0, ssl=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -92,7 +93,12 @@ class FakeIMAP:
 
     async def _admin(self) -> Any:
         if self._client is None:
-            client = aioimaplib.IMAP4(host="127.0.0.1", port=self.port, timeout=10)
+            if self.tls is None:
+                client = aioimaplib.IMAP4(host="127.0.0.1", port=self.port, timeout=10)
+            else:  # the test's own side door: no name to check on 127.0.0.1
+                trust = ssl.create_default_context()
+                trust.check_hostname, trust.verify_mode = False, ssl.CERT_NONE
+                client = aioimaplib.IMAP4_SSL(host="127.0.0.1", port=self.port, timeout=10, ssl_context=trust)
             await client.wait_hello_from_server()
             if self.tls is not None:
                 await _start_tls(client)

@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import email
 import email.policy
+import ssl
 import warnings
 from dataclasses import dataclass, field
 from email.message import EmailMessage
@@ -36,10 +37,12 @@ class FakeSMTP:
     logins: list[str] = field(default_factory=list)
     port: int = 0
     _server: asyncio.Server | None = None
+    tls: ssl.SSLContext | None = None  # implicit TLS (smtps://) with this server context
+    starttls: ssl.SSLContext | None = None  # STARTTLS offered (and required before anything else) with this one
 
     async def start(self) -> Self:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(self._protocol, "127.0.0.1", 0)
+        self._server = await loop.create_server(self._protocol, "127.0.0.1", 0, ssl=self.tls)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -48,7 +51,8 @@ class FakeSMTP:
             warnings.simplefilter("ignore", UserWarning)
             return SMTP(self, hostname="smtp.fake.test", authenticator=self._authenticate if self.password else None,
                         auth_require_tls=False, auth_required=bool(self.password),
-                        auth_exclude_mechanism=["LOGIN"])  # PLAIN only: one exchange  # fmt: skip
+                        auth_exclude_mechanism=["LOGIN"],  # PLAIN only: one exchange
+                        tls_context=self.starttls, require_starttls=self.starttls is not None)  # fmt: skip
 
     async def close(self) -> None:
         if self._server is not None:

@@ -35,6 +35,16 @@ def note(text: str) -> str:
     return f"noted: {text}"
 
 
+@server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True))
+def wipe(key: str) -> str:
+    """Delete a key for good (destructive: the client asks its person first)."""
+    WIPED.append(key)
+    return f"wiped {key}; wiped so far: {', '.join(WIPED)}"
+
+
+WIPED: list[str] = []
+
+
 @server.tool(annotations=ToolAnnotations(read_only_hint=True))
 async def hang(seconds: float = 3600) -> str:
     """Never answers in time."""

@@ -61,3 +61,15 @@ def test_results_render_as_quoted_bounded_data() -> None:
     assert quoted("s", "t", "", limit=3).endswith("> (empty)")
     structured = mcp_types.CallToolResult(content=[], structured_content={"temp": 21})
     assert '"temp": 21' in result_text(structured)
+
+
+def test_only_an_explicit_destructive_hint_on_a_writing_tool_asks_for_approval() -> None:
+    def annotated(name: str, **hints: bool) -> mcp_types.Tool:
+        return mcp_types.Tool(name=name, description="d", input_schema=OBJ,
+                              annotations=mcp_types.ToolAnnotations(**hints))
+
+    kept, _ = convert("s", [annotated("wipe", destructive_hint=True), annotated("ro", read_only_hint=True,
+                                                                              destructive_hint=True),
+                            annotated("add", destructive_hint=False), tool("plain")], allow=None,
+                      max_schema_bytes=10_000)  # fmt: skip
+    assert {t.remote: t.destructive for t in kept} == {"wipe": True, "ro": False, "add": False, "plain": False}

@@ -25,7 +25,8 @@ from tests.fakes.openai_server import FakeOpenAI
 from tests.mcp.conftest import HTTP_TOKEN, ReadingModel, mcp_section, stdio_server
 from tests.mcp.mcp_server import INJECTION
 
-ALL = ["kith__big", "kith__fail", "kith__grow", "kith__hang", "kith__inject", "kith__lookup", "kith__note", "kith__pid"]
+ALL = ["kith__big", "kith__fail", "kith__grow", "kith__hang", "kith__inject", "kith__lookup", "kith__note", "kith__pid",
+       "kith__wipe"]
 
 
 def dm(text: str, *, tier: int | None = None) -> InboundMessage:
@@ -181,10 +182,39 @@ async def test_tier_otr_and_group_gates_apply(make_gateway: GatewayFactory, mode
 
     await gw.handle_inbound(dm("/otr on"))
     await gw.handle_inbound(dm("secret", tier=3))
-    # readOnlyHint tools stay; a tool without it (note, fail, grow) or a server declared `writes` does not.
-    assert mcp_tools() == {n for n in ALL if n not in ("kith__note", "kith__fail", "kith__grow")} | {"pub__lookup"}
+    # readOnlyHint tools stay; a tool without it (note, fail, grow, wipe) or a server declared `writes` does not.
+    assert mcp_tools() == {n for n in ALL if n not in ("kith__note", "kith__fail", "kith__grow", "kith__wipe")} | {
+        "pub__lookup"}
     _, result = await use(gw, model, "pub__note", {"text": "x"}, tier=3)
     assert result.get("is_error") is True and "unknown tool 'pub__note'" in result["content"]
+
+
+async def test_a_destructive_tool_runs_only_after_its_persons_approval(
+        make_gateway: GatewayFactory, model: ReadingModel, llm: dict[str, Any]) -> None:
+    """``destructiveHint: true`` (the MCP spec's annotation): the call waits for /approve like any tool
+    flagged needs_approval; the request names the tool, the server and the exact arguments."""
+    import re
+
+    from gateway.tools import approvals
+
+    gw = await start(make_gateway, llm)
+    _, result = await use(gw, model, "kith__wipe", {"key": "atlantis"})
+    assert "is_error" not in result and result["content"].startswith("NOT DONE YET")
+    assert "Call 'wipe' on the MCP server 'kith'" in result["content"] and '{"key": "atlantis"}' in result["content"]
+    found = re.search(r"/approve ([0-9a-f]{6})", result["content"])
+    assert found is not None
+    assert "wiped" not in result["content"], "nothing ran yet"
+    other = await gw.handle_inbound(InboundMessage(channel="websocket", account_id="bob", conversation_id="bob",
+                                                   text=f"/approve {found.group(1)}", trusted=True))
+    assert other is not None and "no pending approval" in other.text, "only alice can answer"
+    done = await gw.handle_inbound(dm(f"/approve {found.group(1)}"))
+    assert done is not None and "> wiped atlantis; wiped so far: atlantis" in done.text
+    _, result = await use(gw, model, "kith__lookup", {"key": "atlantis"})
+    assert "NOT DONE YET" not in result["content"], "read-only tools need no approval"
+    _, result = await use(gw, model, "kith__note", {"text": "x"})
+    assert "noted: x" in result["content"], "a tool without the hint is not asked about"
+    outcomes = [e.outcome for e in approvals(gw).audit if e.tool == "kith__wipe"]
+    assert outcomes == ["requested", "approved", "done"]
 
 
 async def test_a_result_that_gives_orders_is_quoted_as_data(make_gateway: GatewayFactory, model: ReadingModel,

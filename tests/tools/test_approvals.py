@@ -108,3 +108,32 @@ async def test_nothing_happens_before_the_persons_approval(
     outcomes = [(e.approval_id, e.outcome) for e in book.audit]
     assert (first, "done") in outcomes and (denied, "denied") in outcomes and (vetoed, "refused") in outcomes
     assert (expired, "expired") in outcomes and (otr, "refused") in outcomes
+
+
+async def test_a_person_can_make_a_tool_always_allowed_for_themselves(
+        make_gateway: GatewayFactory, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]) -> None:
+    outbox = Outbox()
+    gw = await make_gateway(llm=anthropic_llm, memory={"recall_k": 0}, plugins=(outbox,))
+    first = await ask(gw, fake_anthropic, {"to": "bob", "text": "one"})
+    assert "Not done" in await say(gw, f"/approve {first} always", account="bob"), "not bob's to answer"
+    answer = await say(gw, f"/approve {first} always")
+    assert answer.startswith("sent to bob") and "Always allowed from now on" in answer
+    assert "Always allowed for you: send_note" in await say(gw, "/approve")
+
+    assert (await ask(gw, fake_anthropic, {"to": "carol", "text": "two"})) == "sent to carol", "ran without asking"
+    assert outbox.sent == [("bob", "one"), ("carol", "two")]
+    assert "'to' is required" in await ask(gw, fake_anthropic, {"to": " ", "text": "x"}), "the preview still checks"
+    book = approvals(gw)
+    assert [e.outcome for e in book.audit if e.approval_id == "always"] == ["always allowed", "done"]
+
+    # Only for her: Bob's call still asks.
+    fake_anthropic.enqueue_tool_use("send_note", {"to": "dan", "text": "three"})
+    fake_anthropic.enqueue("asked")
+    await gw.handle_inbound(dm("send it", account="bob"))
+    assert "NOT DONE YET" in str(fake_anthropic.tool_results()[0]["content"])
+    assert len(outbox.sent) == 2
+
+    assert "asks for your approval again" in await say(gw, "/approve never send_note")
+    asked = await ask(gw, fake_anthropic, {"to": "erin", "text": "four"})
+    assert re.fullmatch(r"[0-9a-f]{6}", asked) and len(outbox.sent) == 2, "asked again"
+    assert "was not always allowed" in await say(gw, "/approve never send_note")

@@ -146,7 +146,7 @@ async def connected(make_gateway: GatewayFactory, fake_anthropic: FakeAnthropic,
     approval = await change(gw, fake_anthropic, {"action": "create", "title": "Standup", "start": "2026-10-19T09:00",
                                                  "end": "2026-10-19T09:15", "repeat": "FREQ=WEEKLY;COUNT=3"})
     assert "Create the event 'Standup', Mon 19 Oct 2026 09:00" in result_text(fake_anthropic)
-    assert "calendar_change" in fake_anthropic.tool_names(-2), "offered once connected"
+    assert "calendar_change" in fake_anthropic.offered_tools(-2), "offered once connected"
     assert "no pending approval" in await command(gw, f"/approve {approval}", account="bob")
     assert (await listing(gw, fake_anthropic)) == [], "nothing is created before the approval"
     done = await command(gw, f"/approve {approval}")
@@ -236,7 +236,7 @@ async def test_move_and_cancel_occurrences_deny_and_cancel_the_series(
     await command(gw, "/otr on")
     fake_anthropic.enqueue("ok")
     await gw.handle_inbound(dm("what's on?"))
-    assert "calendar_list" in fake_anthropic.tool_names() and "calendar_change" not in fake_anthropic.tool_names()
+    assert "calendar_list" in fake_anthropic.tool_names() and "calendar_change" not in fake_anthropic.offered_tools()
     assert "Off-The-Record" in await command(gw, f"/approve {approval}")
     await command(gw, "/otr off")
     assert await listing(gw, fake_anthropic) == []

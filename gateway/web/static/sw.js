@@ -19,6 +19,7 @@ const SHELL = [
   "/static/vendor/markdown-it.mjs",
   "/static/vendor/purify.mjs",
   "/static/chat/api.js",
+  "/static/chat/approvals.js",
   "/static/chat/attach.js",
   "/static/chat/composer.js",
   "/static/chat/log.js",

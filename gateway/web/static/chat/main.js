@@ -2,6 +2,7 @@
 import { currentMe, refreshMe, setFallbackUser, signIn } from "./api.js";
 import { Composer } from "./composer.js";
 import { Attachments } from "./attach.js";
+import { approvalCard } from "./approvals.js";
 import { MessageLog } from "./log.js";
 import { setupPanel } from "./panels.js";
 import { PersonPanel } from "./person.js";
@@ -297,6 +298,7 @@ function onReply(f) {
   }
   // Stopped with the Stop button: the text shown so far, marked (docs/protocol.md#stopping-a-reply).
   if (f.stopped) el.classList.add("stopped");
+  if (f.buttons) approvalCard(el, f.buttons, (command) => sendText(command)); // docs/tools.md#approvals
   if (role === "assistant" && f.turn_id) el.dataset.turn = f.turn_id;
   // Answers to the person panel's /link commands, and the other account's link news, show there too.
   const linkNews = f.proactive && /\/link confirm|^Linked\.|cancelled the link/.test(f.text || "");
