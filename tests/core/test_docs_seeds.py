@@ -8,7 +8,8 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 SEEDS = ROOT / "docs" / "seeds.md"
 STATUSES = {"done", "differs", "not yet"}
-_PATH = re.compile(r"`([\w./-]+\.py)(?:::(\w+))?`")
+# A file of the tree (Python, or the web console's JavaScript), optionally ``::function`` of a Python one.
+_PATH = re.compile(r"`([\w./-]+\.(?:py|js))(?:::(\w+))?`")
 # Anything in backticks that looks like a Python file: it must be of the one form _PATH reads, so a
 # class-qualified node id or a typo cannot slip past the existence check unread.
 _PY_MENTION = re.compile(r"`([^`]*\.py\b[^`]*)`")
@@ -32,7 +33,8 @@ def missing(cell: str) -> list[str]:
         file = ROOT / path
         if not file.is_file():
             gone.append(path)
-        elif function and not re.search(rf"^(?:async )?def {function}\(", file.read_text(encoding="utf-8"), re.M):
+        elif function and not (path.endswith(".py") and re.search(
+                rf"^(?:async )?def {function}\(", file.read_text(encoding="utf-8"), re.M)):
             gone.append(f"{path}::{function}")
     return gone
 
@@ -80,5 +82,7 @@ def test_the_check_catches_a_missing_test() -> None:
     assert missing("`tests/core/test_docs_seeds.py::test_every_named_module_and_test_exists`") == []
     assert missing("`tests/core/test_docs_seeds.py::no_such_test`") == ["tests/core/test_docs_seeds.py::no_such_test"]
     assert missing("`gateway/no_such_module.py`") == ["gateway/no_such_module.py"]
+    assert missing("`gateway/web/static/console/recall.js`") == []
+    assert missing("`gateway/web/static/console/no_such_view.js`") == ["gateway/web/static/console/no_such_view.js"]
     assert unread("`tests/core/test_docs_seeds.py::Class::test_x`") == ["tests/core/test_docs_seeds.py::Class::test_x"]
     assert unread("`tests/core/test_docs_seeds.py::rows`, `gateway/app.py`") == []
