@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("kith.plugins.hygiene")
 JOB = "memory_hygiene"
-HELP = ("/tidy: memory tidy-up proposals (duplicates, conflicts, stale lines, notes to promote)\n"
+HELP = ("/tidy: memory tidy-up proposals (duplicates, conflicts, stale lines, notes to promote, playbooks)\n"
         "/tidy show N, /tidy accept N, /tidy reject N: look at, apply or drop proposal N\n"
         "/tidy run: check my memory of you now")
 MAX_DETAIL = 1500

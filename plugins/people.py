@@ -11,6 +11,7 @@ from ``people/`` (written by the memory writer), in this order:
    in a hand-written ``## Aliases`` section of a people file (one name per bullet or line, or several
    separated by commas; a hand-written alias wins over the writer's map).
 
+The lookup starts the turn's read deadline (``read_deadline``) and is never cut by it.
 Each file is capped at ``memory.people_file_tokens``. When the prompt overflows, files are dropped
 from the end of that list: mentions go first, the speaker's file last. In a group the notes come from
 the group's own root; a member's private notes stay out unless ``memory.group_private_profile``.
@@ -28,6 +29,7 @@ from gateway.hookspecs import hookimpl
 from gateway.memory.background.writer import ALIASES, person_slug
 from gateway.memory.files.aliases import section_aliases
 from gateway.memory.files.store import MemoryStore
+from gateway.memory.search import read_deadline
 from gateway.turn.budget import TRIM_PEOPLE, truncate_to_tokens
 from gateway.turn.tiers import loads, tier_of
 from gateway.types import ContextSection, ConversationKind, Stability, Turn
@@ -141,6 +143,9 @@ def people_text(gateway: Services, turn: Turn) -> str:
 async def gateway_context_sections(gateway: Services, turn: Turn) -> ContextSection | None:
     if gateway.memory is None or turn.user is None or not loads(tier_of(gateway, turn), "people"):
         return None
+    # The first tier of the read path starts its one deadline; this one spends from it but is never
+    # cut (the correctness floor: people files surface whatever recall does).
+    read_deadline.for_turn(turn, gateway.config.memory.read_deadline_ms)
     try:
         text = await asyncio.to_thread(people_text, gateway, turn)
     except Exception:

@@ -5,15 +5,18 @@ memory (its channel root) and never from a member's private one. A channel confi
 ``identity.channel_scope: channel`` has users of its own, so its memories stay apart by scope.
 Hits already in the prompt (turns of the live history, files the session-start injection loads)
 are dropped, and the rest are rendered as quoted data with their source and date: a memory is
-evidence, never an instruction.
+evidence, never an instruction. Hybrid recall and the filter tier spend from the turn's one read
+deadline (``read_deadline``): the search is waited for at most what is left of it, the filter gets
+the rest.
 """
 
 from __future__ import annotations
 
 import asyncio
+import inspect
 import logging
 import re
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING
 
 from gateway.hookspecs import hookimpl
@@ -21,7 +24,7 @@ from gateway.memory.background.jobscope import zone
 from gateway.memory.files import dated, playbooks
 from gateway.memory.files.kinds import indexable
 from gateway.memory.files.scopes import channel_scope, user_scope
-from gateway.memory.search import filter_tier, readiness
+from gateway.memory.search import filter_tier, read_deadline, readiness
 from gateway.memory.search.recall import Hit
 from gateway.memory.search.recall_context import hits_section
 from gateway.turn.tiers import file_loads, loads, tier_of
@@ -89,6 +92,28 @@ def literal_hits(gateway: Services, scopes: list[str], phrase: str, limit: int =
     return out
 
 
+def _retrieved(task: asyncio.Future[list[Hit]]) -> None:
+    if not task.cancelled():
+        task.exception()  # an abandoned search's failure is not "never retrieved"
+
+
+async def _within(deadline: read_deadline.ReadDeadline, search: Awaitable[list[Hit]]) -> list[Hit] | None:
+    """The hybrid hits, or None when the read deadline ran out first. A search past the deadline is
+    abandoned, not cancelled: it is local work that finishes by itself, and cancelling a search in a
+    worker thread would not stop it anyway."""
+    left = deadline.remaining()
+    if left <= 0:
+        if inspect.iscoroutine(search):
+            search.close()  # never started
+        return None
+    task = asyncio.ensure_future(search)
+    done, _ = await asyncio.wait({task}, timeout=left)
+    if not done:
+        task.add_done_callback(_retrieved)
+        return None
+    return task.result()
+
+
 @hookimpl
 async def gateway_context_sections(gateway: Services, turn: Turn) -> ContextSection | None:
     memory = gateway.memory
@@ -103,6 +128,7 @@ async def gateway_context_sections(gateway: Services, turn: Turn) -> ContextSect
     tier = tier_of(gateway, turn)
     if not loads(tier, "recall") or not turn.message.text.strip():
         return None
+    deadline = read_deadline.for_turn(turn, gateway.config.memory.read_deadline_ms)
     scopes = recall_scopes(gateway, turn)
     history_ids = {m.turn_id for m in turn.history if m.turn_id}
     # Over-fetch: hits dropped as already present must not leave the prompt short of memories, and the
@@ -111,7 +137,15 @@ async def gateway_context_sections(gateway: Services, turn: Turn) -> ContextSect
     # "yesterday" in the message is the person's yesterday (a group has no one zone: the gateway's).
     group = turn.message.kind == ConversationKind.GROUP
     tz = zone(None if group else turn.user.timezone, gateway.config.timezone)
-    hits = await memory.recall(scope=scopes, query=turn.message.text, k=fetch, now=turn.received_at, tz=tz)
+    hits = await _within(deadline, memory.recall(scope=scopes, query=turn.message.text, k=fetch,
+                                                  now=turn.received_at, tz=tz))
+    if hits is None:
+        spent = deadline.spent_ms()
+        turn.stash[filter_tier.DECISION] = filter_tier.FilterDecision(
+            "timeout", 0.0, 0, (), f"hybrid recall had no time left of the read deadline "
+            f"({gateway.config.memory.read_deadline_ms} ms; {spent:.0f} ms spent)")
+        log.info("recall skipped for turn %s: the read deadline is spent (%.0f ms)", turn.turn_id, spent)
+        return None
     in_dated = dated_injected(gateway, turn, tier)
     in_playbooks = turn.stash.get(playbooks.INJECTED) or frozenset()
 
@@ -125,7 +159,8 @@ async def gateway_context_sections(gateway: Services, turn: Turn) -> ContextSect
         found = await asyncio.to_thread(literal_hits, gateway, scopes, phrase)
         return [h for h in found if keep(h, history_ids, tier, injected)]
 
-    kept, decision = await filter_tier.filter_hits(gateway, turn, turn.message.text, candidates, k, grep=grep)
+    kept, decision = await filter_tier.filter_hits(gateway, turn, turn.message.text, candidates, k, grep=grep,
+                                                   budget_s=deadline.remaining())
     turn.stash[filter_tier.DECISION] = decision
     turn.stash[RECALLED] = kept
     return hits_section(kept, budget_tokens=gateway.config.memory.recall_budget_tokens)

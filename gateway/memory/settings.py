@@ -58,6 +58,9 @@ class MemoryConfig(Section):
     session_diversity: float = Field(0.0, ge=0, le=1)
     bm25_avg_len: float = Field(64, gt=0)
     recall_k: int = Field(8, ge=0, le=100)
+    # One deadline for the turn's whole memory read (seed 001): the people lookup, hybrid recall and
+    # the filter tier share it; the filter's own deadline_ms is cut to what the others left.
+    read_deadline_ms: int = Field(2000, ge=50, le=30_000)
     recall_budget_tokens: int = Field(600, ge=0)
     # Groups recall from the group's own memory only; True also searches the speaker's private memory.
     group_private_recall: bool = False

@@ -187,3 +187,74 @@ async def test_the_weekly_job_is_per_person_and_off_the_record_accepts_nothing(
         assert tree(gw.memory_store(alice).root) == before
         reply = await gw.handle_inbound(message("/tidy", account="alice", group="book-club"))
         assert reply is not None and "only in a direct conversation" in reply.text
+
+
+PATTERNS = ("# Patterns\n\n- Prefers mornings for calls.\n- Trip bookings: trains over flights when under six hours.\n"
+            "- Trip bookings: an aisle seat, and the hotel within walking distance of the station.\n")
+SCRATCH = "# Scratch\n\n- buy stamps\n- compost: turn the heap weekly\n- compost: no citrus peel\n"
+
+
+def judge_notes(body: dict[str, Any]) -> str | None:
+    system = body.get("system", "")
+    text = system if isinstance(system, str) else " ".join(b.get("text", "") for b in system)
+    if HYGIENE_MARK not in text:
+        return None
+    return json.dumps({"proposals": [
+        {"kind": "playbook", "file": "PATTERNS.md", "lines": [4, 5], "to": "playbooks/trip-bookings.md",
+         "title": "Trip bookings", "why": "The same way every time: a procedure."},
+        {"kind": "promote", "file": "SCRATCH.md", "lines": [4, 5], "to": "topics/compost.md", "title": "Compost",
+         "why": "Two notes on one subject."},
+        {"kind": "playbook", "file": "people/sam.md", "lines": [3], "to": "playbooks/sam.md", "title": "Sam",
+         "why": "a person is not a procedure: dropped"},
+        {"kind": "playbook", "file": "PATTERNS.md", "lines": [3], "to": "topics/calls.md", "title": "Calls",
+         "why": "a playbook goes to playbooks/: dropped"},
+    ]})
+
+
+async def test_scratch_lines_are_promoted_to_a_topic_and_a_pattern_to_a_playbook(
+    kith_config: ConfigFactory, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]
+) -> None:
+    """Seed 004: playbooks are written by hand or promoted by hygiene from repeated patterns; seed 001:
+    housekeeping proposes promoting notes to files of their own. Accepted, the playbook is recalled
+    by relevance like a hand-written one, and its lines leave the always-loaded PATTERNS.md."""
+    fake_anthropic.responders.append(judge_notes)
+    async with daemon(kith_config(llm=anthropic_llm, memory={"recall_k": 0})) as gw:
+        alice = await person(gw, "alice")
+        store = gw.memory_store(alice)
+        store.write("PATTERNS.md", PATTERNS, source="test")
+        store.write("SCRATCH.md", SCRATCH, source="test")
+        store.write("people/sam.md", SAM, source="test")
+        before = tree(store.root)
+
+        report = await run_hygiene(gw, alice)
+        assert sorted(p.kind for p in report.added) == ["playbook", "promote"] and len(report.errors) == 2
+        assert tree(store.root) == before  # proposing changes nothing
+        await gw.handle_inbound(message("Can you sort out the trip bookings for Oslo?", account="alice"))
+        assert "(their playbooks)" not in fake_anthropic.system_of(fake_anthropic.last_turn())
+
+        listing = await tidy(gw, "/tidy")
+        assert "Make a playbook of 2 line(s) of PATTERNS.md: playbooks/trip-bookings.md" in listing
+        playbook = next(p for p in stored.pending(store.root) if p.kind == "playbook")
+        number = 1 if "1. [playbook]" in listing else 2
+        assert (await tidy(gw, f"/tidy accept {number}")).startswith("Done: Make a playbook")
+
+        assert store.read("playbooks/trip-bookings.md") == (
+            "# Trip bookings\n\n- Trip bookings: trains over flights when under six hours.\n"
+            "- Trip bookings: an aisle seat, and the hotel within walking distance of the station.\n")
+        assert store.read("PATTERNS.md") == "# Patterns\n\n- Prefers mornings for calls.\n"  # moved, not copied
+        assert store.read("SCRATCH.md") == SCRATCH and not store.exists("topics/compost.md")  # still pending
+        audit = [r for r in json_objects((store.root / ".audit.jsonl").read_text()) if r["message_id"] == playbook.id]
+        assert sorted(r["file"] for r in audit) == ["PATTERNS.md", "playbooks/trip-bookings.md"]
+
+        # The playbook stage finds it by relevance: the trip question carries it, another does not.
+        await gw.handle_inbound(message("Book the trip to Oslo, please.", account="alice"))
+        system = fake_anthropic.system_of(fake_anthropic.last_turn())
+        assert "(their playbooks)" in system and "an aisle seat" in system
+        await gw.handle_inbound(message("What should I cook tonight?", account="alice"))
+        assert "an aisle seat" not in fake_anthropic.system_of(fake_anthropic.last_turn())
+
+        # The notes promotion: accepted, the lines move to a topic file of their own.
+        assert (await tidy(gw, "/tidy accept 1")).startswith("Done: Move 2 line(s) of SCRATCH.md")
+        compost = "# Compost\n\n- compost: turn the heap weekly\n- compost: no citrus peel\n"
+        assert store.read("topics/compost.md") == compost
+        assert store.read("SCRATCH.md") == "# Scratch\n\n- buy stamps\n"

@@ -27,7 +27,7 @@ class ChangeOut(Answer):
 class ProposalOut(Answer):
     id: str
     number: int = Field(description="its number in /tidy (1-based, pending only; 0 when decided)")
-    kind: str = Field(description="merge, conflict, stale or promote")
+    kind: str = Field(description="merge, conflict, stale, promote or playbook")
     title: str
     detail: str
     created: str

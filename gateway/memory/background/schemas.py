@@ -58,7 +58,7 @@ CURATION = ResponseFormat(name="profile_ops", description="Line edits of USER.md
 HYGIENE = ResponseFormat(name="hygiene_findings", description="Problems found in the memory.", schema={
     "type": "object",
     "properties": {"proposals": {"type": "array", "items": {"type": "object", "properties": {
-        "kind": {"type": "string", "enum": ["conflict", "stale", "promote"]}, "file": _STR,
+        "kind": {"type": "string", "enum": ["conflict", "stale", "promote", "playbook"]}, "file": _STR,
         "lines": {"type": "array", "items": {"type": "integer"}}, "replace_with": _STR, "to": _STR,
         "title": _STR, "why": _STR}, "required": ["kind", "file", "lines"]}}},
     "required": ["proposals"],

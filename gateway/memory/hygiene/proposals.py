@@ -26,9 +26,9 @@ from gateway.memory.files.errors import MemoryFileNotFoundError
 DIR = ".hygiene"
 FILE = "proposals.json"
 LOCK = "proposals.lock"
-Kind = Literal["merge", "conflict", "stale", "promote"]
+Kind = Literal["merge", "conflict", "stale", "promote", "playbook"]
 Status = Literal["pending", "accepted", "rejected", "failed"]
-KINDS: tuple[str, ...] = ("merge", "conflict", "stale", "promote")
+KINDS: tuple[str, ...] = ("merge", "conflict", "stale", "promote", "playbook")
 KEEP_DECIDED = 50  # decided proposals kept (newest), so a rejected one is not proposed again
 
 

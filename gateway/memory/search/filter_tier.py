@@ -140,20 +140,30 @@ def _forget(task: asyncio.Task[Any]) -> None:
 
 
 async def filter_hits(gateway: Services, turn: Turn | None, query: str, hits: list[Hit], k: int,
-                      grep: Callable[[str], Awaitable[list[Hit]]] | None = None,
+                      grep: Callable[[str], Awaitable[list[Hit]]] | None = None, budget_s: float | None = None,
                       ) -> tuple[list[Hit], FilterDecision]:  # fmt: skip
     """The hits to show (at most ``k``) and the decision. Never raises, never waits past the deadline.
 
     ``grep`` (the recall stage's literal search of the person's files) lets the model escalate once:
-    its matches join the candidates for a second call, and one deadline covers both calls."""
+    its matches join the candidates for a second call, and one deadline covers both calls.
+    ``budget_s`` is what the turn's read deadline left (``read_deadline``): the filter's own
+    ``deadline_ms`` is cut to it, and with nothing left no call is made."""
     cfg = gateway.config.memory.filter_tier
     backend = active_backend(gateway)
     if not backend or not hits:
         reason = "no candidates" if backend else "no filter model configured"
         return hits[:k], FilterDecision("off", 0.0, len(hits), tuple(h.chunk_id for h in hits[:k]), reason)
+    limit_ms = float(cfg.deadline_ms)
+    if budget_s is not None and budget_s * 1000 < limit_ms:
+        limit_ms = budget_s * 1000
+        if limit_ms <= 0:
+            reason = f"no time left of the read deadline ({gateway.config.memory.read_deadline_ms} ms)"
+            log.info("recall filter skipped: %s", reason)
+            return hits[:k], FilterDecision("timeout", 0.0, len(hits), tuple(h.chunk_id for h in hits[:k]), reason,
+                                            backend)
     shown = hits[: cfg.candidates]
     started = time.perf_counter()
-    deadline = started + cfg.deadline_ms / 1000  # one deadline for every call (and the grep between)
+    deadline = started + limit_ms / 1000  # one deadline for every call (and the grep between)
     outcome: Outcome = "error"
     reason = searched = ""
     chosen: list[Hit] | None = None
@@ -165,7 +175,8 @@ async def filter_hits(gateway: Services, turn: Turn | None, query: str, hits: li
         try:
             done, _ = await asyncio.wait({task}, timeout=max(0.0, deadline - time.perf_counter()))
             if not done:
-                outcome, reason = "timeout", f"no answer within {cfg.deadline_ms} ms"
+                outcome, reason = "timeout", f"no answer within {limit_ms:.0f} ms" + (
+                    " (what the read deadline left)" if limit_ms < cfg.deadline_ms else "")
             else:
                 response = task.result()
                 if response is None:
@@ -186,7 +197,7 @@ async def filter_hits(gateway: Services, turn: Turn | None, query: str, hits: li
             task.cancel()
             raise
         except TimeoutError:
-            outcome, reason = "timeout", f"the literal search for {searched!r} ran past {cfg.deadline_ms} ms"
+            outcome, reason = "timeout", f"the literal search for {searched!r} ran past {limit_ms:.0f} ms"
         except Exception as exc:  # the model's failure is the filter's, never the turn's
             reason = f"{type(exc).__name__}: {str(exc)[:120]}"
         finally:

@@ -3,7 +3,7 @@
 import { ApiError, enc, get, post } from "./api.js";
 import { empty, errorBox, h, mount, toast, when } from "./dom.js";
 
-const KIND = { merge: "Duplicate people", conflict: "Conflict", stale: "Out of date", promote: "Promote notes" };
+const KIND = { merge: "Duplicate people", conflict: "Conflict", stale: "Out of date", promote: "Promote notes", playbook: "Playbook" };
 const ACTION = { edit: "changes", new: "new file", delete: "deleted" };
 
 function changeList(p) {
