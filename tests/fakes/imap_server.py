@@ -5,7 +5,8 @@ LOGIN, SELECT (UIDVALIDITY, UIDNEXT), UID SEARCH, UID FETCH, UID STORE, IDLE wit
 Mail arrives the way a delivery agent puts it there: ``deliver`` APPENDs it to the mailbox over IMAP.
 Passwords are kept in clear (``Cleartext``): pymap's default hash costs ~0.4 s per login.
 With ``tls`` (a certificate and its key), it offers STARTTLS and refuses a login before TLS
-(``LOGINDISABLED``), as a server on port 143 should.
+(``LOGINDISABLED``), as a server on port 143 should; with ``implicit_tls`` (a server context) it speaks
+TLS from the first byte, as on port 993.
 """
 
 from __future__ import annotations
@@ -41,7 +42,7 @@ class FakeIMAP:
     _config: Any = None
     _writers: list[asyncio.StreamWriter] = field(default_factory=list)
     _client: Any = None
-    tls: ssl.SSLContext | None = None  # implicit TLS (imaps://) with this server context
+    implicit_tls: ssl.SSLContext | None = None  # implicit TLS (imaps://) with this server context
 
     async def start(self) -> Self:
         cert, key = self.tls or (None, None)
@@ -61,7 +62,7 @@ class FakeIMAP:
             self._writers.append(writer)
             await callback(reader, writer)
 
-        self._server = await asyncio.start_server(accept, "127.0.0.1", 0, ssl=self.tls)
+        self._server = await asyncio.start_server(accept, "127.0.0.1", 0, ssl=self.implicit_tls)
         self.port = self._server.sockets[0].getsockname()[1]
         return self
 
@@ -93,7 +94,7 @@ class FakeIMAP:
 
     async def _admin(self) -> Any:
         if self._client is None:
-            if self.tls is None:
+            if self.implicit_tls is None:
                 client = aioimaplib.IMAP4(host="127.0.0.1", port=self.port, timeout=10)
             else:  # the test's own side door: no name to check on 127.0.0.1
                 trust = ssl.create_default_context()

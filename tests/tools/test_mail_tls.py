@@ -54,7 +54,7 @@ def mail() -> EmailMessage:
 
 async def test_imaps_and_smtp_starttls_verify_the_name(certs: tuple[ssl.SSLContext, ssl.SSLContext]) -> None:
     good, _ = certs
-    async with (FakeIMAP(password=PASSWORD, idle=False, tls=good) as imap,
+    async with (FakeIMAP(password=PASSWORD, idle=False, implicit_tls=good) as imap,
                 FakeSMTP(user=USER, password=PASSWORD, starttls=good) as smtp):
         await imap.deliver(b"From: ada@example.org\r\nSubject: hello\r\n\r\nhi\r\n")
         acct = account(f"imaps://localhost:{imap.port}", f"smtp://localhost:{smtp.port}")
@@ -74,7 +74,7 @@ async def test_implicit_tls_smtp(certs: tuple[ssl.SSLContext, ssl.SSLContext]) -
 
 async def test_a_certificate_for_another_name_is_refused(certs: tuple[ssl.SSLContext, ssl.SSLContext]) -> None:
     _, wrong = certs
-    async with (FakeIMAP(password=PASSWORD, idle=False, tls=wrong) as imap,
+    async with (FakeIMAP(password=PASSWORD, idle=False, implicit_tls=wrong) as imap,
                 FakeSMTP(user=USER, password=PASSWORD, starttls=wrong) as smtp,
                 FakeSMTP(user=USER, password=PASSWORD, tls=wrong) as smtps):
         acct = account(f"imaps://localhost:{imap.port}", f"smtp://localhost:{smtp.port}")
