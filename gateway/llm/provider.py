@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from gateway.config import LLMConfig
 from gateway.hookspecs import hookimpl
+from gateway.llm import health as model_health
 from gateway.llm.base import NO_MODEL_HELP, DeltaCallback, LLMError, Provider
 from gateway.llm.echo import EchoProvider
 from gateway.llm.usage import over_budget
@@ -96,6 +97,13 @@ def make_providers(config: LLMConfig) -> dict[str, Provider]:
 async def gateway_llm_call(
     gateway: Services, turn: Turn | None, request: LLMRequest, on_delta: DeltaCallback | None
 ) -> LLMResponse:
-    response = await gateway.llm(request.role).complete(request, on_delta)
+    provider = gateway.llm(request.role)
+    try:
+        response = await provider.complete(request, on_delta)
+    except LLMError as exc:
+        if not isinstance(provider, NoModelProvider):  # no model at all is set-up, not an outage
+            model_health.failed(gateway.stash, request.role, exc)
+        raise
+    model_health.answered(gateway.stash, request.role)
     record_usage(gateway, turn, request, response)
     return response
