@@ -35,6 +35,7 @@ const SHELL = [
   "/static/chat/tools.js",
   "/static/chat/working.js",
   "/static/chat/wizard.js",
+  "/static/chat/voice.js",
 ];
 
 function isShell(url) {

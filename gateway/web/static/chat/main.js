@@ -9,6 +9,7 @@ import { installCopyHandler, ready as rendererReady } from "./render.js";
 import { SessionsPanel } from "./sessions.js";
 import { ArchiveActions } from "./archive.js";
 import { Wizard } from "./wizard.js";
+import { VoiceInput } from "./voice.js";
 import { SettingsPanel } from "./settings.js";
 import { ChatSocket } from "./socket.js";
 import { Working } from "./working.js";
@@ -129,6 +130,18 @@ const composer = new Composer({
     pending.get(id).mine = mine;
     if (redo) { mark(id, mine, "Edit"); stopEditing(); }
     return true;
+  },
+});
+
+// A voice message: sent as soon as it is recorded; the answer's history shows what was understood.
+new VoiceInput({
+  button: $("mic"), label: $("mic-time"), onProblem: (why) => composer.showError(why),
+  onRecorded: (file) => {
+    const id = sendText("", [file]);
+    if (!id) { composer.showError("Not connected: the voice message was not sent."); return; }
+    const mine = log.bubble("user", "", { files: [{ name: file.name, file: file.file }] });
+    mine.classList.add("voice");
+    Object.assign(pending.get(id), { mine, voice: true });
   },
 });
 
@@ -336,6 +349,8 @@ function onReply(f) {
     // Sent while no tab was open, shown on this connection (docs/protocol.md#missed-messages).
     if (f.missed) el.classList.add("missed");
   }
+  // A voice message: the stored message holds what the transcription understood; show it.
+  if (p?.voice && !f.notice) requestHistory(null);
   // Stopped with the Stop button: the text shown so far, marked (docs/protocol.md#stopping-a-reply).
   if (f.stopped) el.classList.add("stopped");
   if (role === "assistant" && f.turn_id) el.dataset.turn = f.turn_id;
