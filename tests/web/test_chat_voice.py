@@ -13,7 +13,7 @@ from tests.browser import ARGS, shared_browser
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.openai_server import API_KEY as OPENAI_KEY
 from tests.fakes.openai_server import FakeOpenAI
-from tests.web.chat_support import open_chat, wait_until
+from tests.web.chat_support import T, open_chat, wait_until
 
 pytestmark = pytest.mark.browser
 SIZES = ["desktop", "phone"]
@@ -45,7 +45,9 @@ async def test_a_recorded_voice_message_is_transcribed_and_shown_as_the_turn(
             await wait_until(page, "document.getElementById('mic-time').textContent === '0:01'")
             await chat.shot("recording")
             await page.click("#mic")  # stop: it is sent
-            await page.wait_for_selector("#log .msg.bot >> text=I will remind you about the tomatoes.")
+            # Upload, transcription and the model's answer in a row: on a loaded 2-core machine this once took
+            # more than T (under -n 2 beside the layout tests).
+            await page.wait_for_selector("#log .msg.bot >> text=I will remind you about the tomatoes.", timeout=3 * T)
             # The turn is what was understood, with the voice note beside it.
             await wait_until(page, f"document.querySelector('#log .msg.me')?.textContent.includes({SAID!r})")
             mine = page.locator("#log .msg.me")
