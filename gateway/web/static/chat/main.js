@@ -435,9 +435,11 @@ async function start() {
   // Sign in first: the socket's upgrade then carries the cookie and links this browser to the person.
   if (!started) {
     started = true;
+    // The renderer loads meanwhile (the two do not depend on each other): docs/benchmarks.md, "Web chat".
+    const renderer = Promise.race([rendererReady, new Promise((r) => setTimeout(r, 1500))]);
     const me = await Promise.race([signIn(clientId), new Promise((r) => setTimeout(() => r(null), 3000))]);
     if (me) update(me);
-    await Promise.race([rendererReady, new Promise((r) => setTimeout(r, 1500))]);
+    await renderer;
   }
   socket.connect();
 }
