@@ -28,7 +28,7 @@ from gateway.config import Config, LLMConfig
 from gateway.configread import parse_config
 from gateway.configtypes import ConfigError
 from gateway.llm.base import LLMError
-from gateway.llm.provider import NoModelProvider, make_provider
+from gateway.llm.provider import make_provider, names_a_model
 from gateway.types import HistoryMessage, LLMRequest
 
 log = logging.getLogger("kith.llm.setup")
@@ -73,7 +73,7 @@ def _fernet(data_dir: Path) -> Any:
 
 def needs_setup(llm: LLMConfig) -> bool:
     """True when the main role has no usable model (what ``make_provider`` would stand in for)."""
-    return isinstance(make_provider(llm, warn=False), NoModelProvider)
+    return not names_a_model(llm)
 
 
 def candidate(config: Config, *, provider: Provider, model: str, base_url: str = "", api_key: str = "") -> LLMConfig:
