@@ -79,7 +79,7 @@ def needs_setup(llm: LLMConfig) -> bool:
 def candidate(config: Config, *, provider: Provider, model: str, base_url: str = "", api_key: str = "") -> LLMConfig:
     """The ``llm`` section with these settings over the config's own, validated as ``kith check-config``
     validates (SetupError lists the problems)."""
-    own = {"api_key", "base_url", "provider", "model", "cheap_model", "headers", "roles"}
+    own = {"api_key", "base_url", "provider", "model", "cheap_model", "headers"}  # roles stay as configured
     llm: dict[str, Any] = config.llm.model_dump(mode="python", exclude=own)
     llm.update(provider="anthropic" if provider == "anthropic" else "openai", model=model.strip())
     if provider == "compatible":

@@ -21,7 +21,9 @@ Daemon = Callable[..., AbstractAsyncContextManager[Gateway]]
 async def test_model_set_up_tried_kept_applied_and_restored(make_daemon: Daemon) -> None:
     async with FakeOpenAI(api_key=KEY) as fake:
         settings: dict[str, Any] = {"provider": "compatible", "base_url": fake.url, "api_key": KEY}
-        async with make_daemon(llm={"provider": "anthropic"}) as gw:
+        # A role config.yaml sets (here transcription) stays as it is through the set-up.
+        heard = {"provider": "openai", "base_url": fake.url, "api_key": KEY, "model": "whisper-1"}
+        async with make_daemon(llm={"provider": "anthropic", "roles": {"transcription": heard}}) as gw:
             op = operator(gw)
             status, state = await op.get("/api/setup/model")
             assert status == 200 and state == {"configured": False, "provider": "none", "model": "", "source": "none"}
@@ -54,6 +56,7 @@ async def test_model_set_up_tried_kept_applied_and_restored(make_daemon: Daemon)
             reply = await gw.handle_inbound(message("hello", account="alice"))
             assert reply is not None and reply.text == "answered by the new model"
             assert fake.requests[-1]["model"] == "fake-mini"
+            assert gw.config.llm.role("transcription").model == "whisper-1"
             assert not _files_holding(Path(gw.config.data_dir), KEY)
             await op.close()
 
