@@ -420,6 +420,8 @@ class Connection:
                                "otr": reply.otr, "notice": reply.notice, "turn_id": reply.turn_id}
         if reply.stopped:
             out["stopped"] = True
+        if reply.model_error:
+            out["model_error"] = True  # docs/protocol.md#when-the-model-fails
         await self.send(out)
         # A command (or a session started after an idle gap) may have changed what every client of this
         # person shows; each is sent a state frame only if its view changed. (Whose: as of now, a /link

@@ -22,7 +22,7 @@ from gateway.adapter import Adapter
 from gateway.bus import JobBus, UserDirectory
 from gateway.cluster.node import node_dir
 from gateway.cluster.role import Cluster
-from gateway.config import Config
+from gateway.config import Config, LLMConfig
 from gateway.hooks import Hooks
 from gateway.http.accept import BackoffSite
 from gateway.http.api.table import install as install_api
@@ -30,8 +30,10 @@ from gateway.http.api.table import mount as mount_api
 from gateway.http.guard import install as install_http_guard
 from gateway.http.signin import install as install_signin
 from gateway.identity.users import Identities
+from gateway.llm import health as model_health
+from gateway.llm import setup as model_setup
 from gateway.llm.base import NO_MODEL_HELP, Provider
-from gateway.llm.provider import NoModelProvider, make_providers
+from gateway.llm.provider import NO_MODEL_WARNED, NoModelProvider, make_providers
 from gateway.llm.routed import RoutedModel
 from gateway.logs import TURN_ID, collect_secrets, install_redaction
 from gateway.mcp import MANAGER as MCP_MANAGER
@@ -103,6 +105,7 @@ class Gateway:
         self._runner: web.AppRunner | None = None
         self.port: int | None = None
         self._providers: dict[str, Provider] = {}
+        self._retired_providers: list[Provider] = []  # replaced by replace_llm, closed at shutdown
         self.started_at = time.time()
         self._background: set[asyncio.Task[Any]] = set()
         self._load_timer: asyncio.TimerHandle | None = None  # background_load: begins the memory's load
@@ -160,6 +163,9 @@ class Gateway:
             keeper = self.stash[WRITE_BACK] = WriteBack(self, spool)
             keeper.start()
             keeper.serve()
+        stored_model = model_setup.load(self.config)  # set up in the browser, while config.yaml names none
+        if stored_model is not None:
+            self.config.llm = stored_model
         self._providers.update(make_providers(self.config.llm))
         self.kg = KnowledgeGraph(self.state)  # on the state's one connection
         self.memory = MemoryService(
@@ -221,12 +227,13 @@ class Gateway:
         if self.kg is not None:
             self.kg.close()
             self.kg = None
-        for provider in self._providers.values():
+        for provider in (*self._providers.values(), *self._retired_providers):
             try:
                 await provider.close()
             except Exception:
                 log.exception("closing provider %s", provider.name)
         self._providers.clear()
+        self._retired_providers.clear()
         if hasattr(self, "state"):
             self.state.close()
 
@@ -276,13 +283,15 @@ class Gateway:
         mcp = self.stash.get(MCP_MANAGER)  # MCP servers not up: their tools are withdrawn (docs/mcp.md)
         if mcp is not None:
             problems.extend(mcp.problems())
+        failing, model_problems = model_health.report(self.stash)  # a model that keeps failing
+        problems.extend(model_problems)
         memory_jobs = await health_of_memory_jobs(self)  # dead-lettered, failing again and again
         problems.extend(memory_jobs.pop("problems", []))
         return web.json_response({
             "status": "degraded" if problems else "ok",
             "degraded": problems,
             "uptime_s": round(time.time() - self.started_at, 1),
-            "model": {"provider": self.llm().name, "ready": self.model_ready},
+            "model": {"provider": self.llm().name, "ready": self.model_ready, "failing": failing},
             "adapters": self.supervisor.health(),
             "plugin_failures": dict(self.hooks.failures),
             "mcp": mcp.health() if mcp is not None else {},
@@ -350,6 +359,16 @@ class Gateway:
         jobs included, so plugins overriding the hook see them all. ``user_id``: the person a
         background job works for (usage is counted to them; their daily budget stops the job)."""
         return RoutedModel(self, role, user_id)
+
+    def replace_llm(self, llm: LLMConfig) -> None:
+        """Run with another ``llm`` section from now on, without a restart (the browser's model set-up,
+        ``gateway.llm.setup``): every role's provider is rebuilt. A call already under way finishes on
+        the provider it started with; the replaced providers are closed at shutdown."""
+        self._retired_providers.extend(self._providers.values())
+        self.config.llm = llm
+        self._providers.clear()
+        self._providers.update(make_providers(llm))
+        self.stash.pop(NO_MODEL_WARNED, None)
 
     @property
     def model_ready(self) -> bool:

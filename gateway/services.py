@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from gateway.adapter import Adapter
     from gateway.bus.bus import JobBus
     from gateway.cluster.role import Cluster
-    from gateway.config import Config
+    from gateway.config import Config, LLMConfig
     from gateway.hooks import Hooks
     from gateway.identity.users import Identities
     from gateway.llm.base import Provider
@@ -82,6 +82,10 @@ class Services(Protocol):
 
     def model(self, role: str = "main", user_id: str = "") -> Provider:
         """The model for ``role`` through ``gateway_llm_call`` (``gateway.llm.routed.RoutedModel``)."""
+        ...
+
+    def replace_llm(self, llm: LLMConfig) -> None:
+        """Run with another ``llm`` section from now on (the browser's model set-up), no restart."""
         ...
 
     @property

@@ -298,6 +298,7 @@ class Reply:
     notice: bool = False  # a system notice (command answer, config hint), not a model reply
     delivery_id: str = ""  # a proactive message's outbox row: clients that acknowledge name it back
     stopped: bool = False  # the person stopped the model: ``text`` is what was shown, marked (gateway/turn/stop.py)
+    model_error: bool = False  # the model call failed: the message was not kept, sending it again retries
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -19,6 +19,7 @@ BENCHMARKS: dict[str, str] = {
     "metrics": "bench.metrics",
     "cluster": "bench.cluster",
     "filter-tier": "bench.filter_tier",
+    "web": "bench.web",
 }
 
 

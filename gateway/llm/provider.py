@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING
 
 from gateway.config import LLMConfig
 from gateway.hookspecs import hookimpl
+from gateway.llm import health as model_health
 from gateway.llm.base import NO_MODEL_HELP, DeltaCallback, LLMError, Provider
 from gateway.llm.echo import EchoProvider
 from gateway.llm.usage import over_budget
@@ -61,22 +62,27 @@ def model_configured(gateway: Services, role: str, job: str, *, structured: bool
     return False
 
 
+def names_a_model(config: LLMConfig) -> bool:
+    """Whether these settings reach a model: a key, or (``openai``) a server URL, or ``echo``. Without,
+    ``make_provider`` stands in with ``NoModelProvider`` (and the web chat offers the set-up)."""
+    has_key = config.api_key is not None and bool(config.api_key.get_secret_value())
+    if config.provider == "openai":
+        return has_key or config.base_url is not None
+    return config.provider == "echo" or has_key
+
+
 def make_provider(config: LLMConfig, *, warn: bool = True) -> Provider:
     """The provider for one role's effective settings (``LLMConfig.role``)."""
     if config.provider == "echo":
         return EchoProvider()
-    if config.provider == "openai":
-        if config.base_url is None and (config.api_key is None or not config.api_key.get_secret_value()):
-            if warn:
-                log.warning(NO_MODEL_HELP)
-            return NoModelProvider()
-        from gateway.llm.openai import OpenAIProvider
-
-        return OpenAIProvider(config)
-    if config.api_key is None or not config.api_key.get_secret_value():
+    if not names_a_model(config):
         if warn:
             log.warning(NO_MODEL_HELP)
         return NoModelProvider()
+    if config.provider == "openai":
+        from gateway.llm.openai import OpenAIProvider
+
+        return OpenAIProvider(config)
     from gateway.llm.anthropic import AnthropicProvider
 
     return AnthropicProvider(config)
@@ -96,6 +102,13 @@ def make_providers(config: LLMConfig) -> dict[str, Provider]:
 async def gateway_llm_call(
     gateway: Services, turn: Turn | None, request: LLMRequest, on_delta: DeltaCallback | None
 ) -> LLMResponse:
-    response = await gateway.llm(request.role).complete(request, on_delta)
+    provider = gateway.llm(request.role)
+    try:
+        response = await provider.complete(request, on_delta)
+    except LLMError as exc:
+        if not isinstance(provider, NoModelProvider):  # no model at all is set-up, not an outage
+            model_health.failed(gateway.stash, request.role, exc)
+        raise
+    model_health.answered(gateway.stash, request.role)
     record_usage(gateway, turn, request, response)
     return response

@@ -55,8 +55,9 @@ class SessionSummary:
     started_at: datetime
     last_active_at: datetime
     ended_at: datetime | None
-    title: str  # the first user message, cut to a line
+    title: str  # the name the person gave it, else the first user message cut to a line
     turns: int  # user messages
+    renamed: bool = False  # the title is the person's own
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

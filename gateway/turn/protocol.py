@@ -213,7 +213,8 @@ async def _serve(gateway: Services, turn: Turn, user: UserRef) -> Reply | None:
         gateway.sessions.discard_message(session, turn.turn_id)
         log.warning("model call failed for turn %s: %s", turn.turn_id, exc)
         await hooks.turn_error(gateway, turn, exc)
-        return await _render_notice(gateway, turn, Reply(text=exc.user_message, notice=True))
+        # Marked, so a client can offer to send it again (the web chat's Retry, docs/protocol.md).
+        return replace(await _render_notice(gateway, turn, Reply(text=exc.user_message, notice=True)), model_error=True)
     except Exception as exc:
         turn.stash[OUTCOME] = "error"
         gateway.sessions.discard_message(session, turn.turn_id)

@@ -60,6 +60,11 @@ SCRIPT: list[Callable[[State], Any]] = [
     lambda s: s.sessions.of_user("ann"),
     lambda s: s.sessions.of_user("ann", before=T0 + 2 * H, limit=1),
     lambda s: s.sessions.summaries("ann", ["sa2", "sa", "sg", "nope"]),
+    # The chat's History (issue 33): a title, continuing a past session, deleting one.
+    lambda s: (s.sessions.set_title("sa", user_id="ann", title="Trip", at=T0), s.sessions.summaries("ann", ["sa"])),
+    lambda s: (s.sessions.set_title("sa", user_id="ann", title="", at=T0), s.sessions.summaries("ann", ["sa"])),
+    lambda s: (s.sessions.reopen("sa", T0 + 3 * H), s.sessions.open_ids("user:ann"), s.sessions.get("sa2")),
+    lambda s: (s.turns.delete_session("sa"), s.sessions.get("sa"), s.turns.search_sessions("ann", "t1")),
     lambda s: s.conversations.remember(conversation_key="tg:-5", channel="telegram", conversation_id="-5",
                                        kind="group", user_id="", persona="default", at=T0),
     lambda s: s.conversations.remember(conversation_key="tg:1", channel="telegram", conversation_id="1", kind="dm",

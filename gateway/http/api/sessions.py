@@ -29,6 +29,7 @@ class SessionOut(Answer):
     title: str
     turns: int
     open: bool = Field(description="the session a new message would continue")
+    renamed: bool = Field(False, description="the title is one the person gave it (else: its first message)")
 
 
 class SessionList(Answer):
@@ -63,12 +64,12 @@ class MessageQuery(Query):
     limit: int = Field(50, ge=1, le=200)
 
 
-def _out(call: Call, s: SessionSummary) -> SessionOut:
+def out(call: Call, s: SessionSummary) -> SessionOut:
     now = datetime.now(UTC)
     open_ = s.ended_at is None and now - s.last_active_at <= call.gateway.sessions.idle_gap
     return SessionOut(session_id=s.session_id, channel=s.channel, started_at=s.started_at,
                       last_active_at=s.last_active_at, ended_at=s.ended_at, title=s.title, turns=s.turns,
-                      open=open_)  # fmt: skip
+                      open=open_, renamed=s.renamed)  # fmt: skip
 
 
 async def _semantic(call: Call, uid: str, q: str, limit: int) -> list[str]:
@@ -96,7 +97,7 @@ async def list_sessions(call: Call) -> SessionList:
         else:
             ids = call.gateway.state.turns.search_sessions(uid, q, limit=query.limit)
         found = sessions.summaries(uid, ids)
-    return SessionList(sessions=[_out(call, s) for s in found])
+    return SessionList(sessions=[out(call, s) for s in found])
 
 
 async def messages(call: Call) -> MessagePage:

@@ -29,8 +29,10 @@ from gateway.http.api import (
     operator,
     recall,
     schedule,
+    session_manage,
     session_search,
     sessions,
+    setup,
     turns,
     uploads,
 )
@@ -105,9 +107,10 @@ DESCRIBED = [
 def served() -> list[Route]:
     """Every /api route the host serves itself."""
     # session_search before sessions: its static /sessions/search must win over a /sessions/{sid}.
-    return [*me.ROUTES, *session_search.ROUTES, *sessions.ROUTES, *files.ROUTES, *facts.ROUTES, *recall.ROUTES,
-            *curation.ROUTES, *turns.ROUTES, *explain.ROUTES, *operator.ROUTES, *index.ROUTES, *uploads.ROUTES,
-            *schedule.ROUTES, *hygiene.ROUTES, *attention.ROUTES, OPENAPI]  # fmt: skip
+    return [*me.ROUTES, *session_search.ROUTES, *sessions.ROUTES, *session_manage.ROUTES, *files.ROUTES,
+            *facts.ROUTES, *recall.ROUTES, *curation.ROUTES, *turns.ROUTES, *explain.ROUTES, *operator.ROUTES,
+            *index.ROUTES, *uploads.ROUTES,
+            *schedule.ROUTES, *hygiene.ROUTES, *attention.ROUTES, *setup.ROUTES, OPENAPI]  # fmt: skip
 
 
 @hookimpl(tryfirst=True)

@@ -337,6 +337,15 @@ def _script(text: str) -> tuple[str, ...]:
 
 
 # component -> its steps (summary, statements). Step 1 is SQLite's whole history of that component.
+_SESSION_TITLES_V1 = """
+CREATE TABLE session_titles (
+    session_id TEXT COLLATE "C" PRIMARY KEY,
+    user_id TEXT COLLATE "C" NOT NULL,
+    title TEXT COLLATE "C" NOT NULL,
+    set_at TEXT COLLATE "C" NOT NULL
+)
+"""
+
 MIGRATIONS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     "state": (
         ("the state tables as of SQLite state step 5", _script(_STATE_V1)),
@@ -347,6 +356,7 @@ MIGRATIONS: dict[str, tuple[tuple[str, tuple[str, ...]], ...]] = {
     "api_keys": (("API keys of the OpenAI-compatible endpoint", _script(_API_KEYS_V1)),),
     "delivery": (("the delivery outbox and delivery settings", _script(_DELIVERY_V1)),),
     "usage": (("model token use and cost per person, day, role and model", _script(_USAGE_V1)),),
+    "session_titles": (("conversation titles the person chose", _script(_SESSION_TITLES_V1)),),
 }
 COMPONENTS = tuple(MIGRATIONS)
 

@@ -343,6 +343,12 @@ _USAGE = (
     "CREATE INDEX llm_usage_day ON llm_usage(day, user_id)",
 )
 
+# A name the person gave a past conversation (issue 33, the chat's History); none: its first message.
+_SESSION_TITLES = (
+    "CREATE TABLE session_titles (session_id TEXT PRIMARY KEY, user_id TEXT NOT NULL, title TEXT NOT NULL,"
+    " set_at TEXT NOT NULL)",
+)
+
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {
     "state": (
         Migration("the tables before versioned migrations (state.py, linking.py, access.py, progress.py)",
@@ -368,6 +374,9 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
     ),
     "usage": (
         Migration("model token use and cost per person, day, role and model (issue 15)", _USAGE),
+    ),
+    "session_titles": (
+        Migration("conversation titles the person chose (issue 33)", _SESSION_TITLES),
     ),
 }
 COMPONENTS = tuple(MIGRATIONS)

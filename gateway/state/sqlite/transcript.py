@@ -51,3 +51,15 @@ class SqliteTurns(Turns):
                 return super().set_content(user_id, seq, content)
             finally:
                 db.conn.execute(f"PRAGMA secure_delete={int(before)}")
+
+    def delete_session(self, session_id: str) -> int:
+        """As ``set_content``: the deleted rows' pages are overwritten."""
+        db = self._db
+        assert isinstance(db, SqliteDatabase)
+        with db.lock:
+            before = db.conn.execute("PRAGMA secure_delete").fetchone()[0]
+            db.conn.execute("PRAGMA secure_delete=ON")
+            try:
+                return super().delete_session(session_id)
+            finally:
+                db.conn.execute(f"PRAGMA secure_delete={int(before)}")

@@ -102,6 +102,28 @@ class Sessions:
         by_id = {r[0]: summary for r in rows if (summary := _summary(r)) is not None}
         return [by_id[i] for i in session_ids if i in by_id]
 
+    def set_title(self, session_id: str, *, user_id: str, title: str, at: datetime) -> None:
+        """Name a conversation (an empty title: back to its first message)."""
+        if not title:
+            self._db.run("DELETE FROM session_titles WHERE session_id=?", (session_id,))
+            return
+        self._db.run(
+            "INSERT INTO session_titles(session_id, user_id, title, set_at) VALUES (?,?,?,?)"
+            " ON CONFLICT(session_id) DO UPDATE SET title=excluded.title, set_at=excluded.set_at",
+            (session_id, user_id, title, ts(at)),
+        )
+
+    def reopen(self, session_id: str, at: datetime) -> None:
+        """Make an ended or idle session the open one of its scope again (continuing a past conversation):
+        every other open session of the scope ends now, in the same transaction."""
+        with self._db.tx():
+            row = self._db.one("SELECT scope_key FROM sessions WHERE session_id=?", (session_id,))
+            if row is None:
+                return
+            self._db.run("UPDATE sessions SET ended_at=? WHERE scope_key=? AND ended_at IS NULL AND session_id<>?",
+                         (ts(at), row[0], session_id))  # fmt: skip
+            self._db.run("UPDATE sessions SET ended_at=NULL, last_active_at=? WHERE session_id=?", (ts(at), session_id))
+
 
 # A session's list entry: its first user message (title and channel) and its number of user messages,
 # each one seek on turns_session (session_id, seq).
@@ -109,7 +131,8 @@ _SUMMARY = (
     "SELECT s.session_id, s.started_at, s.last_active_at, s.ended_at,"
     " (SELECT t.content FROM turns t WHERE t.session_id=s.session_id AND t.role='user' ORDER BY t.seq LIMIT 1),"
     " (SELECT t.channel FROM turns t WHERE t.session_id=s.session_id ORDER BY t.seq LIMIT 1),"
-    " (SELECT count(*) FROM turns t WHERE t.session_id=s.session_id AND t.role='user')"
+    " (SELECT count(*) FROM turns t WHERE t.session_id=s.session_id AND t.role='user'),"
+    " (SELECT n.title FROM session_titles n WHERE n.session_id=s.session_id)"
     " FROM sessions s WHERE s.scope_key=?"
 )
 TITLE_CHARS = 80
@@ -125,7 +148,8 @@ def _summary(r: Row) -> SessionSummary | None:
     first = " ".join(_MEDIA_LINK.sub(r"\1", str(r[4] or "")).split())
     title = first if len(first) <= TITLE_CHARS else first[: TITLE_CHARS - 1] + "…"
     return SessionSummary(session_id=r[0], started_at=times[0], last_active_at=times[1], ended_at=times[2],
-                          title=title, channel=str(r[5] or ""), turns=int(r[6]))  # fmt: skip
+                          title=r[7] or title, channel=str(r[5] or ""), turns=int(r[6]),
+                          renamed=r[7] is not None)  # fmt: skip
 
 
 def _conversation(r: Row) -> Conversation:

@@ -205,6 +205,17 @@ class Turns(ABC):
         cur = self._db.run("UPDATE turns SET content=? WHERE seq=? AND user_id=?", (content, seq, user_id))
         return cur.rowcount > 0
 
+    def delete_session(self, session_id: str) -> int:
+        """Delete a conversation (the chat's History, ``gateway.memory.edit.drop_session``): its transcript
+        rows (the full-text index follows), what the model saw per turn, its compaction, the memory
+        writer's place in it, its title and the session itself, in one transaction. Rows deleted from
+        ``turns``. The old text goes from the full-text segments at the next ``people.scrub(merge_search=True)``."""
+        with self._db.tx():
+            cur = self._db.run("DELETE FROM turns WHERE session_id=?", (session_id,))
+            for table in ("turn_contexts", "compactions", "bg_writer", "session_titles", "sessions"):
+                self._db.run(f"DELETE FROM {table} WHERE session_id=?", (session_id,))
+        return cur.rowcount
+
 
 class TurnContexts:
     """What the model saw per turn (``gateway.turncontext`` writes it; the HTTP API reads it)."""

@@ -6,7 +6,7 @@
 // Network first: kith revalidates its files on every load (an upgrade shows at once); the cache answers
 // only when the daemon cannot be reached.
 
-const CACHE = "kith-shell-v1";
+const CACHE = "kith-shell-v2";
 // Precached at install (the page's first load happened before this worker existed). The test
 // tests/web/test_chat_install.py checks that every file index.html loads is here.
 const SHELL = [
@@ -20,6 +20,7 @@ const SHELL = [
   "/static/vendor/purify.mjs",
   "/static/chat/api.js",
   "/static/chat/approvals.js",
+  "/static/chat/archive.js",
   "/static/chat/attach.js",
   "/static/chat/composer.js",
   "/static/chat/log.js",
@@ -34,6 +35,8 @@ const SHELL = [
   "/static/chat/theme.js",
   "/static/chat/tools.js",
   "/static/chat/working.js",
+  "/static/chat/wizard.js",
+  "/static/chat/voice.js",
 ];
 
 function isShell(url) {

@@ -4,10 +4,13 @@ import { Composer } from "./composer.js";
 import { Attachments } from "./attach.js";
 import { approvalCard } from "./approvals.js";
 import { MessageLog } from "./log.js";
-import { setupPanel } from "./panels.js";
+import { el, setupPanel } from "./panels.js";
 import { PersonPanel } from "./person.js";
 import { installCopyHandler, ready as rendererReady } from "./render.js";
 import { SessionsPanel } from "./sessions.js";
+import { ArchiveActions } from "./archive.js";
+import { Wizard } from "./wizard.js";
+import { VoiceInput } from "./voice.js";
 import { SettingsPanel } from "./settings.js";
 import { ChatSocket } from "./socket.js";
 import { Working } from "./working.js";
@@ -131,6 +134,18 @@ const composer = new Composer({
   },
 });
 
+// A voice message: sent as soon as it is recorded; the answer's history shows what was understood.
+new VoiceInput({
+  button: $("mic"), label: $("mic-time"), onProblem: (why) => composer.showError(why),
+  onRecorded: (file) => {
+    const id = sendText("", [file]);
+    if (!id) { composer.showError("Not connected: the voice message was not sent."); return; }
+    const mine = log.bubble("user", "", { files: [{ name: file.name, file: file.file }] });
+    mine.classList.add("voice");
+    Object.assign(pending.get(id), { mine, voice: true });
+  },
+});
+
 const personPanel = new PersonPanel({
   name: $("p-name"), persona: $("p-persona"), user: $("p-user"), accounts: $("p-accounts"),
   linkNew: $("link-new"), linkForm: $("link-form"), linkCode: $("link-code"), out: $("link-out"),
@@ -157,13 +172,47 @@ const settings = new SettingsPanel({
 const sessions = new SessionsPanel({
   dialog: $("sessions"), form: $("search-form"), query: $("search"), mode: $("search-mode"),
   list: $("sessions-list"), status: $("sessions-status"), more: $("sessions-more"),
-  archive: $("archive"), bar: $("archive-bar"), title: $("archive-title"), close: $("archive-close"),
+  archive: $("archive"), bar: $("archive-bar"), close: $("archive-close"),
   onArchive: (on) => {
     $("archive").hidden = !on;
     $("archive-bar").hidden = !on;
     $("log").hidden = on;
     $("composer").hidden = on;
     if (!on) $("input").focus();
+  },
+  onShow: (session) => archiveActions.show(session),
+});
+
+const archiveActions = new ArchiveActions({
+  sessions, title: $("archive-title"), state: $("archive-state"), status: $("archive-status"),
+  continueBtn: $("archive-continue"), renameBtn: $("archive-rename"), exportBtn: $("archive-export"),
+  deleteBtn: $("archive-delete"), renameForm: $("rename-form"), renameInput: $("rename-input"),
+  renameCancel: $("rename-cancel"), confirm: $("delete-confirm"),
+  // The chat now writes into the continued conversation: its history replaces the log.
+  onContinued: (session) => {
+    sessions.closeArchive();
+    update({ session_id: session.session_id });
+    requestHistory(null);
+  },
+  onDeleted: (session, answer) => {
+    sessions.closeArchive();
+    // The conversation shown was the one deleted: the next message starts a new one.
+    if (session.session_id === person.session_id) { log.clear(); update({ session_id: "" }); }
+    const kept = answer.facts_kept
+      ? ` ${answer.facts_kept} fact${answer.facts_kept === 1 ? "" : "s"} kith learned from it ${answer.facts_kept === 1 ? "is" : "are"} kept (see Memory).`
+      : "";
+    log.bubble("notice", `Deleted the conversation “${session.title || "untitled"}”.${kept}`);
+  },
+});
+
+const wizard = new Wizard({
+  dialog: $("wizard"), form: $("wizard-form"), urlRow: $("w-url-row"), url: $("w-url"), key: $("w-key"),
+  test: $("w-test"), status: $("w-status"), model: $("w-model"), models: $("w-models"), later: $("w-later"),
+  offer: $("setup-offer"), openBtn: $("setup-open"),
+  onReady: (state) => {
+    $("notice").hidden = true;
+    log.bubble("notice", `The model is ready: ${state.model} (${state.provider}). Say hello.`);
+    $("input").focus();
   },
 });
 
@@ -180,7 +229,7 @@ setupPanel($("sessions"), $("sessions-btn"), { onOpen: () => sessions.opened() }
 
 // Escape also leaves a past session (panels close themselves: they are dialogs).
 document.addEventListener("keydown", (e) => {
-  if (e.key === "Escape" && !$("archive").hidden && !document.querySelector("dialog[open]")) {
+  if (e.key === "Escape" && !$("archive").hidden && !document.querySelector("dialog[open]") && $("rename-form").hidden) {
     sessions.closeArchive();
   }
 });
@@ -234,6 +283,10 @@ function handle(f) {
       const notice = $("notice");
       notice.hidden = !f.notice;
       notice.textContent = f.notice || "";
+      // No model yet: the operator gets the set-up instead of the notice (docs/web.md#setting-up-the-model).
+      if (f.model_ready !== undefined) {
+        wizard.modelState(f.model_ready).then((offered) => { if (offered) notice.hidden = true; });
+      }
       requestHistory(null);
       if (!currentMe()) refresh();
       break;
@@ -285,6 +338,7 @@ function onReply(f) {
   if (f.session_id) fields.session_id = f.session_id;
   update(fields);
   if (f.dropped) { p?.bubble?.remove(); return; }
+  if (f.model_error && p) { modelDown(p, f.text); return; }
   const role = f.notice ? "notice" : "assistant";
   if (p?.mine && f.turn_id && !f.notice) p.mine.dataset.turn = f.turn_id;
   let el;
@@ -296,6 +350,8 @@ function onReply(f) {
     // Sent while no tab was open, shown on this connection (docs/protocol.md#missed-messages).
     if (f.missed) el.classList.add("missed");
   }
+  // A voice message: the stored message holds what the transcription understood; show it.
+  if (p?.voice && !f.notice) requestHistory(null);
   // Stopped with the Stop button: the text shown so far, marked (docs/protocol.md#stopping-a-reply).
   if (f.stopped) el.classList.add("stopped");
   if (f.buttons) approvalCard(el, f.buttons, (command) => sendText(command)); // docs/tools.md#approvals
@@ -309,6 +365,26 @@ function onReply(f) {
     if (/^Linked\./.test(f.text || "")) signIn(clientId).then((me) => me && update(me));
     else refresh();
   }
+}
+
+// The model call failed (docs/protocol.md#when-the-model-fails): the server did not keep the message,
+// so Retry sends it again, as the same bubble; the box says what failed.
+function modelDown(p, why) {
+  p.bubble?.remove();
+  for (const old of $("log").querySelectorAll(".msg.model-down")) old.remove();
+  const box = log.bubble("error", "");
+  box.classList.add("model-down");
+  box.setAttribute("role", "alert");
+  const retry = el("button", { type: "button", class: "retry", text: "Retry" });
+  box.append(el("strong", { text: "The model is not answering." }), el("div", { class: "why", text: why }),
+    el("div", { class: "row" }, retry));
+  retry.addEventListener("click", () => {
+    const id = sendText(p.text, [], p.redo);
+    if (!id) return;
+    box.remove();
+    pending.get(id).mine = p.mine;
+  });
+  retry.focus({ preventScroll: true });
 }
 
 function onError(f) {
@@ -361,9 +437,11 @@ async function start() {
   // Sign in first: the socket's upgrade then carries the cookie and links this browser to the person.
   if (!started) {
     started = true;
+    // The renderer loads meanwhile (the two do not depend on each other): docs/benchmarks.md, "Web chat".
+    const renderer = Promise.race([rendererReady, new Promise((r) => setTimeout(r, 1500))]);
     const me = await Promise.race([signIn(clientId), new Promise((r) => setTimeout(() => r(null), 3000))]);
     if (me) update(me);
-    await Promise.race([rendererReady, new Promise((r) => setTimeout(r, 1500))]);
+    await renderer;
   }
   socket.connect();
 }

@@ -1,4 +1,5 @@
-// Past sessions: listed by date, searched by words or meaning, opened read-only (docs/api.md).
+// Past sessions: listed by date, searched by words or meaning, opened read-only (docs/api.md); what can
+// be done with an opened one is chat/archive.js.
 import { api, userPath } from "./api.js";
 import { MessageLog } from "./log.js";
 import { el } from "./panels.js";
@@ -6,9 +7,10 @@ import { el } from "./panels.js";
 const PAGE = 30;
 
 export class SessionsPanel {
-  constructor({ dialog, form, query, mode, list, status, more, archive, bar, title, close, onArchive }) {
-    Object.assign(this, { dialog, form, query, mode, list, status, more, archive, bar, title });
+  constructor({ dialog, form, query, mode, list, status, more, archive, bar, close, onArchive, onShow }) {
+    Object.assign(this, { dialog, form, query, mode, list, status, more, archive, bar });
     this.onArchive = onArchive;
+    this.onShow = onShow;
     this.oldest = null;
     this.loaded = false;
     this.generation = 0;
@@ -21,6 +23,9 @@ export class SessionsPanel {
   }
 
   opened() { if (!this.loaded) this.search(); this.query.focus(); }
+
+  // The list is drawn again at the next opening (a conversation was renamed, continued or deleted).
+  stale() { this.loaded = false; }
 
   search() { this.oldest = null; return this.load({ append: false }); }
 
@@ -71,8 +76,8 @@ export class SessionsPanel {
   }
 
   async openArchive(session) {
-    this.currentSession = session;
-    this.title.textContent = `${session.title || "Session"} · ${session.started_at ? new Date(session.started_at).toLocaleString() : ""}`;
+    this.currentSession = { ...session };
+    this.onShow?.(this.currentSession);
     this.archiveLog.clear();
     this.dialog.close();
     this.onArchive(true);
@@ -95,6 +100,7 @@ export class SessionsPanel {
 
   closeArchive() {
     this.currentSession = null;
+    this.archiveLog.clear(); // nothing of it stays in the page (it may have just been deleted)
     this.onArchive(false);
   }
 }
