@@ -66,6 +66,23 @@ async def test_a_server_refusing_response_format_is_asked_again_without_it_and_t
     assert parse_extraction(first.text).memories == parse_extraction(second.text).memories != ()
 
 
+async def test_a_llama_cpp_python_server_gets_the_schema_as_json_object_from_then_on(fake_openai: FakeOpenAI) -> None:
+    """llama-cpp-python's server validates ``response_format.type`` against text and json_object (422 for
+    json_schema) and constrains the answer by the ``schema`` beside json_object: asked that way after the
+    first refusal, and for every later call without a refusal first."""
+    fake_openai.response_format_types = ("text", "json_object")
+    p = openai(fake_openai)
+    fake_openai.enqueue(json.dumps(NIGHT))
+    fake_openai.enqueue(json.dumps(NIGHT))
+    first = await p.complete(request())
+    second = await p.complete(request())
+    await p.close()
+    sent = [r["response_format"] for r in fake_openai.requests]  # the 422 is not kept
+    assert sent == [{"type": "json_object", "schema": dict(schemas.EXTRACTION.schema)}] * 2
+    assert not p.no_structured_output
+    assert parse_extraction(first.text).memories == parse_extraction(second.text).memories == tuple(NIGHT["memories"])
+
+
 async def test_structured_output_off_sends_none(fake_openai: FakeOpenAI) -> None:
     p = openai(fake_openai, structured_output=False)
     fake_openai.enqueue(SECTIONS)
