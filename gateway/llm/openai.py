@@ -9,11 +9,12 @@ Tools: streamed tool-call deltas are assembled by their ``index``; each round's 
 runs too (``tool_loop``).
 
 Structured output: a request with a ``response_format`` sends it as ``response_format: json_schema``
-(not strict). A server that refuses that form (400, or 422 from a FastAPI server validating the body)
-is asked in the next form of ``FORMATS`` from then on: ``json_object`` with the ``schema`` beside it,
-which llama-cpp-python's server (``python -m llama_cpp.server``) turns into a grammar the answer must
-follow. A server that refuses every form is asked without one for the provider's lifetime, and the
-stages parse the text (``gateway.memory.background.model_output``).
+(not strict). A server that refuses that form (400, 422 from a FastAPI server validating the body, or
+llama-cpp-python's 500 naming ``response_format``) is asked in the next form of ``FORMATS`` from then
+on: ``json_object`` with the ``schema`` beside it, which llama-cpp-python's server (``python -m
+llama_cpp.server``) turns into a grammar the answer must follow. A server that refuses every form is
+asked without one for the provider's lifetime, and the stages parse the text
+(``gateway.memory.background.model_output``).
 """
 
 from __future__ import annotations
@@ -101,7 +102,14 @@ def json_object_format(fmt: ResponseFormat) -> dict[str, Any]:
 # The forms of response_format tried in order; a server refusing one is asked in the next from then on.
 FORMATS = (response_format, json_object_format)
 FORMAT_NAMES = ("json_schema", "json_object")
-REFUSED = (openai.BadRequestError, openai.UnprocessableEntityError)  # 400; 422 from FastAPI's body validation
+
+
+def refused(exc: BaseException | None) -> bool:
+    """Whether the server refused the request's response_format: 400 or 422 (a FastAPI server validating
+    the body); llama-cpp-python's server answers its body validation with 500, naming the field."""
+    if isinstance(exc, (openai.BadRequestError, openai.UnprocessableEntityError)):
+        return True
+    return isinstance(exc, openai.InternalServerError) and "response_format" in str(exc)
 
 
 def _arguments(raw: str) -> dict[str, Any]:
@@ -189,7 +197,7 @@ class OpenAIProvider:
         except (ValueError, KeyError, TypeError) as exc:  # not the OpenAI wire format
             raise LLMError(f"the model server sent an answer kith cannot read: {exc!r}") from exc
         except LLMError as exc:
-            if not structured or not isinstance(exc.__cause__, REFUSED):
+            if not structured or not refused(exc.__cause__):
                 raise
             # A server that does not know this form of response_format (or this schema) says 400 or 422:
             # the next form, and after the last the stages parse text, so the call is made again.
