@@ -52,6 +52,7 @@ BUILTIN_PLUGINS: tuple[str, ...] = (
     "plugins.sleep_cycle",
     "plugins.distill",
     "plugins.hygiene",
+    "gateway.ops.attention_notice",  # the operator's notice about failing memory jobs, once a day at most
     "gateway.delivery.plugin",
     "plugins.schedule",
     "plugins.retention",

@@ -9,8 +9,12 @@ Tools: streamed tool-call deltas are assembled by their ``index``; each round's 
 runs too (``tool_loop``).
 
 Structured output: a request with a ``response_format`` sends it as ``response_format: json_schema``
-(not strict). A server that refuses it (400) is not asked again for the provider's lifetime: the call is
-repeated without it and the stages parse the text (``gateway.memory.background.model_output``).
+(not strict). A server that refuses that form (400, 422 from a FastAPI server validating the body, or
+llama-cpp-python's 500 naming ``response_format``) is asked in the next form of ``FORMATS`` from then
+on: ``json_object`` with the ``schema`` beside it, which llama-cpp-python's server (``python -m
+llama_cpp.server``) turns into a grammar the answer must follow. A server that refuses every form is
+asked without one for the provider's lifetime, and the stages parse the text
+(``gateway.memory.background.model_output``).
 """
 
 from __future__ import annotations
@@ -90,6 +94,25 @@ def response_format(fmt: ResponseFormat) -> dict[str, Any]:
     return {"type": "json_schema", "json_schema": schema}
 
 
+def json_object_format(fmt: ResponseFormat) -> dict[str, Any]:
+    """The older JSON mode with the schema beside it: llama-cpp-python's server (and llama.cpp's own)
+    constrain the answer to it by a grammar; a server that ignores ``schema`` still answers JSON."""
+    return {"type": "json_object", "schema": dict(fmt.schema)}
+
+
+# The forms of response_format tried in order; a server refusing one is asked in the next from then on.
+FORMATS = (response_format, json_object_format)
+FORMAT_NAMES = ("json_schema", "json_object")
+
+
+def refused(exc: BaseException | None) -> bool:
+    """Whether the server refused the request's response_format: 400 or 422 (a FastAPI server validating
+    the body); llama-cpp-python's server answers its body validation with 500, naming the field."""
+    if isinstance(exc, (openai.BadRequestError, openai.UnprocessableEntityError)):
+        return True
+    return isinstance(exc, openai.InternalServerError) and "response_format" in str(exc)
+
+
 def _arguments(raw: str) -> dict[str, Any]:
     try:
         value = json.loads(raw or "{}")
@@ -141,7 +164,7 @@ class OpenAIProvider:
 
     def __init__(self, config: LLMConfig) -> None:
         self.config = config
-        self.no_structured_output = False  # set once the server refused a response_format
+        self.format_index = 0  # the form of FORMATS this server takes; len(FORMATS): none
         # Local servers (Ollama, llama.cpp) need no key, but the SDK insists on one.
         key = config.api_key.get_secret_value() if config.api_key else "unused"
         self.client = openai.AsyncOpenAI(
@@ -162,9 +185,10 @@ class OpenAIProvider:
         tools = tool_params(request) if request.run_tool is not None and caps.tools and request.tools else []
         structured = (request.response_format is not None and caps.structured_output and not tools
                       and not self.no_structured_output)  # fmt: skip
+        used = self.format_index
         if structured:
             assert request.response_format is not None
-            base["response_format"] = response_format(request.response_format)
+            base["response_format"] = FORMATS[used](request.response_format)
         try:
             with sdk_errors(openai, "openai", server="the model server", unreachable=(httpx.TransportError,)):
                 return await run_tool_loop(request, on_delta, body=base,
@@ -174,14 +198,21 @@ class OpenAIProvider:
         except (ValueError, KeyError, TypeError) as exc:  # not the OpenAI wire format
             raise LLMError(f"the model server sent an answer kith cannot read: {exc!r}") from exc
         except LLMError as exc:
-            if not structured or not isinstance(exc.__cause__, openai.BadRequestError):
+            if not structured or not refused(exc.__cause__):
                 raise
-            # A server that does not know response_format (or this schema) says 400: the stages parse
-            # text as well, so this provider stops asking and the call is made again without it.
-            self.no_structured_output = True
-            log.warning("%s refused a JSON-schema answer (%s); asking for text from now on", self.config.base_url
-                        or "the model server", exc)  # fmt: skip
+            # A server that does not know this form of response_format (or this schema) says 400 or 422:
+            # the next form, and after the last the stages parse text, so the call is made again.
+            if self.format_index == used:  # not already moved on by a concurrent call refused the same way
+                self.format_index = used + 1
+                then = "text" if self.no_structured_output else FORMAT_NAMES[self.format_index]
+                log.warning("%s refused a %s answer (%s); asking for %s from now on", self.config.base_url
+                            or "the model server", FORMAT_NAMES[used], exc, then)  # fmt: skip
             return await self.complete(request, on_delta)
+
+    @property
+    def no_structured_output(self) -> bool:
+        """The server refused every form of response_format: answers are asked for as text."""
+        return self.format_index >= len(FORMATS)
 
     async def _ask(self, kwargs: dict[str, Any], on_delta: DeltaCallback | None) -> Answer:
         parsed = await (self._stream(kwargs, on_delta) if on_delta is not None else self._whole(kwargs))

@@ -53,6 +53,11 @@ class FakeOpenAI(FakeServer):
     name: str = "fake-openai"  # tells two fakes apart in default answers
     in_flight: int = 0  # chat requests being answered now (a slow answer, a stream)
     refuse_response_format: bool = False  # a server that answers 400 to ``response_format`` (older local ones)
+    # The response_format types the server takes (None: any); another is answered as llama-cpp-python's
+    # server answers ``json_schema`` (it takes text and json_object): its FastAPI body validation error,
+    # as a 500 (``response_format_status``; 422 is FastAPI's own default).
+    response_format_types: tuple[str, ...] | None = None
+    response_format_status: int = 500
     # /v1/audio/speech: every request body, the bytes answered (a test makes real Ogg/Opus for them,
     # tests/channels/oggopus.py) and the status (not 200: the error body OpenAI sends).
     speeches: list[dict[str, Any]] = field(default_factory=list)
@@ -203,6 +208,14 @@ class FakeOpenAI(FakeServer):
             problem = "Unrecognized request argument supplied: response_format"
         if problem:
             return self._error(400, problem)
+        fmt = body.get("response_format")
+        if self.response_format_types is not None and isinstance(fmt, dict) and \
+                fmt.get("type") not in self.response_format_types:
+            problem = ("1 validation error: {'type': 'literal_error', 'loc': ('body', 'response_format', 'type'), "
+                       f"'msg': 'Input should be {self.response_format_types}'}}")
+            return web.json_response({"error": {"message": problem, "type": "internal_server_error"}}
+                                     if self.response_format_status == 500 else {"detail": problem},
+                                     status=self.response_format_status)  # fmt: skip
         self.requests.append(body)
         queued = self.script(self.kind_of(body))
         scripted = queued.popleft() if queued else Scripted(text=self._default_text(body))

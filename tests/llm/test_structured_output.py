@@ -7,6 +7,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
+import pytest
+
 from gateway.configread import parse_config
 from gateway.llm.anthropic import AnthropicProvider
 from gateway.llm.openai import OpenAIProvider
@@ -64,6 +66,28 @@ async def test_a_server_refusing_response_format_is_asked_again_without_it_and_t
     assert [("response_format" in r) for r in fake_openai.requests] == [False, False]  # the 400s are not kept
     assert p.no_structured_output
     assert parse_extraction(first.text).memories == parse_extraction(second.text).memories != ()
+
+
+@pytest.mark.parametrize("status", [500, 422])
+async def test_a_llama_cpp_python_server_gets_the_schema_as_json_object_from_then_on(
+    fake_openai: FakeOpenAI, status: int
+) -> None:
+    """llama-cpp-python's server validates ``response_format.type`` against text and json_object (its
+    validation error is a 500 naming the field; a plain FastAPI server's a 422) and constrains the
+    answer by the ``schema`` beside json_object: asked that way after the first refusal, and for every
+    later call without a refusal first."""
+    fake_openai.response_format_types = ("text", "json_object")
+    fake_openai.response_format_status = status
+    p = openai(fake_openai)
+    fake_openai.enqueue(json.dumps(NIGHT))
+    fake_openai.enqueue(json.dumps(NIGHT))
+    first = await p.complete(request())
+    second = await p.complete(request())
+    await p.close()
+    sent = [r["response_format"] for r in fake_openai.requests]  # the 422 is not kept
+    assert sent == [{"type": "json_object", "schema": dict(schemas.EXTRACTION.schema)}] * 2
+    assert not p.no_structured_output
+    assert parse_extraction(first.text).memories == parse_extraction(second.text).memories == tuple(NIGHT["memories"])
 
 
 async def test_structured_output_off_sends_none(fake_openai: FakeOpenAI) -> None:

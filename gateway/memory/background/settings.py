@@ -93,6 +93,15 @@ class RetentionConfig(Section):
         return self.memory_retention_days if self.group_retention_days is None else self.group_retention_days
 
 
+class AttentionNoticeConfig(Section):
+    """The operator's notice about memory jobs that need attention, at most one a day
+    (gateway/ops/attention_notice.py, docs/operations.md#the-operators-notice)."""
+
+    enabled: bool = True
+    user: str | None = None  # the operator's user id; unset: the local owner (docs/web.md#one-owner)
+    cron: Cron = "*/15 * * * *"  # how often the dead letters and retries are looked at (gateway timezone)
+
+
 class BackgroundConfig(Section):
     """What the assistant learns between conversations: every stage is a job (docs/jobs.md)."""
 
@@ -102,5 +111,6 @@ class BackgroundConfig(Section):
     distill: DistillConfig = Field(default_factory=DistillConfig)
     retention: RetentionConfig = Field(default_factory=RetentionConfig)
     hygiene: HygieneConfig = Field(default_factory=HygieneConfig)
+    attention_notice: AttentionNoticeConfig = Field(default_factory=AttentionNoticeConfig)
     facts_in_prompt: bool = True  # relevant knowledge-graph facts join the system prompt
     max_prompt_facts: int = Field(20, ge=0, le=200)
