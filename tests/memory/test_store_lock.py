@@ -18,7 +18,7 @@ WRITERS = 4
 APPENDS = 15
 ROUNDS = 12
 
-_FORK = multiprocessing.get_context("fork")  # the child inherits the barrier; no re-import of the suite
+_SPAWN = multiprocessing.get_context("spawn")  # a clean child: forking a threaded test worker can deadlock
 
 
 def _appender(root: str, writer: int, barrier: Barrier) -> None:
@@ -45,7 +45,7 @@ def _compare_and_set(root: str, writer: int, barrier: Barrier,
 
 
 def _run(target: Callable[..., None], writers: int, root: Path, *shared: object) -> None:
-    procs = [_FORK.Process(target=target, args=(str(root), w, *shared)) for w in range(writers)]
+    procs = [_SPAWN.Process(target=target, args=(str(root), w, *shared)) for w in range(writers)]
     for p in procs:
         p.start()
     for p in procs:
@@ -55,7 +55,7 @@ def _run(target: Callable[..., None], writers: int, root: Path, *shared: object)
 
 def test_concurrent_appends_from_two_processes_lose_no_line(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path)
-    _run(_appender, WRITERS, tmp_path, _FORK.Barrier(WRITERS))
+    _run(_appender, WRITERS, tmp_path, _SPAWN.Barrier(WRITERS))
     lines = store.read(FILE).splitlines()
     expected = {f"writer {w} line {i}" for w in range(WRITERS) for i in range(APPENDS)}
     assert sorted(lines) == sorted(expected)  # every append, each once: no read-modify-write was lost
@@ -65,8 +65,8 @@ def test_concurrent_appends_from_two_processes_lose_no_line(tmp_path: Path) -> N
 def test_write_if_lets_exactly_one_of_two_racing_writers_win(tmp_path: Path) -> None:
     store = MemoryStore(tmp_path)
     store.write(FILE, "start\n", source="test")
-    results: multiprocessing.Queue[tuple[int, int, bool]] = _FORK.Queue()
-    _run(_compare_and_set, 2, tmp_path, _FORK.Barrier(2), results)
+    results: multiprocessing.Queue[tuple[int, int, bool]] = _SPAWN.Queue()
+    _run(_compare_and_set, 2, tmp_path, _SPAWN.Barrier(2), results)
     winners: dict[int, list[int]] = {round_: [] for round_ in range(ROUNDS)}
     for _ in range(2 * ROUNDS):  # one outcome per writer and round
         round_, writer, won = results.get(timeout=30)
