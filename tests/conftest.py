@@ -10,6 +10,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from hypothesis import HealthCheck, settings
 
 from gateway.app import Gateway
 from gateway.config import Config
@@ -83,6 +84,13 @@ async def ws_connect() -> AsyncIterator[Callable[..., Awaitable[WSClient]]]:
     for ws in sockets:
         await ws.close()
     await session.close()
+
+
+# Property tests judge their inputs, not the clock: on a loaded machine (the parallel suite, CI on two
+# shared cores) Hypothesis's per-example deadline and its "input generation is slow" check fail tests that
+# are right. Speed belongs in the benchmarks. No example database either: nothing written to the checkout.
+settings.register_profile("kith", deadline=None, suppress_health_check=[HealthCheck.too_slow], database=None)
+settings.load_profile("kith")
 
 
 # The state backends (tests/pg.py): state_url / any_state run a test on SQLite and on PostgreSQL.
