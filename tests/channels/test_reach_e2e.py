@@ -70,9 +70,13 @@ class Trio:
         return await self.sg.say(text, uuid=uuid, **kw)
 
     async def wa_say(self, text: str, *, sender: str = ADA_WA) -> None:
+        await self.wa_send(self.wa.text(sender, text))
+
+    async def wa_send(self, message: dict[str, Any]) -> None:
+        """``message`` (the fake's ``text``/``image``) to the webhook, signed as Meta signs it."""
         import aiohttp
 
-        body = json.dumps(self.wa.event(self.wa.text(sender, text))).encode()
+        body = json.dumps(self.wa.event(message)).encode()
         async with aiohttp.ClientSession() as http:
             status = await self.wa.post(http, f"http://127.0.0.1:{self.gw.port}/whatsapp/webhook", body,
                                         secret=WA_SECRET)  # fmt: skip
@@ -153,10 +157,13 @@ async def test_strangers_get_a_pairing_code_and_groups_need_allowlist_and_mentio
     await t.mx_say("hi, who are you?", room="!eve-dm:fake.test", sender="@eve:fake.test")
     await t.sl_say("hi there", user="UEVE", channel="DEVE")
     await t.sg_say("hello?", uuid="eve-uuid")
+    await t.wa_say("hello, is this kith?", sender="4917600000999")
     (mx_code,) = await t.mx.wait_sent(1)
     (sl_code,) = await t.sl.wait_posted(1)
     (sg_code,) = await t.sg.wait_sent(1)
-    for said in (mx_code["content"]["body"], sl_code["text"], sg_code["message"]):
+    (wa_code,) = await t.wa.wait_sent(1)
+    assert wa_code["to"] == "4917600000999"
+    for said in (mx_code["content"]["body"], sl_code["text"], sg_code["message"], wa_code["text"]["body"]):
         assert re.search(r"\b[A-Z2-9]{8}\b", said), said  # the pairing code, and nothing else happened
     assert select_rows(t.gw.state, "SELECT COUNT(*) FROM turns")[0][0] == 0
     # Groups: only allowed rooms, only when addressed (the gating is the host's, the flags the adapters').
@@ -337,6 +344,21 @@ async def test_files_in_reach_the_model_through_the_media_pipeline(trio_factory)
         await t.sl_say("what changed?", subtype="file_share", files=[item])
         await t.sl.wait_posted(1)
         assert "Periwinkle" in json.dumps(last_user_content(fake)) and t.sl.downloads == [item["id"]]
+
+        doc = pdf_with("Bring the blue folder to the Marigold desk.")
+        att = t.sg.add_file(doc, filename="note.pdf", content_type="application/pdf")
+        await t.sg_say("read this", attachments=[att])
+        await t.sg.wait_sent(1)
+        assert "Marigold" in json.dumps(last_user_content(fake))
+        assert [f["id"] for f in t.sg.fetched] == [att["id"]]
+
+        photo = jpeg()
+        media_id = t.wa.add_media(photo, "image/jpeg")
+        await t.wa_send(t.wa.image(ADA_WA, media_id, caption="my cat"))
+        await t.wa.wait_sent(1)
+        content = last_user_content(fake)
+        assert [b["type"] for b in content].count("image") == 1 and "my cat" in json.dumps(content)
+        assert t.wa.downloads == [media_id]
     finally:
         await fake.stop()
 
@@ -377,6 +399,26 @@ async def test_supervision_restarts_matrix_and_signal_and_a_revoked_token_stops_
     await t.sl.wait_posted(1)
     await asyncio.sleep(0.5)
     assert health("matrix")["state"] == "failed" and health("slack")["state"] == "running"
+
+
+async def test_supervision_restarts_slack_when_its_socket_mode_connection_stays_down(
+    trio_factory,  # type: ignore[no-untyped-def]
+) -> None:
+    t: Trio = await trio_factory(slack={"stall_after_s": 1.5})
+
+    def slack() -> dict[str, Any]:
+        return t.gw.supervisor.health()["slack"]
+
+    connections = t.sl.connections
+    t.sl.refuse_sockets = True
+    await t.sl.drop()  # cut from Slack's side, and the SDK's own reconnects are refused: no ping-pong
+    await wait_for(lambda: slack()["restarts"] >= 1, 20, "a watchdog restart")
+    assert "no activity" in slack()["last_error"]
+    t.sl.refuse_sockets = False  # the restarted run (after backoff) opens a new connection
+    await wait_for(lambda: t.sl.connections > connections and slack()["state"] == "running", 20, "slack back")
+    await t.sl_say("slack back?")
+    (posted,) = await t.sl.wait_posted(1, timeout=20)
+    assert posted["text"].startswith("echo: slack back?")
 
 
 async def test_slack_events_api_through_the_hosts_http_server(trio_factory) -> None:  # type: ignore[no-untyped-def]

@@ -10,7 +10,8 @@ Files the test adds are served at ``/files/<id>`` to the bot token only.
 
 Socket Mode: the socket says ``hello``, then carries envelopes (``push_event``, ``push_command``);
 ``press`` sends a button's ``block_actions`` (interactive envelope); the client's acks are recorded in
-``acks``; ``disconnect()`` asks the client to reconnect.
+``acks``; ``disconnect()`` asks the client to reconnect; ``drop()`` cuts the connections from Slack's
+side, and while ``refuse_sockets`` is set a new one is answered 503 (Slack's socket host is down).
 ``signed_post`` makes an Events API request as Slack signs it (``v0:<ts>:<body>``).
 """
 
@@ -55,6 +56,7 @@ class FakeSlack(FakeServer):
     downloads: list[str] = field(default_factory=list)
     acks: list[str] = field(default_factory=list)
     connections: int = 0
+    refuse_sockets: bool = False  # the socket URL answers 503 (apps.connections.open still answers)
     calls: list[str] = field(default_factory=list)
     _sockets: list[web.WebSocketResponse] = field(default_factory=list)
     _ids: itertools.count[int] = field(default_factory=lambda: itertools.count(1))
@@ -124,6 +126,11 @@ class FakeSlack(FakeServer):
 
     async def disconnect(self) -> None:
         await self._sockets[-1].send_str(json.dumps({"type": "disconnect", "reason": "refresh_requested"}))
+
+    async def drop(self) -> None:
+        """Every Socket Mode connection is closed from Slack's side, without a ``disconnect`` first."""
+        for ws in list(self._sockets):
+            await ws.close()
 
     async def signed_post(self, http: aiohttp.ClientSession, url: str, body: bytes, *, secret: str,
                           content_type: str = "application/json", stamp: str | None = None,
@@ -243,7 +250,9 @@ class FakeSlack(FakeServer):
         self.downloads.append(request.match_info["file_id"])
         return web.Response(body=item[0], content_type=item[1])
 
-    async def _socket(self, request: web.Request) -> web.WebSocketResponse:
+    async def _socket(self, request: web.Request) -> web.StreamResponse:
+        if self.refuse_sockets:
+            return web.Response(status=503)
         ws = web.WebSocketResponse(autoping=True)
         await ws.prepare(request)
         self.connections += 1
