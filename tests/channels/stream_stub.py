@@ -46,3 +46,15 @@ def show(events: list[Any], start: float) -> str:
         text = text if len(text) <= 70 else f"{text[:30]}…{text[-30:]} ({len(text)} chars)"
         lines.append(f"+{e.at - start:6.3f}s {e.method:<17} msg {str(mid)[-4:]:<4} {text!r}")
     return "\n".join(lines)
+
+
+async def counted_streamed(adapter: Any, expected: int = 1, timeout: float = 10.0) -> None:
+    """Wait (bounded) until the adapter has counted ``expected`` streamed replies. The platform fake
+    records the last edit when its request arrives; the adapter counts the reply as streamed only after
+    that edit's answer is back, so a test that read the counter at once raced it (and lost under load)."""
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    while adapter.stats["streamed"] != expected:
+        if loop.time() > deadline:
+            raise AssertionError(f"streamed replies: {adapter.stats['streamed']}, expected {expected}")
+        await asyncio.sleep(0.02)

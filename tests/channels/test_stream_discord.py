@@ -13,7 +13,7 @@ import pytest
 
 from adapters.discord import DiscordAdapter
 from gateway.util.text import split_text
-from tests.channels.stream_stub import StreamingStub, show, words
+from tests.channels.stream_stub import StreamingStub, counted_streamed, show, words
 from tests.channels.stub import StubGateway
 from tests.fakes.discord_api import TEXT_CHANNEL_ID, Event, FakeDiscord
 
@@ -71,7 +71,7 @@ async def test_a_dm_reply_appears_and_grows_by_throttled_edits(rig) -> None:  # 
     assert all(b.content.startswith(a.content) for a, b in itertools.pairwise(events))
     assert events[-1].content == final
     assert min(b.at - a.at for a, b in itertools.pairwise(events)) >= MIN_GAP
-    assert adapter.stats["streamed"] == 1
+    await counted_streamed(adapter)
 
 
 async def test_a_429_on_an_edit_is_waited_out(rig) -> None:  # type: ignore[no-untyped-def]

@@ -13,7 +13,7 @@ from typing import Any
 import pytest
 
 from adapters.nextcloud_talk import NextcloudTalkAdapter
-from tests.channels.stream_stub import StreamingStub, words
+from tests.channels.stream_stub import StreamingStub, counted_streamed, words
 from tests.channels.stub import StubGateway
 from tests.fakes.nextcloud import Event, FakeNextcloud
 
@@ -71,7 +71,7 @@ async def test_a_reply_grows_by_throttled_edits_and_ends_exact(rig) -> None:  # 
     assert all(b.text.startswith(a.text) for a, b in itertools.pairwise(events))
     assert events[-1].text == final and not fake.posted  # nothing through the bot API
     assert min(b.at - a.at for a, b in itertools.pairwise(events)) >= MIN_GAP
-    assert adapter.stats["streamed"] == 1
+    await counted_streamed(adapter)
     assert [m.text for m in gw.inbound] == ["tell me"]  # its own post, echoed back by Talk, is no turn
 
 
