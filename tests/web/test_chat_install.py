@@ -55,9 +55,10 @@ async def test_the_shell_list_is_every_file_the_page_loads(make_gateway: Any) ->
 
 
 @pytest.mark.browser
-async def test_the_worker_caches_the_shell_and_not_the_api(browser: Any, make_gateway: Any) -> None:  # noqa: F811
+@pytest.mark.parametrize("size", ["desktop", "phone"])  # 1280 and 390 px (tests/web/chat_support.py)
+async def test_the_worker_caches_the_shell_and_not_the_api(browser: Any, make_gateway: Any, size: str) -> None:  # noqa: F811
     gw = await make_gateway()
-    chat = await open_chat(browser, gw, "desktop", client_id="web-install")
+    chat = await open_chat(browser, gw, size, client_id=f"web-install-{size}")
     page = chat.page
     assert await page.evaluate("navigator.serviceWorker.ready.then((r) => r.active.scriptURL)") == \
         f"http://127.0.0.1:{gw.port}/sw.js"
@@ -89,4 +90,4 @@ async def test_the_worker_caches_the_shell_and_not_the_api(browser: Any, make_ga
     await page.wait_for_selector("#conn.on")
     await page.goto(f"http://127.0.0.1:{gw.port}/static/icon.svg")  # the app icon, to look at
     await page.set_viewport_size({"width": 512, "height": 512})
-    await shot(page, "app-icon", "512")
+    await shot(page, f"app-icon-{size}", "512")

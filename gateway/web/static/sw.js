@@ -23,6 +23,7 @@ const SHELL = [
   "/static/chat/archive.js",
   "/static/chat/attach.js",
   "/static/chat/composer.js",
+  "/static/chat/excerpts.js",
   "/static/chat/log.js",
   "/static/chat/main.js",
   "/static/chat/media.js",

@@ -1,6 +1,8 @@
-// Past sessions: listed by date, searched by words or meaning, opened read-only (docs/api.md); what can
+// Past sessions: listed by date, searched by words or meaning (sessions) or for the messages themselves
+// (excerpts, chat/excerpts.js), opened read-only (docs/api.md); what can
 // be done with an opened one is chat/archive.js.
 import { api, userPath } from "./api.js";
+import { renderExcerpts } from "./excerpts.js";
 import { MessageLog } from "./log.js";
 import { el } from "./panels.js";
 
@@ -30,8 +32,9 @@ export class SessionsPanel {
   search() { this.oldest = null; return this.load({ append: false }); }
 
   async load({ append }) {
-    const params = new URLSearchParams({ limit: String(PAGE) });
     const q = this.query.value.trim();
+    if (q && this.mode.value === "messages") return this.searchMessages(q);
+    const params = new URLSearchParams({ limit: String(PAGE) });
     if (q) { params.set("q", q); params.set("mode", this.mode.value); }
     if (append && this.oldest) params.set("before", this.oldest);
     this.status.textContent = q ? "Searching…" : "Loading…";
@@ -53,6 +56,33 @@ export class SessionsPanel {
     const shown = this.list.querySelectorAll("button.session-item").length;
     this.status.textContent = shown ? (q ? `${shown} matching session${shown === 1 ? "" : "s"}` : "")
       : (q ? "No session matches." : "No past sessions yet.");
+    this.answered(q);
+  }
+
+  // Which search the list now shows ("mode:words", or "" for the plain list): set only once its answer is
+  // drawn, so a test (or anything else) can tell a fresh answer from the list that was there before.
+  answered(q) { this.list.dataset.answered = q ? `${this.mode.value}:${q}` : ""; }
+
+  // The session search (GET .../sessions/search): the messages holding every word, by day, words marked;
+  // a message opens its conversation read-only.
+  async searchMessages(q) {
+    this.status.textContent = "Searching…";
+    this.more.hidden = true;
+    const generation = ++this.generation;
+    let data;
+    try {
+      data = await api("GET", userPath(`/sessions/search?${new URLSearchParams({ q, limit: "20" })}`));
+    } catch (err) {
+      if (generation === this.generation) this.status.textContent = `Could not search: ${err.message}`;
+      return;
+    }
+    if (generation !== this.generation) return;
+    this.loaded = true;
+    this.list.replaceChildren();
+    const shown = renderExcerpts(this.list, data?.days, (x) => this.openArchive({ session_id: x.session_id, started_at: x.at }));
+    this.status.textContent = shown ? `${shown} message${shown === 1 ? "" : "s"} with “${q}”, newest day first`
+      : "No message holds all of those words.";
+    this.answered(q);
   }
 
   render(sessions) {
