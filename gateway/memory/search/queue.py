@@ -255,8 +255,8 @@ class IndexQueue:
 
     async def sync(self, scope: str) -> IndexReport:
         """Incremental pass over a root (startup catch-up after edits made while stopped)."""
-        self.stores.root_for(scope)
-        if not self.paused:
+        root = self.stores.root_for(scope)
+        if not self.paused and root.exists():  # (an erased person's folder is not created again)
             await asyncio.to_thread(self.stores.store_for(scope).remove_stale_temp_files)
         return await self._guarded((SYNC, scope, ""), self._scope_work, "sync", scope)
 
@@ -310,6 +310,10 @@ class IndexQueue:
         if kind == PURGE:
             indexer.forget_scope(scope)
             self.loader.require_index().delete_scope(scope)
+            return None
+        if not self.stores.root_for(scope).exists():
+            # Erased (or merged away) while this waited for the indexing thread: opening the store would
+            # create the person's folder again after `kith users delete` removed it, and index nothing.
             return None
         if kind == SYNC:
             # The start-up catch-up runs while turns are served: background priority, like live work.
