@@ -212,6 +212,10 @@ class IndexQueue:
         return report
 
     def _index_path_uncounted(self, scope: str, rel: str) -> IndexReport:
+        if not self.stores.root_for(scope).exists():
+            # The person was erased (or merged away) after the write that queued this: their points are
+            # purged with the scope, and opening the store would create their folder again.
+            return IndexReport()
         # Live work (a write reported it): at background priority, in slices (see indexer.py).
         return self.loader.require_indexer().index_path(scope, self.stores.store_for(scope), rel, background=True)
 
