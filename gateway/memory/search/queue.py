@@ -212,12 +212,13 @@ class IndexQueue:
         return report
 
     def _index_path_uncounted(self, scope: str, rel: str) -> IndexReport:
+        indexer = self.loader.require_indexer()  # first: a process without the index says so (IndexBusyError)
         if not self.stores.root_for(scope).exists():
             # The person was erased (or merged away) after the write that queued this: their points are
             # purged with the scope, and opening the store would create their folder again.
             return IndexReport()
         # Live work (a write reported it): at background priority, in slices (see indexer.py).
-        return self.loader.require_indexer().index_path(scope, self.stores.store_for(scope), rel, background=True)
+        return indexer.index_path(scope, self.stores.store_for(scope), rel, background=True)
 
     async def index_turn(
         self, *, scope: str, turn_id: str, session_id: str, channel: str, speaker: str, text: str,
