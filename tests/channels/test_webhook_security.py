@@ -7,6 +7,7 @@ The default suite sends 10,000 mutations per channel; ``-m fuzz`` sends 100,000 
 
 from __future__ import annotations
 
+import asyncio
 import hashlib
 import hmac
 import json
@@ -140,9 +141,18 @@ async def _check_zero_accepted(rig: Rig, nc: dict[int, int], tg: dict[int, int],
     # the real thing still works afterwards
     assert await rig.nc_say("the real one") == 200
     await rig.nc.wait_posts(1)
-    async with rig.http.post(f"{rig.base}/telegram/webhook", json=rig.tg.make_update(user_id=ADA_TG, text="real"),
-                             headers={TG_HEADER: TG_WEBHOOK_SECRET}) as resp:
-        assert resp.status == 200
+    # As Telegram does, a 503 ("not started yet": the watchdog may be restarting the adapter after the
+    # flood, in which no update was valid) is delivered again a moment later.
+    update = rig.tg.make_update(user_id=ADA_TG, text="real")
+    deadline = asyncio.get_running_loop().time() + 15
+    while True:
+        async with rig.http.post(f"{rig.base}/telegram/webhook", json=update,
+                                 headers={TG_HEADER: TG_WEBHOOK_SECRET}) as resp:
+            status = resp.status
+        if status != 503 or asyncio.get_running_loop().time() > deadline:
+            break
+        await asyncio.sleep(0.2)
+    assert status == 200
     await rig.tg.wait_sent(1)
     assert rig.turns() == 2
 
