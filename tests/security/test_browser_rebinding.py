@@ -92,9 +92,17 @@ function formPost(action, enctype, fields) {
       input.name = name; input.value = value; form.appendChild(input);
     }
     document.body.appendChild(form);
-    let loads = 0;
-    frame.onload = () => { if (++loads >= 1) { results.push({kind: "form", action, enctype}); resolve(); } };
-    setTimeout(() => { results.push({kind: "form", action, enctype, timeout: true}); resolve(); }, 5000);
+    // One result per form, whichever comes first: the timer used to add a second one when it fired
+    // after the load (a slow machine), and the count of attempts came out too high.
+    let done = false;
+    const settle = extra => {
+      if (done) return;
+      done = true;
+      results.push({kind: "form", action, enctype, ...extra});
+      resolve();
+    };
+    frame.onload = () => settle({});
+    setTimeout(() => settle({timeout: true}), 5000);
     form.submit();
   });
 }
