@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import json
 import logging
-import os
 from pathlib import Path
 from typing import Any, Literal
 
@@ -30,6 +29,7 @@ from gateway.configtypes import ConfigError
 from gateway.llm.base import LLMError
 from gateway.llm.provider import make_provider, names_a_model
 from gateway.types import HistoryMessage, LLMRequest
+from gateway.util.secretbox import data_dir_fernet, write_private
 
 log = logging.getLogger("kith.llm.setup")
 
@@ -37,38 +37,12 @@ Provider = Literal["anthropic", "openai", "compatible"]
 FOLDER = "setup"
 SETTINGS = "model.json"
 KEY = "model-key.enc"
-KEY_FILE = "secrets.key"  # one Fernet key per data dir, shared with plugins/tools/credentials.py
 TEST_TIMEOUT_S = 20.0
 MAX_MODELS = 200
 
 
 class SetupError(Exception):
     """The settings are refused (invalid, or the server did not answer); the message says why."""
-
-
-def _private(path: Path, data: bytes) -> None:
-    """``data`` to ``path``, mode 0600 from the first byte (temp file, fsync, rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-
-
-def _fernet(data_dir: Path) -> Any:
-    from cryptography.fernet import Fernet
-
-    path = data_dir / KEY_FILE
-    try:
-        key = path.read_bytes().strip()
-    except FileNotFoundError:
-        key = Fernet.generate_key()
-        _private(path, key)
-    return Fernet(key)
 
 
 def needs_setup(llm: LLMConfig) -> bool:
@@ -140,10 +114,10 @@ async def _models(provider: Any, *, strict: bool) -> list[str]:
 def save(data_dir: Path, *, provider: Provider, llm: LLMConfig) -> None:
     folder = Path(data_dir) / FOLDER
     settings = {"provider": provider, "model": llm.model, "base_url": llm.base_url or ""}
-    _private(folder / SETTINGS, json.dumps(settings, indent=2).encode() + b"\n")
+    write_private(folder / SETTINGS, json.dumps(settings, indent=2).encode() + b"\n")
     key = llm.api_key.get_secret_value() if llm.api_key else ""
     if key:
-        _private(folder / KEY, _fernet(Path(data_dir)).encrypt(key.encode()))
+        write_private(folder / KEY, data_dir_fernet(Path(data_dir)).encrypt(key.encode()))
     else:
         (folder / KEY).unlink(missing_ok=True)
 
@@ -175,7 +149,7 @@ def load(config: Config) -> LLMConfig | None:
         from cryptography.fernet import InvalidToken
 
         try:
-            key = _fernet(data_dir).decrypt((data_dir / FOLDER / KEY).read_bytes()).decode()
+            key = data_dir_fernet(data_dir).decrypt((data_dir / FOLDER / KEY).read_bytes()).decode()
         except (InvalidToken, OSError, ValueError) as exc:
             log.warning("the model set up in the browser cannot be read (%s): set it up again", exc)
             return None

@@ -10,12 +10,12 @@ the person. The plain values exist only in memory, when a tool needs them; nothi
 from __future__ import annotations
 
 import json
-import os
 import re
 from pathlib import Path
 from typing import Any
 
-KEY_FILE = "secrets.key"
+from gateway.util.secretbox import data_dir_fernet, write_private
+
 FOLDER = ".credentials"
 _NAME = re.compile(r"^[a-z][a-z0-9_-]{0,31}$")
 _USER = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
@@ -25,33 +25,12 @@ class CredentialError(Exception):
     pass
 
 
-def _write_private(path: Path, data: bytes) -> None:
-    """Write ``data`` to ``path`` with mode 0600 from the first byte (temp file, fsync, rename)."""
-    path.parent.mkdir(parents=True, exist_ok=True, mode=0o700)
-    tmp = path.with_name(f".{path.name}.tmp-{os.getpid()}")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
-    try:
-        os.write(fd, data)
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-
-
 class CredentialStore:
     def __init__(self, data_dir: Path) -> None:
         self.data_dir = Path(data_dir)
 
     def _fernet(self) -> Any:
-        from cryptography.fernet import Fernet
-
-        key_path = self.data_dir / KEY_FILE
-        try:
-            key = key_path.read_bytes().strip()
-        except FileNotFoundError:
-            key = Fernet.generate_key()
-            _write_private(key_path, key)
-        return Fernet(key)
+        return data_dir_fernet(self.data_dir)
 
     def _path(self, user_id: str, name: str) -> Path:
         if not _USER.match(user_id) or not _NAME.match(name):
@@ -60,7 +39,7 @@ class CredentialStore:
 
     def put(self, user_id: str, name: str, values: dict[str, str]) -> None:
         token = self._fernet().encrypt(json.dumps(values).encode())
-        _write_private(self._path(user_id, name), token)
+        write_private(self._path(user_id, name), token)
 
     def get(self, user_id: str, name: str) -> dict[str, str] | None:
         path = self._path(user_id, name)
