@@ -31,6 +31,10 @@ DC_TOKEN = "discord-bot-token.kith"
 NC_SECRET = "0123456789abcdef" * 4
 TG_WEBHOOK_SECRET = "Kith_webhook-secret_0123456789"
 FAST = {"send_rate_per_s": 1000, "send_burst": 1000}
+# The watchdog's "received nothing" limit. A few seconds restarted an adapter under a loaded parallel
+# run while its turn was in flight (a worker starved of CPU past the limit), and the restart cancels the
+# turn. The supervision tests that wait for a watchdog restart set their own short limit.
+STALL_S = 10
 
 # Ada's accounts on the three platforms.
 ADA_TG = 1001
@@ -117,9 +121,9 @@ async def start_rig(
         "plugins": {"entry_points": False},
         "channels": {
             "telegram": {"enabled": True, "token": TG_TOKEN, "base_url": tg.base_url, "poll_timeout_s": 1,
-                         "stall_after_s": 3, "allow_from": [str(ADA_TG)], **FAST, **allow, **(telegram or {})},
+                         "stall_after_s": STALL_S, "allow_from": [str(ADA_TG)], **FAST, **allow, **(telegram or {})},
             "discord": {"enabled": True, "token": DC_TOKEN, "api_base": dc.api_base, "gateway_url": dc.gateway_url,
-                        "stall_after_s": 2, "allow_from": [str(ADA_DC)], **FAST, **allow, **(discord or {})},
+                        "stall_after_s": STALL_S, "allow_from": [str(ADA_DC)], **FAST, **allow, **(discord or {})},
             "nextcloud": {"enabled": True, "base_url": nc.base_url, "bot_secret": NC_SECRET, "dm_rooms": [ADA_ROOM],
                           "allow_from": [f"users/{ADA_NC}"], **FAST, **allow, **(nextcloud or {})},
         },

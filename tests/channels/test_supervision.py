@@ -30,7 +30,7 @@ async def test_stalled_telegram_poller_is_restarted_by_the_watchdog(tmp_path: Pa
 
 
 async def test_dropped_discord_gateway_resumes_and_silent_one_is_restarted(tmp_path: Path) -> None:
-    rig = await start_rig(tmp_path)
+    rig = await start_rig(tmp_path, discord={"stall_after_s": 2})
     try:
         await rig.dc.drop()  # connection closed under the client
         await rig.dc_say("sent while disconnected")  # queued for the RESUME replay
