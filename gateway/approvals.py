@@ -107,7 +107,7 @@ class Approvals:
         self._expire()
         mine = sorted((p for p in self._pending.values() if p.user_id == user_id), key=lambda p: p.expires_at)
         for old in mine[: max(0, len(mine) - MAX_PENDING_PER_USER + 1)]:
-            self._drop(old, "expired")
+            self._drop(old, "expired", note=f"more than {MAX_PENDING_PER_USER} were waiting")
         p = Pending(approval_id=secrets.token_hex(3), user_id=user_id, tool=tool, args=dict(args), summary=summary,
                     expires_at=time.time() + self.ttl_s)
         self._pending[p.approval_id] = p
@@ -154,9 +154,9 @@ class Approvals:
             self._timer.cancel()
             self._timer = None
 
-    def _drop(self, p: Pending, outcome: str) -> None:
+    def _drop(self, p: Pending, outcome: str, *, note: str = "") -> None:
         self._pending.pop(p.approval_id, None)
-        self.record(p, outcome)
+        self.record(p, outcome, note=note)
 
     def _expire(self) -> None:
         now = time.time()
