@@ -128,3 +128,4 @@ class ToolsConfig(Section):
     mail: MailConfig = Field(default_factory=MailConfig)
     skills: SkillsConfig = Field(default_factory=SkillsConfig)
     approval_ttl_s: int = Field(600, ge=30, le=86_400)  # a pending approval expires after this
+    approval_audit_days: int = Field(90, ge=1, le=3650)  # the approval audit keeps this many days

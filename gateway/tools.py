@@ -327,7 +327,14 @@ async def _invoke(tool: Tool, ctx: ToolContext, call: ToolCall, handler: ToolHan
 
 
 def approvals(gateway: Services) -> Approvals:
-    return gateway.stash.setdefault(APPROVALS, Approvals(ttl_s=gateway.config.tools.approval_ttl_s))
+    """The gateway's approvals, auditing into its state database (made once: making it sweeps)."""
+    book = gateway.stash.get(APPROVALS)
+    if book is None:
+        cfg = gateway.config.tools
+        book = gateway.stash[APPROVALS] = Approvals(ttl_s=cfg.approval_ttl_s, store=gateway.state.approval_audit,
+                                                    retention_days=cfg.approval_audit_days)  # fmt: skip
+        book.sweep()
+    return book
 
 
 async def _ask_approval(gateway: Services, tool: Tool, ctx: ToolContext, call: ToolCall) -> ToolResult:
@@ -399,7 +406,7 @@ async def run_approved(gateway: Services, turn: Turn, approval_id: str, *, alway
     registered = gateway.stash.get(TOOLS)
     tool = registered.get(pending.tool) if registered is not None else None
     if tool is None:
-        book.record(pending, "refused: tool gone")
+        book.record(pending, "refused", note="the tool is gone")
         return False, f"{pending.tool} is no longer available"
     tier = tier_of(gateway, turn)
     why = refusal(gateway, turn, tool, tier)
@@ -407,7 +414,7 @@ async def run_approved(gateway: Services, turn: Turn, approval_id: str, *, alway
     if not why and tool.writes and gateway.sessions.is_otr(turn.user, turn.message):
         why = f"{tool.name} writes, and this conversation is Off-The-Record: nothing is stored"
     if why:
-        book.record(pending, "refused")
+        book.record(pending, "refused", note="not allowed in this conversation")
         return False, why
     ctx = ToolContext(gateway=gateway, turn=turn, tier=tier, user_id=turn.user.user_id)
     call = ToolCall(id=f"approval-{pending.approval_id}", name=tool.name, input=pending.args)
@@ -417,7 +424,7 @@ async def run_approved(gateway: Services, turn: Turn, approval_id: str, *, alway
         log.exception("gateway_before_tool_call failed for approved %s; refusing the call", call.name)
         veto = "a policy check failed"
     if veto is not None:
-        book.record(pending, "refused")
+        book.record(pending, "refused", note="a policy refused it")
         return False, f"the call was refused: {veto}"
     book.record(pending, "approved")
     if always:

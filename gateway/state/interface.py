@@ -21,6 +21,7 @@ from contextlib import AbstractContextManager
 from datetime import datetime
 from typing import Any, Literal, Protocol
 
+from gateway.state.approvals import ApprovalAuditStore
 from gateway.state.delivery import OutboxStore
 from gateway.state.records import (
     Account,
@@ -346,6 +347,8 @@ class State(Protocol):
     def api_keys(self) -> ApiKeyStore: ...
     @property
     def usage(self) -> UsageStore: ...  # gateway/state/usage.py
+    @property
+    def approval_audit(self) -> ApprovalAuditStore: ...  # gateway/state/approvals.py
 
     @property
     def people(self) -> PeopleStore: ...

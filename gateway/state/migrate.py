@@ -20,7 +20,7 @@ from gateway.state.timestamps import ts
 
 # The parts of the schema, in the order they are applied; each backend has a list of steps for each
 # (tests/state/test_schema_parity.py checks both backends against this and against each other).
-COMPONENTS = ("state", "knowledge", "api_keys", "delivery", "usage", "session_titles")
+COMPONENTS = ("state", "knowledge", "api_keys", "delivery", "usage", "session_titles", "approval_audit")
 
 
 class Connection(Protocol):

@@ -38,10 +38,12 @@ import importlib.util
 from datetime import datetime
 from typing import TYPE_CHECKING
 
+from gateway.approvals import APPROVALS
 from gateway.bus.registry import JobRegistry
 from gateway.delivery.sections import BriefingSection
 from gateway.hookspecs import hookimpl
 from gateway.tools import Tool, ToolRegistry
+from gateway.tools import approvals as approval_book
 from gateway.turn.command_registry import CommandRegistry
 from gateway.types import Reply, Turn
 from plugins.tools import (
@@ -75,6 +77,25 @@ if TYPE_CHECKING:
 def gateway_register_tools(register: ToolRegistry) -> None:
     for tool in TOOLS:
         register(tool)
+
+
+@hookimpl
+def gateway_startup(gateway: Services) -> None:
+    """The daemon audits at once what expired while it was down, and sets the expiry timer."""
+    if gateway.run_jobs:
+        approval_book(gateway)
+
+
+@hookimpl
+def gateway_shutdown(gateway: Services) -> None:
+    book = gateway.stash.get(APPROVALS)
+    if book is not None:
+        book.close()
+
+
+@hookimpl
+def gateway_users_merged(gateway: Services, into: str, source: str) -> None:
+    gateway.state.approval_audit.merge(into=into, source=source)
 
 
 @hookimpl

@@ -391,7 +391,7 @@ def test_both_drivers_implement_the_database_protocol_and_stores_take_it() -> No
 
 def test_every_store_of_the_interface_is_built_on_both_backends(tmp_path: Path) -> None:
     properties = {n for n, v in vars(interface.State).items() if isinstance(v, property)}
-    assert {"watermarks", "writer_progress", "sleep_runs", "distill_runs", "retention"} <= properties
+    assert {"watermarks", "writer_progress", "sleep_runs", "distill_runs", "retention", "approval_audit"} <= properties
     assert "progress" not in properties  # one store per job (issue 29, item 5)
     assert issubclass(PostgresState, Stores)
     state = open_state(tmp_path / "state.sqlite")

@@ -18,6 +18,7 @@ from pydantic import ConfigDict, Field
 from gateway.hookspecs import hookimpl
 from gateway.http import openapi
 from gateway.http.api import (
+    approvals,
     attention,
     curation,
     explain,
@@ -109,7 +110,7 @@ def served() -> list[Route]:
     # session_search before sessions: its static /sessions/search must win over a /sessions/{sid}.
     return [*me.ROUTES, *session_search.ROUTES, *sessions.ROUTES, *session_manage.ROUTES, *files.ROUTES,
             *facts.ROUTES, *recall.ROUTES, *curation.ROUTES, *turns.ROUTES, *explain.ROUTES, *operator.ROUTES,
-            *index.ROUTES, *uploads.ROUTES,
+            *index.ROUTES, *uploads.ROUTES, *approvals.ROUTES,
             *schedule.ROUTES, *hygiene.ROUTES, *attention.ROUTES, *setup.ROUTES, OPENAPI]  # fmt: skip
 
 

@@ -349,6 +349,18 @@ _SESSION_TITLES = (
     " set_at TEXT NOT NULL)",
 )
 
+# Every step of a tool call that waited for a person's approval (gateway/state/approvals.py): a
+# ``requested`` row waits (``waiting=1``) until answered or its ``expires_at`` has passed.
+_APPROVAL_AUDIT = (
+    "CREATE TABLE approval_audit (id INTEGER PRIMARY KEY AUTOINCREMENT, at TEXT NOT NULL,"
+    " approval_id TEXT NOT NULL, user_id TEXT NOT NULL, tool TEXT NOT NULL, outcome TEXT NOT NULL,"
+    " summary TEXT NOT NULL DEFAULT '', note TEXT NOT NULL DEFAULT '', expires_at TEXT,"
+    " waiting INTEGER NOT NULL DEFAULT 0)",
+    "CREATE INDEX approval_audit_user ON approval_audit(user_id, id)",
+    "CREATE INDEX approval_audit_outcome ON approval_audit(outcome, id)",
+    "CREATE INDEX approval_audit_waiting ON approval_audit(waiting, expires_at)",
+)
+
 MIGRATIONS: dict[str, tuple[Migration, ...]] = {
     "state": (
         Migration("the tables before versioned migrations (state.py, linking.py, access.py, progress.py)",
@@ -377,6 +389,9 @@ MIGRATIONS: dict[str, tuple[Migration, ...]] = {
     ),
     "session_titles": (
         Migration("conversation titles the person chose (issue 33)", _SESSION_TITLES),
+    ),
+    "approval_audit": (
+        Migration("the audit of tool calls that waited for a person's approval (issue 32)", _APPROVAL_AUDIT),
     ),
 }
 COMPONENTS = tuple(MIGRATIONS)

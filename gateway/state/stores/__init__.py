@@ -12,6 +12,7 @@ from __future__ import annotations
 from gateway.state.database import Database
 from gateway.state.stores.access import Access
 from gateway.state.stores.apikeys import ApiKeys
+from gateway.state.stores.approvals import ApprovalAudit
 from gateway.state.stores.knowledge import Knowledge
 from gateway.state.stores.links import LinkRequests
 from gateway.state.stores.outbox import Outbox
@@ -53,3 +54,4 @@ class Stores:
         self.outbox = Outbox(db)
         self.api_keys = ApiKeys(db)
         self.usage = Usage(db)
+        self.approval_audit = ApprovalAudit(db)

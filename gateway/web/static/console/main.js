@@ -14,6 +14,7 @@ import { turnView } from "./turn.js";
 import { pairingView } from "./pairing.js";
 import { scheduleView } from "./schedule.js";
 import { attentionView } from "./attention.js";
+import { approvalsView } from "./approvals.js";
 
 const VIEWS = {
   files: { label: "Files", render: filesView },
@@ -27,6 +28,7 @@ const VIEWS = {
   session: { render: sessionView, parent: "sessions" },
   turn: { render: turnView, parent: "sessions" },
   schedule: { label: "Schedule", render: scheduleView },
+  approvals: { label: "Approvals", render: approvalsView },
   pairing: { label: "Pairing", render: pairingView, operator: true },
   attention: { label: "Needs attention", render: attentionView, operator: true },
 };
