@@ -207,7 +207,6 @@ async def test_a_recurring_event_across_the_clock_change_the_briefing_and_the_pa
     assert not secret.exists(), "kith users delete removes the credentials"
 
 
-@pytest.mark.soak  # a dozen model turns against the real server: ~3 s of CPU, outside the default suite
 async def test_move_and_cancel_occurrences_deny_and_cancel_the_series(
         connected: Gateway, fake_anthropic: FakeAnthropic) -> None:
     gw = connected

@@ -156,7 +156,6 @@ async def test_list_read_and_send_only_after_approval(
     assert not secret.exists()
 
 
-@pytest.mark.soak  # more model turns against the real servers: outside the default suite
 async def test_search_peek_and_draft(connected: Gateway, fake_anthropic: FakeAnthropic,
                                     servers: tuple[FakeIMAP, FakeSMTP]) -> None:
     gw, (imap, smtp) = connected, servers
