@@ -302,7 +302,7 @@ async def mail_draft(ctx: ToolContext, args: Mapping[str, Any]) -> str:
     return f"Saved in {folder} (not sent): to {', '.join(plan['to'])}, {plan['subject']!r}."
 
 
-def _connected(gateway: Services, user_id: str) -> bool:
+def connected(gateway: Services, user_id: str) -> bool:
     return (gateway.config.tools.mail.enabled and all(importlib.util.find_spec(m) is not None for m in EXTRAS)
             and credentials(gateway).has(user_id, CREDENTIAL))
 
@@ -321,20 +321,20 @@ LIST_TOOL = Tool(
     input_schema={"type": "object", "properties": {
         "query": _TEXT, "from": _TEXT, "unread": {"type": "boolean"}, "count": {"type": "integer"},
     }},
-    handler=mail_list, min_tier=2, usable=_connected, timeout_s=60.0,
+    handler=mail_list, min_tier=2, usable=connected, timeout_s=60.0,
 )
 
 READ_TOOL = Tool(
     name="mail_read",
     description="Read one mail of the person's inbox.",
     input_schema={"type": "object", "properties": {"id": {"type": "integer"}}, "required": ["id"]},
-    handler=mail_read, min_tier=2, usable=_connected, timeout_s=60.0,
+    handler=mail_read, min_tier=2, usable=connected, timeout_s=60.0,
 )
 
 DRAFT_TOOL = Tool(
     name="mail_draft",
     description="Save a mail in the person's Drafts (not sent).",
-    input_schema=_MAIL, handler=mail_draft, writes=True, min_tier=2, usable=_connected, timeout_s=60.0,
+    input_schema=_MAIL, handler=mail_draft, writes=True, min_tier=2, usable=connected, timeout_s=60.0,
     deferred=True, summary="save a mail in the person's Drafts",
 )
 
@@ -342,7 +342,7 @@ SEND_TOOL = Tool(
     name="mail_send",
     description="Send a mail from the person's address. The person approves it first.",
     input_schema=_MAIL, handler=mail_send, preview=mail_send_preview, needs_approval=True, writes=True,
-    min_tier=2, usable=_connected, timeout_s=60.0, deferred=True, summary="send a mail (needs approval)",
+    min_tier=2, usable=connected, timeout_s=60.0, deferred=True, summary="send a mail (needs approval)",
 )
 
 TOOLS = (LIST_TOOL, READ_TOOL, DRAFT_TOOL, SEND_TOOL)
