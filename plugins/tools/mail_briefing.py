@@ -26,7 +26,7 @@ from typing import TYPE_CHECKING
 from gateway.delivery.sections import BriefingSection
 from gateway.tools import ToolError
 from plugins.tools.mail_client import Listed, MailError, inbox
-from plugins.tools.mail_tool import CREDENTIAL, _account, _allow, _defused, _field, connected
+from plugins.tools.mail_tool import CREDENTIAL, account_of, allowlist, connected, defused, header_field
 
 if TYPE_CHECKING:
     from gateway.services import Services
@@ -48,15 +48,15 @@ def bound_s(gateway: Services, timeout_s: float) -> float:
 
 
 def _cut(text: str, limit: int) -> str:
-    text = _defused(text).replace('"', "'")
+    text = defused(text).replace('"', "'")
     return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
 
 
 def entry(m: Listed) -> str:
     """One mail as a line of data: its sender and its subject, in quotes."""
     header = message_from_bytes(m.header, policy=compat32)
-    sender = _cut(_field(header, "From"), MAX_SENDER) or "(unknown sender)"
-    subject = _cut(_field(header, "Subject"), MAX_SUBJECT) or "(no subject)"
+    sender = _cut(header_field(header, "From"), MAX_SENDER) or "(unknown sender)"
+    subject = _cut(header_field(header, "Subject"), MAX_SUBJECT) or "(no subject)"
     return f'- {sender}: "{subject}"'
 
 
@@ -68,8 +68,8 @@ async def inbox_section(gateway: Services, user_id: str, now: datetime) -> Brief
         return None
     limit = bound_s(gateway, cfg.timeout_s)
     try:
-        account = _account(gateway, user_id)
-        async with asyncio.timeout(limit), inbox(account, _allow(gateway), limit) as box:
+        account = account_of(gateway, user_id)
+        async with asyncio.timeout(limit), inbox(account, allowlist(gateway), limit) as box:
             unread = await box.search(["UNSEEN"])
             newest = await box.listed(unread[-NEWEST:])
     except (ToolError, MailError) as exc:
