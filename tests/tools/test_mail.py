@@ -392,14 +392,17 @@ async def test_the_briefing_counts_the_unread_mail_and_quotes_the_newest(
 
 
 async def test_a_mailbox_that_does_not_answer_leaves_out_only_its_section(
-        make_gateway: GatewayFactory, caplog: pytest.LogCaptureFixture) -> None:
+        make_gateway: GatewayFactory, caplog: pytest.LogCaptureFixture, tmp_path: Path) -> None:
     """An IMAP server that accepts the connection and never greets: the section gives up within its
-    bound (under the hook's own), the briefing goes out with the rest, and the connection is closed."""
+    bound (under the hook's own), the briefing goes out with the rest (the calendar's agenda, from the
+    same plugin, included), and the connection is closed."""
     import asyncio
 
     from plugins.briefing import run_briefing
+    from plugins.tools import calendar_tool
     from plugins.tools.mail_client import MailAccount
     from plugins.tools.mail_tool import CREDENTIAL, credentials
+    from tests.fakes.radicale_server import radicale_server
 
     caplog.set_level(logging.INFO, logger="kith")
     closed = asyncio.Event()
@@ -411,22 +414,31 @@ async def test_a_mailbox_that_does_not_answer_leaves_out_only_its_section(
 
     server = await asyncio.start_server(silent, "127.0.0.1", 0)
     port = server.sockets[0].getsockname()[1]
+    (tmp_path / "caldav").mkdir()
     try:
-        gw = await make_gateway(memory={"recall_k": 0},
-                                tools={"mail": {"enabled": True, "allow_hosts": ["127.0.0.1"], "timeout_s": 1}})
-        await say(gw, "hi")
-        uid = gw.identities.lookup("websocket", "alice")
-        assert uid is not None
-        gw.memory_store(uid).write("TASKS.json", '{"tasks": [{"text": "water the plants", "due": "2026-11-29"}]}',
-                                  source="test")
-        account = MailAccount(imap=f"imap://127.0.0.1:{port}", smtp=f"smtp://127.0.0.1:{port}", username=USER,
-                              password=CANARY, address=USER)
-        credentials(gw).put(uid, CREDENTIAL, account.values())
+        with radicale_server(tmp_path / "caldav", "alice", "calendar-pass") as caldav:
+            gw = await make_gateway(memory={"recall_k": 0}, tools={
+                "mail": {"enabled": True, "allow_hosts": ["127.0.0.1"], "timeout_s": 1},
+                "calendar": {"enabled": True, "allow_hosts": ["127.0.0.1"]}})
+            await say(gw, "hi")
+            uid = gw.identities.lookup("websocket", "alice")
+            assert uid is not None
+            gw.memory_store(uid).write("TASKS.json", '{"tasks": [{"text": "water the plants", "due": "2026-11-29"}]}',
+                                      source="test")
+            account = MailAccount(imap=f"imap://127.0.0.1:{port}", smtp=f"smtp://127.0.0.1:{port}", username=USER,
+                                  password=CANARY, address=USER)
+            credentials(gw).put(uid, CREDENTIAL, account.values())
+            calendar_tool.credentials(gw).put(uid, calendar_tool.CREDENTIAL, {
+                "url": caldav, "username": "alice", "password": "calendar-pass", "calendar": ""})
 
-        briefing = await run_briefing(gw, uid, datetime(2026, 11, 29, 7, 0, tzinfo=UTC))
+            briefing = await run_briefing(gw, uid, datetime(2026, 11, 29, 7, 0, tzinfo=UTC))
+        assert "**Today's calendar**\nNo events today." in briefing, briefing
         assert "**Tasks due**\n- water the plants" in briefing and "**Inbox**" not in briefing
         assert f"briefing inbox for {uid} left out" in caplog.text
         assert "timed out in gateway_briefing_sections" not in caplog.text, "the hook itself was never cut"
+        from plugins.tools.mail_briefing import bound_s
+
+        assert bound_s(gw, 60) < gw.config.plugins.hook_timeout_s, "whatever timeout_s says, within the hook's"
         async with asyncio.timeout(10):
             await closed.wait()
     finally:
