@@ -28,6 +28,7 @@ from gateway.types import InboundMessage
 from plugins.tools.calendar_tool import parse_when
 from tests.conftest import GatewayFactory
 from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.kinds import TURN
 from tests.fakes.radicale_server import radicale_server
 
 PASSWORD = "canary-Pa55word-7f3a"  # found nowhere but in the encrypted file
@@ -47,7 +48,8 @@ def dm(text: str, account: str = "alice") -> InboundMessage:
 
 
 def result_text(fake: FakeAnthropic) -> str:
-    (result,) = fake.tool_results()
+    chat = [i for i, body in enumerate(fake.requests) if fake.kind_of(body) == TURN]  # not a background job's
+    (result,) = fake.tool_results(chat[-1])
     content = result["content"]
     return content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
 

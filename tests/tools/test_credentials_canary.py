@@ -40,6 +40,7 @@ from gateway.configread import load_config
 from gateway.testing import message
 from tests.fakes.anthropic import API_KEY, FakeAnthropic
 from tests.fakes.imap_server import USER, FakeIMAP
+from tests.fakes.kinds import TURN
 from tests.fakes.radicale_server import radicale_server
 from tests.fakes.smtp_server import FakeSMTP
 
@@ -143,7 +144,8 @@ async def model_calls(gw: Gateway, fake: FakeAnthropic, tool: str, args: dict[st
     fake.enqueue_tool_use(tool, args)
     fake.enqueue("ok")
     await gw.handle_inbound(message(f"please use {tool}"))
-    (result,) = fake.tool_results()
+    chat = [i for i, body in enumerate(fake.requests) if fake.kind_of(body) == TURN]  # not a background job's
+    (result,) = fake.tool_results(chat[-1])
     content = result["content"]
     return content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
 

@@ -26,6 +26,7 @@ from gateway.types import InboundMessage
 from tests.conftest import GatewayFactory
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.imap_server import USER, FakeIMAP
+from tests.fakes.kinds import TURN
 from tests.fakes.smtp_server import FakeSMTP
 
 CANARY = "canary-Ma1l-pass-5e2b"  # found nowhere but in the encrypted file
@@ -56,7 +57,8 @@ async def model_calls(gw: Gateway, fake: FakeAnthropic, tool: str, args: dict[st
     fake.enqueue_tool_use(tool, args)
     fake.enqueue("ok")
     await gw.handle_inbound(dm("my mail please"))
-    (result,) = fake.tool_results()
+    chat = [i for i, body in enumerate(fake.requests) if fake.kind_of(body) == TURN]  # not a background job's
+    (result,) = fake.tool_results(chat[-1])
     content = result["content"]
     return content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
 
@@ -288,7 +290,6 @@ def summariser(fake: FakeAnthropic) -> Any:
     lists the unread mail, then reads every mail the list names, then answers with each mail's sender
     and first line, from what it read. Anything else (another turn, a background job) is not its own."""
     from tests.fakes.anthropic import Scripted
-    from tests.fakes.kinds import TURN
 
     def answer(body: dict[str, Any]) -> Scripted | None:
         messages = body["messages"]
@@ -330,7 +331,7 @@ async def test_summarise_my_unread_mail(connected: Gateway, fake_anthropic: Fake
     assert "- Mallory <mallory@evil.example>: Hi!" in reply.text
     assert "Old news" not in reply.text and "Old Friend" not in reply.text
 
-    turn = fake_anthropic.requests[before:]
+    turn = [body for body in fake_anthropic.requests[before:] if fake_anthropic.kind_of(body) == TURN]
     assert len(turn) == 3, "list, read the three, answer"
     listed = _results(turn[1]["messages"][-1])
     assert len(listed) == 1 and listed[0].startswith("3 of 3 matching mails") and "Old news" not in listed[0]
