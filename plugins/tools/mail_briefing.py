@@ -48,8 +48,15 @@ def bound_s(gateway: Services, timeout_s: float) -> float:
 
 
 def _cut(text: str, limit: int) -> str:
+    """``text`` as data in quotes: markers defused, no double quote, at most ``limit`` characters
+    (cut at a word when one ends in its second half)."""
     text = defused(text).replace('"', "'")
-    return text if len(text) <= limit else text[: limit - 3].rstrip() + "..."
+    if len(text) <= limit:
+        return text
+    cut = text[: limit - 3]
+    if " " in cut[limit // 2 :]:
+        cut = cut.rsplit(" ", 1)[0]
+    return cut.rstrip() + "..."
 
 
 def entry(m: Listed) -> str:
