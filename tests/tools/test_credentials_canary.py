@@ -1,16 +1,18 @@
 """Issue 32's credentials line, whole, in one test: "a canary password is found in no log, export,
 prompt or index, and `kith users delete` removes it".
 
-Alice connects a calendar (a real Radicale server) and a mailbox (real IMAP and SMTP servers) in chat,
-each with its own canary password, and uses them: the model lists and changes her calendar, lists,
-reads and sends mail (after her /approve), and her briefing reads both. Every log record of the
-process, at DEBUG from the root logger down, goes to a file the test owns. Then her export is made with
-``kith users export``, and everything is searched byte by byte for each canary, and for the forms a
-password takes on the wire (HTTP Basic, SASL PLAIN, SMTP AUTH LOGIN: base64):
+Alice connects a calendar (a real Radicale server) and a mailbox (real IMAP and SMTP servers) in the
+web chat (kith's WebSocket channel), each with its own canary password, and uses them: the model lists
+and changes her calendar, lists, reads and sends mail (after she presses Approve on the card), and her
+briefing reads both. Every log record of the process, at DEBUG from the root logger down, goes to a
+file the test owns. Then her export is made with ``kith users export``, and everything is searched
+byte by byte for each canary, and for the forms a password takes on the wire (HTTP Basic, SASL PLAIN,
+SMTP AUTH LOGIN: base64):
 
 - the log file, and what the CLI printed;
 - every file of the export archive, unpacked;
-- every request the model received (chat turns and background jobs), with its headers;
+- every request the model received (chat turns and background jobs), with its headers, and every
+  frame the chat showed her;
 - every file of the data dir (state database and its WAL, vector index, job bus, memory files, the
   person's files): found in none, the two encrypted credential files included, which decrypt to them.
 
@@ -26,7 +28,7 @@ import json
 import logging
 import re
 import tarfile
-from collections.abc import Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -37,7 +39,7 @@ import yaml
 from gateway.app import Gateway
 from gateway.cli.main import main
 from gateway.configread import load_config
-from gateway.testing import message
+from tests.conftest import WSClient
 from tests.fakes.anthropic import API_KEY, FakeAnthropic
 from tests.fakes.imap_server import USER, FakeIMAP
 from tests.fakes.kinds import TURN
@@ -139,26 +141,47 @@ def write_config(tmp_path: Path, fake: FakeAnthropic) -> Path:
     return path
 
 
-async def say(gw: Gateway, text: str) -> str:
-    reply = await gw.handle_inbound(message(text))
-    assert reply is not None
-    return reply.text
+class WebChat:
+    """Alice in kith's web chat: every message goes through the WebSocket channel, as she types it. An
+    approval comes as a card (a proactive ``reply`` with buttons) before the turn's own reply."""
+
+    def __init__(self, client: WSClient) -> None:
+        self.client = client
+        self.sent = 0
+        self.cards: list[dict[str, Any]] = []
+        self.frames: list[dict[str, Any]] = []  # everything the chat showed her
+
+    async def say(self, text: str) -> str:
+        self.sent += 1
+        ref = f"canary-{self.sent}"
+        await self.client.ws.send_json({"type": "message", "id": ref, "text": text})
+        while True:
+            frame = await self.client.recv()
+            self.frames.append(frame)
+            if frame.get("buttons"):
+                self.cards.append(frame)
+            if frame["type"] in ("reply", "error") and frame.get("id") == ref:
+                assert frame["type"] == "reply", frame
+                return str(frame["text"])
 
 
-async def model_calls(gw: Gateway, fake: FakeAnthropic, tool: str, args: dict[str, Any]) -> str:
+async def model_calls(chat: WebChat, fake: FakeAnthropic, tool: str, args: dict[str, Any]) -> str:
     fake.enqueue_tool_use(tool, args)
     fake.enqueue("ok")
-    await gw.handle_inbound(message(f"please use {tool}"))
-    chat = [i for i, body in enumerate(fake.requests) if fake.kind_of(body) == TURN]  # not a background job's
-    (result,) = fake.tool_results(chat[-1])
+    await chat.say(f"please use {tool}")
+    turns = [i for i, body in enumerate(fake.requests) if fake.kind_of(body) == TURN]  # not a background job's
+    (result,) = fake.tool_results(turns[-1])
     content = result["content"]
     return content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
 
 
-async def approved(gw: Gateway, asked: str) -> str:
+async def approved(chat: WebChat, asked: str) -> str:
+    """Press the card's Approve button (send its command), the one for this tool call."""
     found = re.search(r"/approve ([0-9a-f]+)", asked)
     assert found is not None, asked
-    return await say(gw, f"/approve {found.group(1)}")
+    (press,) = [b["command"] for b in chat.cards[-1]["buttons"] if b["label"] == "Approve"]
+    assert press == f"/approve {found.group(1)}", chat.cards[-1]
+    return await chat.say(press)
 
 
 def kith(config: Path, *argv: str) -> int:
@@ -166,7 +189,8 @@ def kith(config: Path, *argv: str) -> int:
 
 
 async def test_a_canary_password_is_in_no_log_export_prompt_or_index_and_delete_removes_it(
-        tmp_path: Path, fake_anthropic: FakeAnthropic, debug_log: Path, capsys: pytest.CaptureFixture[str]) -> None:
+        tmp_path: Path, fake_anthropic: FakeAnthropic, debug_log: Path, capsys: pytest.CaptureFixture[str],
+        ws_connect: Callable[[Gateway], Awaitable[WSClient]]) -> None:
     from plugins.briefing import run_briefing
     from plugins.tools.credentials import CredentialStore
 
@@ -181,29 +205,29 @@ async def test_a_canary_password_is_in_no_log_export_prompt_or_index_and_delete_
             gw = Gateway(load_config(str(config_path)), entry_points=False)
             await gw.__aenter__()
             try:
-                assert (await say(gw, "hello")).startswith("fake-claude heard")
-                assert (await say(gw, f"/calendar connect {caldav} alice {CALENDAR_CANARY}")).startswith(
+                chat = WebChat(await ws_connect(gw))
+                alice = (await chat.client.hello("alice-laptop", "Alice"))["user_id"]
+                assert (await chat.say("hello")).startswith("fake-claude heard")
+                assert (await chat.say(f"/calendar connect {caldav} alice {CALENDAR_CANARY}")).startswith(
                     "Calendar connected")
                 mailbox = f"imap://127.0.0.1:{imap.port} smtp://127.0.0.1:{smtp.port} {USER}"
-                assert (await say(gw, f"/mail connect {mailbox} {MAIL_CANARY}")).startswith("Mailbox connected")
+                assert (await chat.say(f"/mail connect {mailbox} {MAIL_CANARY}")).startswith("Mailbox connected")
 
-                asked = await model_calls(gw, fake_anthropic, "calendar_change", {
+                asked = await model_calls(chat, fake_anthropic, "calendar_change", {
                     "action": "create", "title": "Standup", "start": "2026-11-30T09:00"})
-                assert (await approved(gw, asked)).startswith("Done: Create the event 'Standup'")
-                assert "Standup" in await model_calls(gw, fake_anthropic, "calendar_list",
+                assert (await approved(chat, asked)).startswith("Done: Create the event 'Standup'")
+                assert "Standup" in await model_calls(chat, fake_anthropic, "calendar_list",
                                                       {"start": "2026-11-30", "days": 1})
-                listed = await model_calls(gw, fake_anthropic, "mail_list", {"unread": True})
+                listed = await model_calls(chat, fake_anthropic, "mail_list", {"unread": True})
                 uid = re.search(r"- id (\d+) \|", listed)
                 assert uid is not None, listed
-                assert "lunch on Friday" in await model_calls(gw, fake_anthropic, "mail_read",
+                assert "lunch on Friday" in await model_calls(chat, fake_anthropic, "mail_read",
                                                               {"id": int(uid.group(1))})
-                asked = await model_calls(gw, fake_anthropic, "mail_send", {
+                asked = await model_calls(chat, fake_anthropic, "mail_send", {
                     "to": "ada@example.org", "subject": "Re: Lunch?", "body": "Yes!", "reply_to": int(uid.group(1))})
-                assert (await approved(gw, asked)).startswith("Sent to ada@example.org")
+                assert (await approved(chat, asked)).startswith("Sent to ada@example.org")
                 assert len(smtp.received) == 1
 
-                alice = gw.identities.lookup("websocket", "alice")
-                assert alice is not None
                 briefing = await run_briefing(gw, alice, datetime(2026, 11, 30, 6, 0, tzinfo=UTC))
                 assert "09:00-10:00 Standup" in briefing and '- Ada <ada@example.org>: "Lunch?"' in briefing
                 await gw.settle()
@@ -234,10 +258,11 @@ async def test_a_canary_password_is_in_no_log_export_prompt_or_index_and_delete_
     assert not any(".credentials" in name for name in members), "not even encrypted"
     assert fake_anthropic.requests, "the model was asked"
     assert holds(json.dumps([fake_anthropic.requests, fake_anthropic.headers]).encode()) == []
+    assert holds(json.dumps(chat.frames).encode()) == [], "the replies never echo it"
     assert files_holding(data) == {}, "no file, the encrypted ones included, holds a password"
     assert list(data.rglob("qdrant*")) and (data / "state.sqlite").exists(), "the index and the state were searched"
 
-    assert await asyncio.to_thread(kith, config_path, "users", "delete", "websocket:alice", "--yes") == 0
+    assert await asyncio.to_thread(kith, config_path, "users", "delete", alice, "--yes") == 0
     assert f"erased {alice}" in capsys.readouterr().out
     assert list(data.rglob("*.enc")) == [] and not (data / "users" / alice).exists()
     assert files_holding(data) == {}
