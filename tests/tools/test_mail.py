@@ -7,7 +7,11 @@ One person connects their mailbox (a wrong password refused first), the model li
 reads it (a mail that tries to close the data markers is defused), saves a draft and asks to send a
 mail: nothing goes out before that person's /approve, another person cannot approve it, and
 Off-The-Record offers no sending and refuses an approval. The canary password is in no log line,
-model request or file but its encrypted one.
+model request or file but its encrypted one (the whole check: test_credentials_canary.py).
+
+"Summarise my unread mail" is one model-driven turn, with a fake model that answers by what it is
+asked; the briefing's Inbox section counts the unread mail and quotes the newest, and a mailbox that
+does not answer leaves out only that section.
 """
 
 from __future__ import annotations
