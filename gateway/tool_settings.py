@@ -105,6 +105,7 @@ class MailConfig(Section):
     max_message_bytes: int = Field(2_000_000, ge=10_000, le=20_000_000)  # a bigger mail is not fetched to be read
     max_chars: int = Field(8_000, ge=500, le=16_000)  # text of one read mail handed to the model
     max_send_chars: int = Field(6_000, ge=100, le=12_000)  # body of a mail the model writes (all in the preview)
+    briefing: bool = True  # unread count and the newest senders/subjects as a briefing section
     # A person's IMAP/SMTP host must resolve to public addresses unless its host or network is listed here.
     allow_hosts: list[str] = Field(default_factory=list)
 

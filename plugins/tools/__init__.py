@@ -34,7 +34,10 @@ plugin (``plugins.tools``) and registers them here, in this order. It may import
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
+import logging
+from collections.abc import Awaitable
 from datetime import datetime
 from typing import TYPE_CHECKING
 
@@ -50,6 +53,7 @@ from plugins.tools import (
     approvals,
     calendar_tool,
     follow_links,
+    mail_briefing,
     mail_tool,
     memory_forget,
     memory_get,
@@ -71,6 +75,8 @@ TOOLS: tuple[Tool, ...] = (memory_search.TOOL, memory_get.TOOL, reminders.TOOL, 
 if TYPE_CHECKING:
     from gateway.config import Config
     from gateway.services import Services
+
+log = logging.getLogger("kith.tools")
 
 
 @hookimpl
@@ -148,5 +154,23 @@ async def gateway_handle_command(gateway: Services, turn: Turn, command: str, ar
 
 @hookimpl
 async def gateway_briefing_sections(gateway: Services, user_id: str, now: datetime) -> list[BriefingSection] | None:
-    section = await calendar_tool.agenda(gateway, user_id, now)
-    return [section] if section is not None else None
+    """The calendar's agenda and the inbox, side by side, each within its own bound (shorter than the
+    hook's): a server that does not answer, or a section that fails, leaves out only itself."""
+    agenda = mail_briefing.bound_s(gateway, gateway.config.tools.calendar.timeout_s)
+    found = await asyncio.gather(_alone(calendar_tool.agenda(gateway, user_id, now), "agenda", agenda),
+                                 _alone(mail_briefing.inbox_section(gateway, user_id, now), "inbox"))
+    return [s for s in found if s is not None] or None
+
+
+async def _alone(section: Awaitable[BriefingSection | None], name: str,
+                 limit: float | None = None) -> BriefingSection | None:  # fmt: skip
+    try:
+        async with asyncio.timeout(limit):
+            return await section
+    except TimeoutError:
+        log.info("briefing %s left out: no answer within %.1f s", name, limit)
+    except asyncio.CancelledError:
+        raise
+    except Exception:
+        log.exception("briefing %s failed; left out", name)
+    return None

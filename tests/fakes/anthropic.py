@@ -48,8 +48,9 @@ class FakeAnthropic:
     runner: web.AppRunner | None = None
     port: int = 0
     # Answer by content instead of by order (background jobs call the model at unpredictable times):
-    # the first responder returning text answers the request; None lets the script/default answer.
-    responders: list[Callable[[dict[str, Any]], str | None]] = field(default_factory=list)
+    # the first responder returning an answer (text, or a ``Scripted`` that may call tools) answers the
+    # request; None lets the script/default answer.
+    responders: list[Callable[[dict[str, Any]], str | Scripted | None]] = field(default_factory=list)
 
     def script(self, kind: str = TURN) -> deque[Scripted]:
         """The answers queued for ``kind`` (tests/fakes/kinds.py)."""
@@ -196,7 +197,7 @@ class FakeAnthropic:
         self.requests.append(body)
         answer = next((t for t in (r(body) for r in self.responders) if t is not None), None)
         if answer is not None:
-            scripted = Scripted(text=answer)
+            scripted = answer if isinstance(answer, Scripted) else Scripted(text=answer)
         else:
             queued = self.script(self.kind_of(body))
             scripted = queued.popleft() if queued else Scripted(text=self._default_text(body))

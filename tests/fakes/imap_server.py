@@ -107,10 +107,10 @@ class FakeIMAP:
             self._client = client
         return self._client
 
-    async def deliver(self, raw: bytes, mailbox: str = "INBOX") -> int:
-        """Put a mail into ``mailbox``; its UID."""
+    async def deliver(self, raw: bytes, mailbox: str = "INBOX", flags: str | None = None) -> int:
+        """Put a mail into ``mailbox`` (``flags``: "(\\Seen)" for one already read); its UID."""
         client = await self._admin()
-        resp = await client.append(raw, mailbox=mailbox)
+        resp = await client.append(raw, mailbox=mailbox, flags=flags)
         assert resp.result == "OK", resp
         found = re.search(rb"APPENDUID \d+ (\d+)", b" ".join(bytes(x) for x in resp.lines))
         assert found, resp

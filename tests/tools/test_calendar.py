@@ -13,12 +13,10 @@ from __future__ import annotations
 
 import re
 import stat
-import threading
 from collections.abc import Iterator
 from datetime import UTC, date, datetime
 from pathlib import Path
 from typing import Any
-from wsgiref.simple_server import WSGIRequestHandler, WSGIServer, make_server
 from zoneinfo import ZoneInfo
 
 import pytest
@@ -30,45 +28,18 @@ from gateway.types import InboundMessage
 from plugins.tools.calendar_tool import parse_when
 from tests.conftest import GatewayFactory
 from tests.fakes.anthropic import FakeAnthropic
+from tests.fakes.kinds import TURN
+from tests.fakes.radicale_server import radicale_server
 
 PASSWORD = "canary-Pa55word-7f3a"  # found nowhere but in the encrypted file
 BERLIN = ZoneInfo("Europe/Berlin")
 
 
-MKCALENDAR = ('<?xml version="1.0"?><c:mkcalendar xmlns:d="DAV:" xmlns:c="urn:ietf:params:xml:ns:caldav">'
-              '<d:set><d:prop><d:displayname>Personal</d:displayname></d:prop></d:set></c:mkcalendar>')
-
-
-class _Quiet(WSGIRequestHandler):
-    def log_message(self, *args: Any) -> None:
-        pass
-
-
 @pytest.fixture
 def radicale(tmp_path: Path) -> Iterator[str]:
     """A Radicale server with user alice (htpasswd) and her calendar "Personal"; yields alice's URL."""
-    import httpx
-    import radicale as radicale_app
-    import radicale.config
-
-    (tmp_path / "users").write_text(f"alice:{PASSWORD}\n")
-    cfg = radicale.config.load([])
-    cfg.update({"storage": {"filesystem_folder": str(tmp_path / "collections")},
-                "auth": {"type": "htpasswd", "htpasswd_filename": str(tmp_path / "users"),
-                         "htpasswd_encryption": "plain", "delay": "0"}}, "test", privileged=True)
-    server: WSGIServer = make_server("127.0.0.1", 0, radicale_app.Application(cfg), handler_class=_Quiet)
-    thread = threading.Thread(target=server.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True)
-    thread.start()
-    url = f"http://127.0.0.1:{server.server_port}/alice/"
-    with httpx.Client(auth=("alice", PASSWORD), timeout=10) as http:
-        assert http.request("PROPFIND", url, headers={"Depth": "0"}).status_code == 207  # makes alice's home
-        made = http.request("MKCALENDAR", url + "personal/", content=MKCALENDAR.encode(),
-                            headers={"Content-Type": "application/xml"})
-        assert made.status_code == 201, made.text
-    yield url
-    server.shutdown()
-    thread.join(5)
-    server.server_close()
+    with radicale_server(tmp_path, "alice", PASSWORD) as url:
+        yield url
 
 
 def dm(text: str, account: str = "alice") -> InboundMessage:
@@ -77,7 +48,8 @@ def dm(text: str, account: str = "alice") -> InboundMessage:
 
 
 def result_text(fake: FakeAnthropic) -> str:
-    (result,) = fake.tool_results()
+    chat = [i for i, body in enumerate(fake.requests) if fake.kind_of(body) == TURN]  # not a background job's
+    (result,) = fake.tool_results(chat[-1])
     content = result["content"]
     return content if isinstance(content, str) else "".join(b.get("text", "") for b in content)
 
@@ -207,7 +179,6 @@ async def test_a_recurring_event_across_the_clock_change_the_briefing_and_the_pa
     assert not secret.exists(), "kith users delete removes the credentials"
 
 
-@pytest.mark.soak  # a dozen model turns against the real server: ~3 s of CPU, outside the default suite
 async def test_move_and_cancel_occurrences_deny_and_cancel_the_series(
         connected: Gateway, fake_anthropic: FakeAnthropic) -> None:
     gw = connected
