@@ -153,7 +153,7 @@ async def test_a_recurring_event_across_the_clock_change_the_briefing_and_the_pa
 
     from gateway.tools import approvals
 
-    assert [e.outcome for e in approvals(gw).audit] == ["requested", "approved", "done"]
+    assert [e.outcome for e in approvals(gw).audit] == ["requested", "refused", "approved", "done"]
 
     # The canary password: stored encrypted, 0600, and in no log line, model request or other file.
     secret = Path(gw.config.data_dir) / "users" / uid / ".credentials" / "calendar.enc"
