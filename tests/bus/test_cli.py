@@ -87,6 +87,7 @@ async def test_jobs_without_a_daemon_explains(tmp_path: Path, capsys: pytest.Cap
     assert code == 1 and "start `kith run`" in err
 
 
+@pytest.mark.long
 async def test_kith_worker_processes_run_plugin_jobs(tmp_path: Path) -> None:
     """Two ``kith worker`` processes attach to the daemon's embedded server, run jobs registered by a
     plugin through the hook, and exit cleanly on SIGTERM."""

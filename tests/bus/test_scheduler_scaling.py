@@ -14,6 +14,8 @@ from datetime import UTC, datetime, timedelta
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from gateway.bus import JobBus, JobContext, ManualClock
 from gateway.bus.scheduler import Scheduler
 from gateway.config import Config
@@ -72,6 +74,7 @@ async def at(sched: Scheduler, clock: ManualClock, when: datetime) -> int:
     return sched.visited
 
 
+@pytest.mark.long
 async def test_quiet_minutes_read_no_user_and_cost_the_same_with_ten_times_the_users(
     config: Config, tmp_path: Path
 ) -> None:

@@ -339,6 +339,7 @@ async def test_shutdown_past_grace_hands_the_job_back(tmp_path: Path) -> None:
         await bus.close()
 
 
+@pytest.mark.long
 async def test_poison_that_kills_its_worker_is_dead_lettered_after_n_deliveries(tmp_path: Path) -> None:
     """A job that kills the worker process on receipt (max_tries=3) is delivered exactly 3 times, then
     dead-lettered by the next claimer; healthy jobs keep flowing through the restarts."""

@@ -19,6 +19,12 @@ import functools
 from collections.abc import Iterator
 from pathlib import Path
 
+import pytest
+
+from tests.source_tree import SOURCE_GROUP, parsed
+
+pytestmark = pytest.mark.xdist_group(SOURCE_GROUP)  # one worker parses the tree once (tests/source_tree.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 PACKAGES = ("gateway", "plugins", "adapters")
 MAX_CYCLE = 5
@@ -56,7 +62,7 @@ def _scan(root: Path) -> tuple[dict[str, set[str]], list[str]]:
     graph: dict[str, set[str]] = {}
     unresolved: list[str] = []
     for name, (path, package) in files.items():
-        tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+        tree = parsed(path)
         here = name if package else name.rpartition(".")[0]
         targets: set[str] = set()
         for node in ast.walk(tree):

@@ -31,6 +31,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.source_tree import SOURCE_GROUP, parsed
+
+pytestmark = pytest.mark.xdist_group(SOURCE_GROUP)  # one worker parses the tree once (tests/source_tree.py)
+
 ROOT = Path(__file__).resolve().parents[2]
 SOURCE_DIRS = ("gateway", "plugins", "adapters", "bench", "tests")
 
@@ -39,7 +43,7 @@ def _modules(*dirs: str) -> Iterator[tuple[str, ast.Module]]:
     for d in dirs:
         for path in sorted((ROOT / d).rglob("*.py")):
             rel = path.relative_to(ROOT).as_posix()
-            yield rel, ast.parse(path.read_text(encoding="utf-8"), filename=rel)
+            yield rel, parsed(path, rel)
 
 
 def _top(name: str) -> str:

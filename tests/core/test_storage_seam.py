@@ -38,6 +38,10 @@ from gateway.state.postgres.database import PgDatabase
 from gateway.state.sqlite.database import SqliteDatabase
 from gateway.state.stores import Stores
 from tests.conftest import make_config
+from tests.source_tree import SOURCE_GROUP, parse
+from tests.source_tree import source as read_source
+
+pytestmark = pytest.mark.xdist_group(SOURCE_GROUP)  # one worker parses the tree once (tests/source_tree.py)
 
 ROOT = Path(__file__).resolve().parents[2]
 PRODUCTION = ("gateway", "plugins", "adapters", "bench")
@@ -107,7 +111,7 @@ def _callee(call: ast.Call) -> str:
 
 def violations(source: str, *, inspector_ok: bool = False) -> list[str]:
     """What in ``source`` breaks the seam, one line each (``line: what``)."""
-    tree = ast.parse(source)
+    tree = parse(source)
     docs = _docstrings(tree)
     found: list[str] = []
     allowed: set[int] = set()  # SQL handed to the storage inspector, and the parts of f-strings
@@ -152,13 +156,13 @@ def _files(*tops: str) -> Iterator[tuple[str, Path]]:
 
 def test_no_sql_outside_the_state_package() -> None:
     bad = {rel: v for rel, path in _files(*PRODUCTION) if not rel.startswith(STATE_PACKAGE)
-           if (v := violations(path.read_text(encoding="utf-8")))}  # fmt: skip
+           if (v := violations(read_source(path)))}  # fmt: skip
     assert bad == {}, "SQL belongs in gateway/state/ (call a named state method instead)"
 
 
 def test_tests_hold_sql_only_where_they_check_storage() -> None:
     bad = {rel: v for rel, path in _files("tests") if rel not in STORAGE_TESTS
-           if (v := violations(path.read_text(encoding="utf-8"), inspector_ok=True))}  # fmt: skip
+           if (v := violations(read_source(path), inspector_ok=True))}  # fmt: skip
     assert bad == {}, "ask the state's methods, or read stored rows through tests/storage.py"
     missing = [rel for rel in STORAGE_TESTS if not (ROOT / rel).is_file()]
     assert missing == [], "a storage test listed here is gone: drop it from STORAGE_TESTS"
@@ -230,7 +234,7 @@ def test_the_interface_hands_out_no_driver_type() -> None:
 
 def _awaits_in_tx(source: str) -> list[int]:
     lines = []
-    for node in ast.walk(ast.parse(source)):
+    for node in ast.walk(parse(source)):
         if isinstance(node, ast.With | ast.AsyncWith) and any(
             isinstance(item.context_expr, ast.Call) and _callee(item.context_expr) == "tx" for item in node.items
         ):
@@ -242,7 +246,7 @@ def test_no_await_inside_a_transaction() -> None:
     """One connection serves every task on the loop: a transaction that awaited would take in the
     statements of whatever task ran meanwhile."""
     bad = {rel: lines for rel, path in _files(*PRODUCTION, "tests")
-           if (lines := _awaits_in_tx(path.read_text(encoding="utf-8")))}  # fmt: skip
+           if (lines := _awaits_in_tx(read_source(path)))}  # fmt: skip
     assert bad == {}
     assert _awaits_in_tx("async def f(state):\n    with state.tx():\n        await g()\n") == [3]
 
@@ -311,7 +315,7 @@ def _strings(tree: ast.AST) -> Iterator[tuple[int, str]]:
 
 def dialect_violations(source: str) -> list[str]:
     """What in a portable store's ``source`` is one driver's: a driver import, or one server's SQL."""
-    tree = ast.parse(source)
+    tree = parse(source)
     found = [f"imports {m}" for m in sorted(_imports(tree))
              if m.split(".")[0] in ("sqlite3", "psycopg", "psycopg_pool")
              or m.startswith(("gateway.state.sqlite", "gateway.state.postgres"))]  # fmt: skip
@@ -323,7 +327,7 @@ def dialect_violations(source: str) -> list[str]:
 def test_portable_stores_import_no_driver_and_write_only_common_sql() -> None:
     stores = list(_files(STORES))
     assert len(stores) >= 12
-    bad = {rel: v for rel, path in stores if (v := dialect_violations(path.read_text(encoding="utf-8")))}
+    bad = {rel: v for rel, path in stores if (v := dialect_violations(read_source(path)))}
     assert bad == {}, "a store's SQL runs on both drivers (gateway/state/database.py); the rest is a driver's override"
     for sample in ("import sqlite3", "from gateway.state.sqlite.database import SqliteDatabase",
                    "q = 'INSERT OR IGNORE INTO t(a) VALUES (?)'", "q = 'DELETE FROM t WHERE rowid IN (?)'",
@@ -337,15 +341,15 @@ def test_the_postgresql_backend_names_nothing_of_sqlite() -> None:
     files = list(_files(DRIVERS["postgres"]))
     assert files
     for rel, path in files:
-        source = path.read_text(encoding="utf-8")
-        tree = ast.parse(source)
+        source = read_source(path)
+        tree = parse(source)
         names = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name)}
         names |= {n.attr for n in ast.walk(tree) if isinstance(n, ast.Attribute)}
         names |= {a.asname or a.name for n in ast.walk(tree) if isinstance(n, ast.ImportFrom) for a in n.names}
         assert not [n for n in names if n.lower().startswith("sqlite")], rel
         assert not [m for m in _imports(tree) if m.startswith("gateway.state.sqlite")], rel
         assert "type: ignore" not in source, rel
-    sqlite_tree = ast.parse((ROOT / DRIVERS["sqlite"] / "__init__.py").read_text(encoding="utf-8"))
+    sqlite_tree = parse((ROOT / DRIVERS["sqlite"] / "__init__.py").read_text(encoding="utf-8"))
     assert not [m for m in _imports(sqlite_tree) if m.startswith("gateway.state.postgres")]
 
 
@@ -381,7 +385,7 @@ def test_both_drivers_implement_the_database_protocol_and_stores_take_it() -> No
         assert missing == [], f"{driver.__name__} lacks {missing}"
     typed = 0
     for rel, path in _files(STORES):
-        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        for node in ast.walk(parse(read_source(path))):
             if isinstance(node, ast.FunctionDef) and node.name == "__init__":
                 db = [a for a in node.args.args if a.arg == "db"]
                 assert db and isinstance(db[0].annotation, ast.Name) and db[0].annotation.id == "Database", rel
