@@ -27,7 +27,7 @@ from urllib.parse import urlsplit
 from gateway.delivery.quiet import zone
 from gateway.delivery.sections import BriefingSection
 from gateway.tools import Tool, ToolContext, ToolError
-from gateway.types import ConversationKind, Reply, Turn
+from gateway.types import Reply, Turn
 from plugins.tools.caldav_ops import (
     Account,
     CalDAV,
@@ -39,7 +39,7 @@ from plugins.tools.caldav_ops import (
     without_occurrence,
 )
 from plugins.tools.common import str_arg
-from plugins.tools.credentials import CredentialError, CredentialStore, account_command
+from plugins.tools.credentials import CredentialError, CredentialStore, connect_words
 from plugins.tools.netguard import Allowlist
 
 if TYPE_CHECKING:
@@ -311,18 +311,11 @@ async def calendar_command(gateway: Services, turn: Turn, args: str) -> Reply:
     assert turn.user is not None
     user_id = turn.user.user_id
     cfg = gateway.config.tools.calendar
-    if not cfg.enabled:
-        return Reply(text="The calendar tools are not enabled on this assistant.", notice=True)
-    parts = args.split()
     store = credentials(gateway)
-    answer = account_command(store, user_id, CREDENTIAL, parts, noun="calendar", help_text=COMMAND_HELP)
-    if answer is not None:
-        return Reply(text=answer, notice=True)
-    if parts[0] != "connect" or len(parts) < 4:
-        return Reply(text=COMMAND_HELP, notice=True)
-    if turn.message.kind is ConversationKind.GROUP:
-        return Reply(text="Connect a calendar only in a direct conversation with me; change that password now, "
-                          "the group has seen it.", notice=True)
+    parts = connect_words(store, turn, args, enabled=cfg.enabled, tools="calendar", name=CREDENTIAL, noun="calendar",
+                          help_text=COMMAND_HELP, words=range(4, 10_000))  # the calendar's name may have spaces
+    if isinstance(parts, Reply):
+        return parts
     account = Account(url=parts[1], username=parts[2], password=parts[3], calendar=" ".join(parts[4:]))
     try:
         async with connect(account, cfg) as dav:

@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Container
 from pathlib import Path
 from typing import Any
 
+from gateway.types import ConversationKind, Reply, Turn
 from gateway.util.secretbox import data_dir_fernet, write_private
 
 FOLDER = ".credentials"
@@ -80,3 +82,24 @@ def account_command(store: CredentialStore, user_id: str, name: str, parts: list
         gone = store.delete(user_id, name)
         return f"{noun.capitalize()} disconnected; its password is deleted." if gone else f"No {noun} was connected."
     return None
+
+
+def connect_words(store: CredentialStore, turn: Turn, args: str, *, enabled: bool, tools: str, name: str,
+                  noun: str, help_text: str, words: Container[int]) -> Reply | list[str]:  # fmt: skip
+    """What ``/calendar`` and ``/mail`` do before connecting: the tools must be on, the state and
+    ``disconnect`` are answered (``account_command``), a connect needs ``words`` words (with
+    ``connect``) and a direct conversation (a password said in a group is burnt). The answer as a
+    Reply, or the words of a connect to try."""
+    assert turn.user is not None
+    if not enabled:
+        return Reply(text=f"The {tools} tools are not enabled on this assistant.", notice=True)
+    parts = args.split()
+    answer = account_command(store, turn.user.user_id, name, parts, noun=noun, help_text=help_text)
+    if answer is not None:
+        return Reply(text=answer, notice=True)
+    if parts[0] != "connect" or len(parts) not in words:
+        return Reply(text=help_text, notice=True)
+    if turn.message.kind is ConversationKind.GROUP:
+        return Reply(text=f"Connect a {noun} only in a direct conversation with me; change that password now, "
+                          "the group has seen it.", notice=True)
+    return parts

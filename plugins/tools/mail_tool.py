@@ -34,9 +34,9 @@ from typing import TYPE_CHECKING, Any
 from gateway.mailparse import MailLimits, MailRefused, is_address, parse_mail
 from gateway.memory.files.errors import MemoryStoreError
 from gateway.tools import Tool, ToolContext, ToolError
-from gateway.types import ConversationKind, Reply, Turn
+from gateway.types import Reply, Turn
 from plugins.tools.common import str_arg
-from plugins.tools.credentials import CredentialError, CredentialStore, account_command
+from plugins.tools.credentials import CredentialError, CredentialStore, connect_words
 from plugins.tools.mail_client import Listed, MailAccount, MailError, inbox, send, server
 from plugins.tools.netguard import Allowlist
 
@@ -361,18 +361,11 @@ async def mail_command(gateway: Services, turn: Turn, args: str) -> Reply:
     assert turn.user is not None
     user_id = turn.user.user_id
     cfg = gateway.config.tools.mail
-    if not cfg.enabled:
-        return Reply(text="The mail tools are not enabled on this assistant.", notice=True)
-    parts = args.split()
     store = credentials(gateway)
-    answer = account_command(store, user_id, CREDENTIAL, parts, noun="mailbox", help_text=COMMAND_HELP)
-    if answer is not None:
-        return Reply(text=answer, notice=True)
-    if parts[0] != "connect" or len(parts) not in (5, 6):
-        return Reply(text=COMMAND_HELP, notice=True)
-    if turn.message.kind is ConversationKind.GROUP:
-        return Reply(text="Connect a mailbox only in a direct conversation with me; change that password now, "
-                          "the group has seen it.", notice=True)
+    parts = connect_words(store, turn, args, enabled=cfg.enabled, tools="mail", name=CREDENTIAL, noun="mailbox",
+                          help_text=COMMAND_HELP, words=(5, 6))
+    if isinstance(parts, Reply):
+        return parts
     address = (parts[5] if len(parts) == 6 else parts[3]).lower()
     if not is_address(address):
         return Reply(text="Not connected: give your mail address as the last word (the user name is not one).",
