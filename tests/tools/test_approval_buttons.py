@@ -7,35 +7,16 @@ buttons for the card (gateway/web/static/chat/approvals.js), and pressing one se
 from __future__ import annotations
 
 import re
-from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
 
 from gateway.delivery.buttons import offered
-from gateway.hookspecs import hookimpl
-from gateway.tools import Tool, ToolContext, request_text
+from gateway.tools import request_text
 from gateway.types import Reply
 from tests.channels.rig import ADA_TG, start_rig, wait_for
 from tests.conftest import GatewayFactory, WSClient
 from tests.fakes.anthropic import API_KEY, FakeAnthropic
-
-
-class Outbox:
-    __name__ = "outbox_tools"
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, str]] = []
-
-    def send(self, ctx: ToolContext, args: Mapping[str, Any]) -> str:
-        self.sent.append((str(args["to"]), str(args["text"])))
-        return f"sent to {args['to']}"
-
-    @hookimpl
-    def gateway_register_tools(self, register: Any) -> None:
-        register(Tool(name="send_note", description="Send a note.", handler=self.send, needs_approval=True,
-                      preview=lambda ctx, args: f"Send {args['text']!r} to {args['to']}.", writes=True,
-                      input_schema={"type": "object", "properties": {"to": {"type": "string"},
-                                                                     "text": {"type": "string"}}}))  # fmt: skip
+from tests.tools.outbox import Outbox
 
 
 def test_only_the_hosts_request_offers_buttons() -> None:

@@ -4,35 +4,15 @@ once one is pressed; Deny on a second request sends nothing (headless Chromium, 
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import pytest
 
-from gateway.hookspecs import hookimpl
-from gateway.tools import Tool, ToolContext
 from tests.fakes.anthropic import FakeAnthropic
+from tests.tools.outbox import Outbox
 from tests.web.chat_support import T, browser, open_chat  # noqa: F401  (browser is a fixture)
 
 pytestmark = pytest.mark.browser
-
-
-class Outbox:
-    __name__ = "outbox_tools"
-
-    def __init__(self) -> None:
-        self.sent: list[tuple[str, str]] = []
-
-    def send(self, ctx: ToolContext, args: Mapping[str, Any]) -> str:
-        self.sent.append((str(args["to"]), str(args["text"])))
-        return f"sent to {args['to']}"
-
-    @hookimpl
-    def gateway_register_tools(self, register: Any) -> None:
-        register(Tool(name="send_note", description="Send a note.", handler=self.send, needs_approval=True,
-                      preview=lambda ctx, args: f"Send {args['text']!r} to {args['to']}.", writes=True,
-                      input_schema={"type": "object", "properties": {"to": {"type": "string"},
-                                                                     "text": {"type": "string"}}}))  # fmt: skip
 
 
 async def test_an_approval_card_runs_the_tool_only_when_approved(
