@@ -9,6 +9,16 @@ from typing import Any
 from gateway.types import InboundMessage, Reply
 from tests.channels.stub import StubGateway
 
+# The stream tests' throttle (``stream_interval_s``) and what the gaps between edits may be.
+INTERVAL = 0.05
+SLACK = 0.025  # the retry-after checks: a wait of its own, not the throttle's interval
+# The throttle schedules its next call ``interval_s`` after the previous call's answer came back, and
+# that call had arrived at the fake (which stamps arrivals with time.monotonic) before its answer
+# left: two arrivals are INTERVAL apart or more by construction, load only makes gaps longer (asyncio
+# timers never fire before their time, to the monotonic clock's 1 ns resolution). The 2% only absorbs
+# float rounding; at twice the rate gaps are INTERVAL/2 plus a localhost round trip, and this fails.
+MIN_GAP = 0.98 * INTERVAL
+
 
 @dataclass
 class StreamingStub(StubGateway):

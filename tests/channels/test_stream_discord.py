@@ -13,19 +13,11 @@ import pytest
 
 from adapters.discord import DiscordAdapter
 from gateway.util.text import split_text
-from tests.channels.stream_stub import StreamingStub, counted_streamed, show, words
+from tests.channels.stream_stub import INTERVAL, MIN_GAP, SLACK, StreamingStub, counted_streamed, show, words
 from tests.channels.stub import StubGateway
 from tests.fakes.discord_api import TEXT_CHANNEL_ID, Event, FakeDiscord
 
 TOKEN = "discord-token"
-INTERVAL = 0.05
-SLACK = 0.025  # the retry-after checks below: a wait of its own, not the throttle's interval
-# The throttle schedules its next call ``interval_s`` after the previous call's answer came back, and
-# that call had arrived at the fake (which stamps arrivals with time.monotonic) before its answer
-# left: two arrivals are INTERVAL apart or more by construction, load only makes gaps longer (asyncio
-# timers never fire before their time, to the monotonic clock's 1 ns resolution). The 2% only absorbs
-# float rounding; at twice the rate gaps are INTERVAL/2 plus a localhost round trip, and this fails.
-MIN_GAP = 0.98 * INTERVAL
 
 
 @pytest.fixture
