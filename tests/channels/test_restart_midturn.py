@@ -1,0 +1,167 @@
+"""A watchdog restart while a turn is being answered: the turn completes and its reply arrives once.
+
+Through the real Gateway, its supervisor and the wire-level fakes: the Anthropic fake streams a long
+answer slowly, the platform goes quiet while it does, the watchdog restarts the adapter mid-turn. The
+turn must still be stored whole, and the person must see the final reply exactly once, delivered by
+the new run through the outbox (what was streamed before the restart stays). A real shutdown
+mid-turn still ends within its bound.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+from typing import Any
+
+from adapters._split import markdown_to_telegram_html
+from tests.channels.rig import ADA_DC, ADA_TG, Rig, start_rig, wait_for
+from tests.fakes.anthropic import API_KEY, FakeAnthropic
+from tests.fakes.kinds import TURN
+
+STREAM = {"stream_interval_s": 0.05, "stream_first_chars": 20}
+DM = ADA_DC + 1  # the fake's DM channel with Ada
+# 8 characters a piece, one piece every 0.1 s: about 9 s of answer, far longer than a restart takes.
+ANSWER = "Here is the whole plan. " + " ".join(f"step{i:03d}" for i in range(85))
+CHUNK_DELAY_S = 0.1
+
+
+async def slow_model() -> tuple[FakeAnthropic, dict[str, Any]]:
+    fake = await FakeAnthropic().start()
+    fake.chunk_delay_s = CHUNK_DELAY_S
+    return fake, {"provider": "anthropic", "api_key": API_KEY, "base_url": fake.base_url, "max_retries": 0}
+
+
+def assistant_rows(rig: Rig, channel: str) -> list[Any]:
+    return rig.select_rows("SELECT turn_id, content FROM turns WHERE role='assistant' AND channel=?", channel)
+
+
+def user_rows(rig: Rig, channel: str) -> list[Any]:
+    return rig.select_rows("SELECT turn_id, content FROM turns WHERE role='user' AND channel=?", channel)
+
+
+def outbox(rig: Rig) -> list[tuple[str, str, str]]:
+    return [(r["delivery_id"], r["kind"], r["status"]) for r in rig.select_rows(
+        "SELECT delivery_id, kind, status FROM outbox")]
+
+
+async def restart_mid_turn(rig: Rig, fake: FakeAnthropic, name: str, *, quiet: Any, speak: Any) -> None:
+    """Wait until the model is answering, make the platform go quiet, wait for the watchdog's restart,
+    and check the turn was still in flight then."""
+    await wait_for(lambda: len(fake.requests_of(TURN)) == 1, what="the model is asked")
+    before = rig.health(name)["restarts"]
+    await speak()  # the stream has begun where that is awaited
+    quiet(True)
+    await wait_for(lambda: rig.health(name)["restarts"] > before, timeout=20, what="watchdog restart")
+    assert assistant_rows(rig, name) == [], "the turn ended before the restart: the test proves nothing"
+    quiet(False)
+
+
+async def test_discord_restart_mid_turn_completes_the_turn_and_delivers_once(tmp_path: Path) -> None:
+    fake, llm = await slow_model()
+    rig = await start_rig(tmp_path, llm=llm, discord={"stall_after_s": 2, **STREAM})
+    try:
+        fake.enqueue(ANSWER)
+        await rig.dc_say("plan my week")
+
+        async def streaming() -> None:
+            await rig.dc.wait_created(1, timeout=20)  # the first streamed message is up
+
+        def quiet(on: bool) -> None:
+            rig.dc.silent = on
+
+        await restart_mid_turn(rig, fake, "discord", quiet=quiet, speak=streaming)
+        partial = rig.dc.shown(DM)[0]
+        assert len(partial) < len(ANSWER)
+
+        await wait_for(lambda: len(assistant_rows(rig, "discord")) == 1, timeout=30, what="the turn is stored")
+        ((turn_id, stored),) = assistant_rows(rig, "discord")
+        assert stored.startswith(ANSWER)
+        assert [r["content"] for r in user_rows(rig, "discord")] == ["plan my week"]
+        await wait_for(lambda: stored in rig.dc.shown(DM), timeout=30, what="the reply reaches the DM")
+        await wait_for(lambda: outbox(rig) == [(f"reply:{turn_id}", "reply", "sent")], what="the outbox row is sent")
+        await rig.gw.settle()
+        # Exactly once: the streamed message stays as it was when the old run went, the whole reply
+        # follows it once, posted by the new run.
+        assert rig.dc.shown(DM) == [partial, stored]
+        assert sum(c.content == stored for c in rig.dc.created) == 1
+        assert rig.health("discord")["state"] == "running"
+    finally:
+        await rig.stop()
+        await fake.stop()
+
+
+async def test_telegram_restart_mid_turn_completes_the_turn_and_delivers_once(tmp_path: Path) -> None:
+    fake, llm = await slow_model()
+    rig = await start_rig(tmp_path, llm=llm, telegram={"stall_after_s": 1.5, **STREAM})
+    try:
+        fake.enqueue(ANSWER)
+        await rig.tg_say("plan my week")
+
+        async def nothing() -> None:
+            return None
+
+        def quiet(on: bool) -> None:
+            rig.tg.stalled = on
+
+        await restart_mid_turn(rig, fake, "telegram", quiet=quiet, speak=nothing)
+
+        await wait_for(lambda: len(assistant_rows(rig, "telegram")) == 1, timeout=30, what="the turn is stored")
+        ((turn_id, stored),) = assistant_rows(rig, "telegram")
+        assert stored.startswith(ANSWER)
+        assert [r["content"] for r in user_rows(rig, "telegram")] == ["plan my week"]
+        html = markdown_to_telegram_html(stored)
+        await wait_for(lambda: rig.tg.shown(ADA_TG) == [html], timeout=30, what="the reply reaches the chat")
+        await wait_for(lambda: outbox(rig) == [(f"reply:{turn_id}", "reply", "sent")], what="the outbox row is sent")
+        await rig.gw.settle()
+        assert rig.tg.shown(ADA_TG) == [html]
+        assert sum(s.chat_id == ADA_TG and s.text == html for s in rig.tg.sent) == 1
+        assert rig.health("telegram")["state"] == "running"
+    finally:
+        await rig.stop()
+        await fake.stop()
+
+
+async def _close_within(rig: Rig, fake: FakeAnthropic, bound_s: float) -> float:
+    started = time.monotonic()
+    await asyncio.wait_for(rig.gw.close(), bound_s * 3)  # a hang fails here instead of hanging the suite
+    took = time.monotonic() - started
+    await rig.http.close()
+    for platform in (rig.tg, rig.dc, rig.nc):
+        await platform.close()
+    await fake.stop()
+    return took
+
+
+async def test_shutdown_mid_turn_ends_within_its_bound(tmp_path: Path) -> None:
+    fake, llm = await slow_model()
+    fake.chunk_delay_s = 0.3  # the answer would take about 30 s more
+    rig = await start_rig(tmp_path, llm=llm, discord=STREAM)
+    fake.enqueue(ANSWER)
+    await rig.dc_say("plan my week")
+    await wait_for(lambda: len(fake.requests_of(TURN)) == 1, what="the model is asked")
+    took = await _close_within(rig, fake, 8)
+    assert took < 8, f"shutdown waited {took:.1f} s for a turn in flight"
+
+
+async def test_shutdown_after_a_restart_mid_turn_ends_within_its_bound(tmp_path: Path) -> None:
+    fake, llm = await slow_model()
+    fake.chunk_delay_s = 0.3
+    rig = await start_rig(tmp_path, llm=llm, discord={"stall_after_s": 2, **STREAM})
+    fake.enqueue(ANSWER)
+    await rig.dc_say("plan my week")
+
+    async def streaming() -> None:
+        await rig.dc.wait_created(1, timeout=20)
+
+    def quiet(on: bool) -> None:
+        rig.dc.silent = on
+
+    try:
+        await restart_mid_turn(rig, fake, "discord", quiet=quiet, speak=streaming)
+    except BaseException:
+        await _close_within(rig, fake, 8)
+        raise
+    # The turn goes on without its handler; shutdown cancels it and does not wait for the model.
+    took = await _close_within(rig, fake, 8)
+    assert took < 8, f"shutdown waited {took:.1f} s for a turn left by a restart"
