@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable
+from contextvars import ContextVar
 from datetime import UTC, datetime, timedelta
 from typing import TYPE_CHECKING
 
@@ -28,6 +29,20 @@ if TYPE_CHECKING:
     from gateway.services import Services
 
 log = logging.getLogger("kith.delivery")
+
+
+#: Set by the gateway for the handler of a turn that returned to it (gateway/turn/inflight.py): called
+#: with a reply that handler could not deliver, it answers whether the gateway delivers it instead
+#: (it does when the adapter was restarted since the turn began).
+RESCUE: ContextVar[Callable[[Reply], bool] | None] = ContextVar("kith_reply_rescue", default=None)
+
+
+def rescue(reply: Reply) -> bool:
+    """The adapter's handler could not deliver ``reply`` (its send failed, or a restart cancelled it
+    while sending): whether the gateway delivers it after the restart instead. False: not a restart
+    matter, the failure is the handler's as it always was."""
+    take = RESCUE.get()
+    return take is not None and take(reply)
 
 
 def reply_delivery_id(turn_id: str) -> str:

@@ -10,9 +10,11 @@ awaits it shielded:
   (``restarting``) and when a run is serving again (``serving``). A handler cancelled meanwhile lets
   its turn go on, detached: the turn completes as any turn does (transcript, memory, jobs), and its
   reply is handed to the gateway's delivery (gateway/delivery/handover.py: the outbox, once the
-  adapter is back). A handler still waiting when its turn ends after such a restart gets ``None``
-  (its platform client is the old run's) and the reply is handed over the same way: one delivery
-  either way. What was streamed before the restart stays; no more deltas reach the old handler.
+  adapter is back). What was streamed before stays; no more deltas reach the old handler.
+* **A handler that outlived the restart** gets the reply as usual and delivers it if it can (its
+  adapter may reach the platform through the new run's client). When it cannot (its send fails, or a
+  restart cancels it while it sends), ``gateway.delivery.stream.streamed_turn`` hands the reply over
+  through ``rescue``: one delivery either way, never two.
 * **Anything else** that cancels the handler (the gateway shutting down, a web client gone) cancels
   the turn with it, as before.
 * **Shutdown** (``close``): turns left without a handler, and replies waiting for their adapter, are
@@ -29,7 +31,7 @@ from collections.abc import Awaitable, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from gateway.delivery.handover import record_reply, send_reply
+from gateway.delivery.handover import RESCUE, record_reply, send_reply
 from gateway.types import Reply, Turn
 
 if TYPE_CHECKING:
@@ -89,8 +91,8 @@ class TurnsInFlight:
         entry: _InFlight
 
         def relay(piece: str) -> Awaitable[None] | None:
-            if on_delta is None or entry.detached or self._restarted(entry):
-                return None  # the old run's handler: its stream ends with what it showed
+            if on_delta is None or entry.detached:
+                return None  # its handler is gone: the stream ends with what it showed
             return on_delta(piece)
 
         task = asyncio.create_task(work(relay if on_delta is not None else None), name=f"turn:{channel}:{turn.turn_id}")
@@ -100,9 +102,14 @@ class TurnsInFlight:
         try:
             reply = await asyncio.shield(task)
         except asyncio.CancelledError:
-            if task.done() or entry.settled:
-                raise  # the turn itself was cancelled (shutdown)
-            if self._restarted(entry) and not self.closing:
+            restart = self._restarted(entry) and not self.closing
+            if task.done():
+                # The turn itself was cancelled (shutdown); or it ended and a restart cancelled its
+                # handler before that took the reply.
+                if restart and not task.cancelled() and task.exception() is None:
+                    self._rescue(gateway, entry, task.result())
+                raise
+            if restart:
                 entry.detached = True
                 log.info("turn %s goes on while %s restarts; its reply will be delivered after", turn.turn_id, channel)
                 raise
@@ -111,7 +118,22 @@ class TurnsInFlight:
                 await task
             raise
         self._settle(gateway, entry)
-        return None if entry.handed_over else reply
+        # The handler delivers it; should it fail after a restart of its adapter, streamed_turn hands
+        # it over through this (a contextvar: set here, it is the handler's, read after we return).
+        RESCUE.set(lambda failed: self._rescue(gateway, entry, failed))
+        return reply
+
+    def _rescue(self, gateway: Services, entry: _InFlight, reply: Reply | None) -> bool:
+        """The handler could not deliver ``reply``: hand it over when the adapter was restarted since
+        the turn began (its client may be gone); whether the gateway took it."""
+        if reply is None or (reply.turn_id and reply.turn_id != entry.turn.turn_id):
+            return False
+        if entry.handed_over:
+            return True
+        if self.closing or not self._restarted(entry):
+            return False
+        self._hand_over(gateway, entry, reply)
+        return True
 
     def _ended(self, gateway: Services, entry: _InFlight) -> None:
         self._turns.discard(entry)
@@ -130,8 +152,10 @@ class TurnsInFlight:
             return
         entry.settled = True
         reply = entry.task.result()
-        if reply is None or not (entry.detached or self._restarted(entry)):
-            return
+        if reply is not None and entry.detached:
+            self._hand_over(gateway, entry, reply)
+
+    def _hand_over(self, gateway: Services, entry: _InFlight, reply: Reply) -> None:
         entry.handed_over = True
         turn = entry.turn
         try:
@@ -164,7 +188,7 @@ class TurnsInFlight:
         """Cancel the turns no handler waits for and the hand-overs waiting for their adapter; wait for
         them at most ``close_wait_s``. Turns a handler still waits for are that handler's to end."""
         self.closing = True
-        orphans = [e.task for e in self._turns if e.detached or self._restarted(e)]
+        orphans = [e.task for e in self._turns if e.detached]
         tasks = [*orphans, *self._handovers]
         for task in tasks:
             task.cancel()

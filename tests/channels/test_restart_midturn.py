@@ -14,6 +14,8 @@ import time
 from pathlib import Path
 from typing import Any
 
+from aiohttp import web
+
 from adapters._split import markdown_to_telegram_html
 from tests.channels.rig import ADA_DC, ADA_TG, Rig, start_rig, wait_for
 from tests.fakes.anthropic import API_KEY, FakeAnthropic
@@ -112,12 +114,57 @@ async def test_telegram_restart_mid_turn_completes_the_turn_and_delivers_once(tm
         assert [r["content"] for r in user_rows(rig, "telegram")] == ["plan my week"]
         html = markdown_to_telegram_html(stored)
         await wait_for(lambda: rig.tg.shown(ADA_TG) == [html], timeout=30, what="the reply reaches the chat")
-        await wait_for(lambda: outbox(rig) == [(f"reply:{turn_id}", "reply", "sent")], what="the outbox row is sent")
         await rig.gw.settle()
+        # The PTB handler outlives the restart (Telegram's stop() cancels nothing) and sends through
+        # the new run's bot; had it failed, the outbox would have: either way, once.
+        assert outbox(rig) in ([], [(f"reply:{turn_id}", "reply", "sent")])
         assert rig.tg.shown(ADA_TG) == [html]
         assert sum(s.chat_id == ADA_TG and s.text == html for s in rig.tg.sent) == 1
         assert rig.health("telegram")["state"] == "running"
     finally:
+        await rig.stop()
+        await fake.stop()
+
+
+async def test_telegram_handler_that_cannot_send_after_a_restart_hands_the_reply_over(tmp_path: Path) -> None:
+    """The handler is still there when the turn ends, but the adapter is not connected (the new run
+    cannot log in yet): the gateway takes the reply and delivers it once the adapter is back."""
+    fake, llm = await slow_model()
+    rig = await start_rig(tmp_path, llm=llm, telegram={"stall_after_s": 1.5, **STREAM})
+    get_me = rig.tg._m_getMe
+
+    async def bad_gateway(_: dict[str, Any]) -> web.Response:
+        return rig.tg._error(502, "Bad Gateway")
+
+    try:
+        fake.enqueue(ANSWER)
+        await rig.tg_say("plan my week")
+
+        async def nothing() -> None:
+            return None
+
+        def quiet(on: bool) -> None:
+            rig.tg.stalled = on
+            if on:  # every new run fails at getMe until the test lets it in
+                rig.tg._m_getMe = bad_gateway  # type: ignore[method-assign]
+
+        await restart_mid_turn(rig, fake, "telegram", quiet=quiet, speak=nothing)
+        await wait_for(lambda: len(assistant_rows(rig, "telegram")) == 1, timeout=30, what="the turn is stored")
+        ((turn_id, stored),) = assistant_rows(rig, "telegram")
+        assert stored.startswith(ANSWER)
+        await wait_for(lambda: outbox(rig) == [(f"reply:{turn_id}", "reply", "pending")], timeout=30,
+                       what="the gateway holds the reply")
+        assert rig.health("telegram")["state"] != "running"
+        assert rig.tg.shown(ADA_TG) == []
+
+        rig.tg._m_getMe = get_me  # type: ignore[method-assign]
+        html = markdown_to_telegram_html(stored)
+        await wait_for(lambda: rig.tg.shown(ADA_TG) == [html], timeout=30, what="the reply reaches the chat")
+        await wait_for(lambda: outbox(rig) == [(f"reply:{turn_id}", "reply", "sent")], what="the outbox row is sent")
+        await rig.gw.settle()
+        assert sum(s.chat_id == ADA_TG and s.text == html for s in rig.tg.sent) == 1
+    finally:
+        rig.tg._m_getMe = get_me  # type: ignore[method-assign]
         await rig.stop()
         await fake.stop()
 
