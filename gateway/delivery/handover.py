@@ -32,17 +32,18 @@ log = logging.getLogger("kith.delivery")
 
 
 #: Set by the gateway for the handler of a turn that returned to it (gateway/turn/inflight.py): called
-#: with a reply that handler could not deliver, it answers whether the gateway delivers it instead
-#: (it does when the adapter was restarted since the turn began).
-RESCUE: ContextVar[Callable[[Reply], bool] | None] = ContextVar("kith_reply_rescue", default=None)
+#: with a reply that handler could not deliver (and whether it was cancelled), it answers whether the
+#: gateway delivers it instead.
+RESCUE: ContextVar[Callable[[Reply, bool], bool] | None] = ContextVar("kith_reply_rescue", default=None)
 
 
-def rescue(reply: Reply) -> bool:
-    """The adapter's handler could not deliver ``reply`` (its send failed, or a restart cancelled it
-    while sending): whether the gateway delivers it after the restart instead. False: not a restart
-    matter, the failure is the handler's as it always was."""
+def rescue(reply: Reply, *, cancelled: bool = False) -> bool:
+    """The adapter's handler could not deliver ``reply``: a restart cancelled it while sending
+    (``cancelled``), or its send failed. Whether the gateway delivers it after the restart instead:
+    yes when cancelled outside shutdown, or when the adapter was restarted since the turn began; no
+    otherwise (an ordinary platform failure stays the handler's, as it always was)."""
     take = RESCUE.get()
-    return take is not None and take(reply)
+    return take is not None and take(reply, cancelled)
 
 
 def reply_delivery_id(turn_id: str) -> str:

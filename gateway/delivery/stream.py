@@ -369,7 +369,7 @@ async def streamed_turn(
     except asyncio.CancelledError:
         # A restart of the adapter cancelled the delivery midway: the gateway sends the reply after
         # it (a shutdown does not; gateway/turn/inflight.py).
-        rescue(reply)
+        rescue(reply, cancelled=True)
         raise
     except Exception as exc:
         if not rescue(reply):

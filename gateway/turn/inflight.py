@@ -7,17 +7,20 @@ restart cut the model call off and the person's message went unanswered, maybe u
 awaits it shielded:
 
 * **Restart.** The supervisor tells this registry before it stops a channel's adapter for a restart
-  (``restarting``) and when a run is serving again (``serving``). A handler cancelled meanwhile lets
-  its turn go on, detached: the turn completes as any turn does (transcript, memory, jobs), and its
-  reply is handed to the gateway's delivery (gateway/delivery/handover.py: the outbox, once the
-  adapter is back). What was streamed before stays; no more deltas reach the old handler.
+  (``restarting``) and when a run is serving again (``serving``). A handler cancelled by the restart
+  (``stop()`` cancels it, or the run's own cleanup does when the run fails) lets its turn go on,
+  detached: the turn completes as any turn does (transcript, memory, jobs), and its reply is handed
+  to the gateway's delivery (gateway/delivery/handover.py: the outbox, once the adapter is back).
+  What was streamed before stays; no more deltas reach the old handler. Outside shutdown every
+  cancelled handler of a supervised adapter is treated so: a run that fails cancels its handlers
+  before the supervisor hears of the failure, and no adapter cancels a handler for another reason.
+  Other callers (a scheduled prompt's job, cancelled at its timeout) cancel their turn, as before.
 * **A handler that outlived the restart** gets the reply as usual and delivers it if it can (its
   adapter may reach the platform through the new run's client). When it cannot (its send fails, or a
   restart cancels it while it sends), ``gateway.delivery.stream.streamed_turn`` hands the reply over
   through ``rescue``: one delivery either way, never two.
-* **Anything else** that cancels the handler (the gateway shutting down, a web client gone) cancels
-  the turn with it, as before.
-* **Shutdown** (``close``): turns left without a handler, and replies waiting for their adapter, are
+* **Shutdown**: a handler cancelled once the gateway is closing cancels its turn with it, as before.
+  Then (``close``) turns left without a handler, and replies waiting for their adapter, are
   cancelled and waited for at most ``close_wait_s``; a reply already recorded in the outbox is sent
   by the sweep after the next start.
 """
@@ -102,35 +105,35 @@ class TurnsInFlight:
         try:
             reply = await asyncio.shield(task)
         except asyncio.CancelledError:
-            restart = self._restarted(entry) and not self.closing
-            if task.done():
-                # The turn itself was cancelled (shutdown); or it ended and a restart cancelled its
-                # handler before that took the reply.
-                if restart and not task.cancelled() and task.exception() is None:
-                    self._rescue(gateway, entry, task.result())
+            # Shutdown, or not a supervised adapter's turn (a scheduled prompt's job at its timeout):
+            # the turn ends with its handler, as it always did.
+            if self.closing or channel not in self._serving:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
                 raise
-            if restart:
+            if not task.done():
                 entry.detached = True
-                log.info("turn %s goes on while %s restarts; its reply will be delivered after", turn.turn_id, channel)
-                raise
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+                log.info("turn %s goes on without its handler (%s restarting); its reply is delivered after",
+                         turn.turn_id, channel)  # fmt: skip
+            elif not task.cancelled() and task.exception() is None:
+                self._rescue(gateway, entry, task.result(), cancelled=True)  # it ended as its handler was cancelled
             raise
         self._settle(gateway, entry)
         # The handler delivers it; should it fail after a restart of its adapter, streamed_turn hands
         # it over through this (a contextvar: set here, it is the handler's, read after we return).
-        RESCUE.set(lambda failed: self._rescue(gateway, entry, failed))
+        RESCUE.set(lambda failed, cancelled: self._rescue(gateway, entry, failed, cancelled=cancelled))
         return reply
 
-    def _rescue(self, gateway: Services, entry: _InFlight, reply: Reply | None) -> bool:
-        """The handler could not deliver ``reply``: hand it over when the adapter was restarted since
-        the turn began (its client may be gone); whether the gateway took it."""
+    def _rescue(self, gateway: Services, entry: _InFlight, reply: Reply | None, *, cancelled: bool) -> bool:
+        """The handler could not deliver ``reply``: it was cancelled (outside shutdown), or its send
+        failed after a restart of its adapter (its client may be gone). Whether the gateway took it."""
         if reply is None or (reply.turn_id and reply.turn_id != entry.turn.turn_id):
             return False
         if entry.handed_over:
             return True
-        if self.closing or not self._restarted(entry):
+        supervised = entry.turn.message.channel in self._serving
+        if self.closing or not supervised or not (cancelled or self._restarted(entry)):
             return False
         self._hand_over(gateway, entry, reply)
         return True
@@ -169,9 +172,12 @@ class TurnsInFlight:
         channel = turn.message.channel
 
         async def serving() -> bool:
+            event = self._serving.get(channel)
+            if event is None:
+                return True  # not supervised (or never connected): nothing to wait for
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._event(channel).wait(), self.reconnect_wait_s)
-            return self._event(channel).is_set()
+                await asyncio.wait_for(event.wait(), self.reconnect_wait_s)
+            return event.is_set()
 
         task = asyncio.create_task(send_reply(gateway, turn, reply, delivery_id, serving=serving),
                                    name=f"turn-handover:{channel}:{turn.turn_id}")  # fmt: skip
