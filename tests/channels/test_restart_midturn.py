@@ -10,6 +10,7 @@ mid-turn still ends within its bound.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from pathlib import Path
 from typing import Any
@@ -17,6 +18,10 @@ from typing import Any
 from aiohttp import web
 
 from adapters._split import markdown_to_telegram_html
+from gateway.adapter import Adapter
+from gateway.hookspecs import hookimpl
+from gateway.types import ConversationAddress, InboundMessage, Reply
+from gateway.util.tasks import EventTasks, unless_set
 from tests.channels.rig import ADA_DC, ADA_TG, Rig, start_rig, wait_for
 from tests.fakes.anthropic import API_KEY, FakeAnthropic
 from tests.fakes.kinds import TURN
@@ -211,3 +216,75 @@ async def test_shutdown_after_a_restart_mid_turn_ends_within_its_bound(tmp_path:
     # The turn goes on without its handler; shutdown cancels it and does not wait for the model.
     took = await _close_within(rig, fake, 8)
     assert took < 8, f"shutdown waited {took:.1f} s for a turn left by a restart"
+
+
+class Flaky(Adapter):
+    """A channel built on the public adapter API only, as a third party writes one: each message in
+    a task of its own (``EventTasks``), cancelled when the run ends; ``fail`` makes the run fail."""
+
+    name = "flaky"
+
+    def __init__(self, gateway: Any, config: Any = None) -> None:
+        super().__init__(gateway, config)
+        self.inbox: asyncio.Queue[InboundMessage] = asyncio.Queue()
+        self.fail = asyncio.Event()
+        self.runs = 0
+        self.delivered: list[tuple[str, str]] = []  # (how, text)
+
+    async def run(self) -> None:
+        self.runs += 1
+        tasks = EventTasks(logging.getLogger("flaky"), "flaky: a message")
+        self.mark_connected()
+        try:
+            while True:
+                message = await unless_set(self.inbox.get(), self.fail)
+                if message is None:
+                    self.fail.clear()
+                    raise ConnectionError("the platform went away")
+                tasks.spawn(self._answer(message))
+        finally:
+            await tasks.cancel_all()
+
+    async def _answer(self, message: InboundMessage) -> None:
+        reply = await self.gateway.handle_inbound(message)
+        if reply is not None:
+            self.delivered.append(("handler", reply.text))
+
+    async def send(self, address: ConversationAddress, reply: Reply) -> None:
+        self.delivered.append(("send", reply.text))
+
+
+class FlakyChannel:
+    __name__ = "flaky_channel"
+
+    @hookimpl
+    def gateway_register_adapters(self, register: Any) -> None:
+        register(Flaky)
+
+
+async def test_a_run_that_fails_mid_turn_is_retried_and_the_turn_still_lands(tmp_path: Path) -> None:
+    fake, llm = await slow_model()
+    rig = await start_rig(tmp_path, llm=llm, plugins=(FlakyChannel(),))
+    try:
+        flaky = rig.gw.adapters["flaky"]
+        assert isinstance(flaky, Flaky)
+        await wait_for(lambda: rig.health("flaky")["state"] == "running", what="flaky serves")
+        fake.enqueue(ANSWER, delay_s=6)  # no deltas asked for: the answer comes whole, after a pause
+        await flaky.inbox.put(InboundMessage(channel="flaky", account_id="ada", conversation_id="ada",
+                                             text="plan my week", message_id="m1", trusted=True))
+        await wait_for(lambda: len(fake.requests_of(TURN)) == 1, what="the model is asked")
+        flaky.fail.set()  # the run fails; its cleanup cancels the message's task
+        await wait_for(lambda: flaky.runs >= 2 and rig.health("flaky")["state"] == "running", what="a new run")
+        assert assistant_rows(rig, "flaky") == []
+
+        await wait_for(lambda: len(assistant_rows(rig, "flaky")) == 1, timeout=30, what="the turn is stored")
+        ((turn_id, stored),) = assistant_rows(rig, "flaky")
+        assert stored.startswith(ANSWER)
+        await wait_for(lambda: flaky.delivered != [], timeout=30, what="the reply is delivered")
+        await wait_for(lambda: outbox(rig) == [(f"reply:{turn_id}", "reply", "sent")], what="the outbox row is sent")
+        await rig.gw.settle()
+        assert flaky.delivered == [("send", stored)]
+        assert [r["content"] for r in user_rows(rig, "flaky")] == ["plan my week"]
+    finally:
+        await rig.stop()
+        await fake.stop()
