@@ -72,7 +72,11 @@ class Adapter(abc.ABC):
         """Connect and serve until cancelled. Return or raise to be restarted by the supervisor."""
 
     async def stop(self) -> None:  # noqa: B027 - optional override
-        """Release platform resources; called on shutdown and before each restart."""
+        """Release platform resources; called on shutdown and before each restart.
+
+        It may (and should) cancel the tasks awaiting ``gateway.handle_inbound``: on a restart the
+        turn runs on in the gateway's own task and its reply is delivered after the restart
+        (gateway/turn/inflight.py); on shutdown the turn ends with its handler."""
 
     @abc.abstractmethod
     async def send(self, address: ConversationAddress, reply: Reply) -> None:

@@ -302,11 +302,24 @@ class Gateway:
     async def handle_inbound(self, message: InboundMessage, *, on_delta: DeltaCallback | None = None,
                              stop: asyncio.Event | None = None) -> Reply | None:  # fmt: skip
         """Run the turn protocol for one normalized message and return the reply (None = silent);
-        setting ``stop`` ends the model call with what was shown so far (gateway/turn/stop.py)."""
+        setting ``stop`` ends the model call with what was shown so far (gateway/turn/stop.py).
+
+        The turn runs in a task of the gateway's, so an adapter restart that cancels the caller does
+        not cut it off: it completes, and its reply is delivered after the restart (None to a caller
+        still waiting then; gateway/turn/inflight.py)."""
+        turn = Turn(turn_id=uuid.uuid4().hex, message=message, received_at=message.timestamp or datetime.now(UTC))
+
+        async def work(relay: DeltaCallback | None) -> Reply | None:
+            return await self._run_turn(turn, on_delta=relay, stop=stop)
+
+        return await self.supervisor.turns.run(self, turn, work, on_delta)
+
+    async def _run_turn(self, turn: Turn, *, on_delta: DeltaCallback | None,
+                        stop: asyncio.Event | None) -> Reply | None:  # fmt: skip
         from gateway.turn.protocol import ON_DELTA
         from gateway.turn.stop import STOP
 
-        turn = Turn(turn_id=uuid.uuid4().hex, message=message, received_at=message.timestamp or datetime.now(UTC))
+        message = turn.message
         if on_delta is not None:
             turn.stash[ON_DELTA] = on_delta
         if stop is not None:

@@ -3,6 +3,11 @@
 Network errors and a silent poller are retried with capped, jittered exponential backoff; an
 ``AdapterAuthError`` stops only that adapter with a clear message while the others keep serving.
 Adapters are deliberately not in a TaskGroup: one failing must never cancel the rest.
+
+A restart never cuts off a turn: the supervisor tells the turns in flight (``turns``,
+gateway/turn/inflight.py) before it stops an adapter for a restart and when a run is serving again,
+so turns whose handler the restart cancels complete and their replies arrive through the new run.
+Shutdown (``stop``) ends them as before, within a bound.
 """
 
 from __future__ import annotations
@@ -17,6 +22,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from gateway.adapter import Adapter, AdapterAuthError, AdapterStalled
+from gateway.turn.inflight import TurnsInFlight
 
 log = logging.getLogger("kith.supervisor")
 
@@ -61,6 +67,7 @@ class Supervisor:
         self.healthy_after_s = healthy_after_s
         self._watchdog: asyncio.Task[None] | None = None
         self._pending: set[asyncio.Task[None]] = set()
+        self.turns = TurnsInFlight()  # the gateway's handle_inbound runs every turn through it
 
     def start(self, adapters: dict[str, Adapter]) -> None:
         for name, adapter in adapters.items():
@@ -75,6 +82,7 @@ class Supervisor:
         def connected() -> None:
             if item.state is AdapterState.STARTING:
                 item.state = AdapterState.RUNNING
+                self.turns.serving(name)
 
         while True:
             item.state = AdapterState.STARTING
@@ -101,6 +109,7 @@ class Supervisor:
             except Exception as exc:
                 item.last_error = f"{type(exc).__name__}: {exc}"
                 log.warning("adapter %s failed: %s; will restart", name, item.last_error)
+            self.turns.restarting(name)  # before stop(): the turns it cancels go on
             with contextlib.suppress(Exception):
                 await item.adapter.stop()
             if time.monotonic() - started > self.healthy_after_s:
@@ -127,6 +136,7 @@ class Supervisor:
         # or two pollers end up sharing one bot token.
         item.state = AdapterState.BACKOFF
         item.adapter.touch()
+        self.turns.restarting(name)  # before the cancel, whose stop() cancels the adapter's turn handlers
         if item.task is not None:
             item.task.cancel()
         item.last_error = str(reason)
@@ -150,6 +160,8 @@ class Supervisor:
         }
 
     async def stop(self) -> None:
+        # Shutdown: a turn handler cancelled from here on cancels its turn, as it always did.
+        self.turns.closing = True
         if self._watchdog is not None:
             self._watchdog.cancel()
         # (channels, issue 7) A restart in flight would start a fresh run after shutdown: cancel it.
@@ -162,3 +174,4 @@ class Supervisor:
         await asyncio.gather(*tasks, return_exceptions=True)
         for item in self.items.values():
             item.state = AdapterState.STOPPED
+        await self.turns.close()  # turns a restart left without a handler, replies waiting for their adapter

@@ -39,6 +39,9 @@ LEASE_S = 30.0
 RETRY_BASE_S = 30.0
 RETRY_MAX_S = 3600.0
 MAX_ATTEMPTS = 30
+#: A turn's reply its adapter could not deliver (gateway/delivery/handover.py): quiet hours never hold
+#: it, the person has just written.
+REPLY_KIND = "reply"
 
 
 def encode_origin(origin: ConversationAddress | None) -> str:
@@ -72,7 +75,7 @@ async def attempt(gateway: Services, delivery_id: str, *, now: datetime | None =
     current = outbox.get(delivery_id)
     if current is None:
         return ""
-    held = quiet_until(gateway, current.user_id, now)
+    held = None if current.kind == REPLY_KIND else quiet_until(gateway, current.user_id, now)
     if held is not None:
         outbox.reschedule(delivery_id, due_at=held, detail=f"quiet hours until {held.isoformat()}")
         return "pending"

@@ -41,6 +41,7 @@ from typing import Any, Generic, Protocol, TypeVar
 from pydantic import Field
 
 from gateway.configtypes import Section
+from gateway.delivery.handover import rescue
 from gateway.types import Reply
 from gateway.util.text import split_text, take_chunk
 
@@ -350,7 +351,9 @@ async def streamed_turn(
     connected) runs it without deltas. A turn that ends without a reply (or raises) stops the
     stream, what was shown stays. A reply is finished in the streamed messages; when nothing was
     streamed or the stream failed, ``deliver(reply)`` sends it the ordinary way. Answers the reply
-    and whether it went out streamed."""
+    and whether it went out streamed. A reply the adapter cannot deliver because it was restarted
+    meanwhile (its client gone) is delivered by the gateway after the restart instead
+    (``gateway.delivery.handover.rescue``)."""
     reply: Reply | None = None
     try:
         reply = await turn(stream.feed if stream is not None else None)
@@ -359,7 +362,18 @@ async def streamed_turn(
             await stream.abort()
     if reply is None:
         return None, False
-    if stream is not None and await stream.finish(reply.text):
-        return reply, True
-    await deliver(reply)
+    try:
+        if stream is not None and await stream.finish(reply.text):
+            return reply, True
+        await deliver(reply)
+    except asyncio.CancelledError:
+        # A restart of the adapter cancelled the delivery midway: the gateway sends the reply after
+        # it (a shutdown does not; gateway/turn/inflight.py).
+        rescue(reply, cancelled=True)
+        raise
+    except Exception as exc:
+        if not rescue(reply):
+            raise
+        log.warning("the reply could not be delivered (%s: %s); the adapter was restarted meanwhile, it goes out "
+                    "through the new run", type(exc).__name__, exc)  # fmt: skip
     return reply, False
