@@ -37,6 +37,7 @@ from adapters.download import check_declared
 from adapters.ratelimit import RateLimiter
 from adapters.signal_config import SignalConfig
 from gateway.adapter import Adapter
+from gateway.delivery.stream import deliver_or_hand_over
 from gateway.media.errors import AttachmentUnavailable, TooLarge
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
 from gateway.util.tasks import EventTasks
@@ -196,7 +197,11 @@ class SignalAdapter(Adapter):
         quote = None
         if message.kind is ConversationKind.GROUP:
             quote = (int(message.raw["timestamp"]), str(message.raw.get("number") or message.raw["author"]))
-        await self._deliver(message.conversation_id, self.reply_chunks(reply), quote=quote)
+
+        async def deliver(reply: Reply) -> None:
+            await self._deliver(message.conversation_id, self.reply_chunks(reply), quote=quote)
+
+        await deliver_or_hand_over(reply, deliver)
 
 
     # ------------------------------------------------------------------------------------ JSON-RPC

@@ -36,6 +36,7 @@ from adapters.download import check_declared, download
 from adapters.ratelimit import RateLimiter, with_retry
 from adapters.whatsapp_config import WhatsAppConfig
 from gateway.adapter import Adapter, AdapterAuthError
+from gateway.delivery.stream import deliver_or_hand_over
 from gateway.logs import install_redaction
 from gateway.media.errors import AttachmentUnavailable
 from gateway.types import Attachment, ConversationAddress, ConversationKind, InboundMessage, Reply
@@ -243,8 +244,13 @@ class WhatsAppAdapter(Adapter):
 
     async def _turn(self, message: InboundMessage) -> None:
         reply = await self.gateway.handle_inbound(message)
-        if reply is not None:
+        if reply is None:
+            return
+
+        async def deliver(reply: Reply) -> None:
             await self._deliver(message.account_id, self.reply_chunks(reply), context=message.message_id)
+
+        await deliver_or_hand_over(reply, deliver)
 
 
     # --------------------------------------------------------------------------------- the window

@@ -362,9 +362,24 @@ async def streamed_turn(
             await stream.abort()
     if reply is None:
         return None, False
+    streamed = False
+
+    async def finish(reply: Reply) -> None:
+        nonlocal streamed
+        streamed = stream is not None and await stream.finish(reply.text)
+        if not streamed:
+            await deliver(reply)
+
+    await deliver_or_hand_over(reply, finish)
+    return reply, streamed
+
+
+async def deliver_or_hand_over(reply: Reply, deliver: Callable[[Reply], Awaitable[None]]) -> None:
+    """``deliver(reply)``, the adapter's own sending of a turn's reply; one the adapter cannot deliver
+    because it was restarted meanwhile (its client gone, or the restart cancelled the sending) is
+    delivered by the gateway after the restart instead (``gateway.delivery.handover.rescue``). For an
+    adapter that does not stream; ``streamed_turn`` does this for the others."""
     try:
-        if stream is not None and await stream.finish(reply.text):
-            return reply, True
         await deliver(reply)
     except asyncio.CancelledError:
         # A restart of the adapter cancelled the delivery midway: the gateway sends the reply after
@@ -376,4 +391,3 @@ async def streamed_turn(
             raise
         log.warning("the reply could not be delivered (%s: %s); the adapter was restarted meanwhile, it goes out "
                     "through the new run", type(exc).__name__, exc)  # fmt: skip
-    return reply, False
