@@ -214,7 +214,7 @@ async def test_a_destructive_tool_runs_only_after_its_persons_approval(
     _, result = await use(gw, model, "kith__note", {"text": "x"})
     assert "noted: x" in result["content"], "a tool without the hint is not asked about"
     outcomes = [e.outcome for e in approvals(gw).audit if e.tool == "kith__wipe"]
-    assert outcomes == ["requested", "approved", "done"]
+    assert outcomes == ["requested", "refused", "approved", "done"]  # bob's answer is audited as refused
 
 
 async def test_a_result_that_gives_orders_is_quoted_as_data(make_gateway: GatewayFactory, model: ReadingModel,
