@@ -52,6 +52,15 @@ def outbox(rig: Rig) -> list[tuple[str, str, str]]:
         "SELECT delivery_id, kind, status FROM outbox")]
 
 
+async def stored_turn(rig: Rig, channel: str) -> tuple[str, str]:
+    """The turn's id and stored reply, once the one assistant row of ``channel`` is there (the whole
+    model answer, plus whatever a plugin appended after it)."""
+    await wait_for(lambda: len(assistant_rows(rig, channel)) == 1, timeout=30, what="the turn is stored")
+    ((turn_id, stored),) = assistant_rows(rig, channel)
+    assert stored.startswith(ANSWER)
+    return turn_id, stored
+
+
 async def restart_mid_turn(rig: Rig, fake: FakeAnthropic, name: str, *, quiet: Any, speak: Any) -> None:
     """Wait until the model is answering, make the platform go quiet, wait for the watchdog's restart,
     and check the turn was still in flight then."""
@@ -79,9 +88,7 @@ async def test_discord_restart_mid_turn_completes_the_turn_and_delivers_once(tmp
 
         await restart_mid_turn(rig, fake, "discord", quiet=quiet, speak=streaming)
 
-        await wait_for(lambda: len(assistant_rows(rig, "discord")) == 1, timeout=30, what="the turn is stored")
-        ((turn_id, stored),) = assistant_rows(rig, "discord")
-        assert stored.startswith(ANSWER)
+        turn_id, stored = await stored_turn(rig, "discord")
         assert [r["content"] for r in user_rows(rig, "discord")] == ["plan my week"]
         await wait_for(lambda: stored in rig.dc.shown(DM), timeout=30, what="the reply reaches the DM")
         await wait_for(lambda: outbox(rig) == [(f"reply:{turn_id}", "reply", "sent")], what="the outbox row is sent")
@@ -112,9 +119,7 @@ async def test_telegram_restart_mid_turn_completes_the_turn_and_delivers_once(tm
 
         await restart_mid_turn(rig, fake, "telegram", quiet=quiet, speak=nothing)
 
-        await wait_for(lambda: len(assistant_rows(rig, "telegram")) == 1, timeout=30, what="the turn is stored")
-        ((turn_id, stored),) = assistant_rows(rig, "telegram")
-        assert stored.startswith(ANSWER)
+        turn_id, stored = await stored_turn(rig, "telegram")
         assert [r["content"] for r in user_rows(rig, "telegram")] == ["plan my week"]
         html = markdown_to_telegram_html(stored)
         await wait_for(lambda: rig.tg.shown(ADA_TG) == [html], timeout=30, what="the reply reaches the chat")
@@ -153,9 +158,7 @@ async def test_telegram_handler_that_cannot_send_after_a_restart_hands_the_reply
                 rig.tg._m_getMe = bad_gateway  # type: ignore[method-assign]
 
         await restart_mid_turn(rig, fake, "telegram", quiet=quiet, speak=nothing)
-        await wait_for(lambda: len(assistant_rows(rig, "telegram")) == 1, timeout=30, what="the turn is stored")
-        ((turn_id, stored),) = assistant_rows(rig, "telegram")
-        assert stored.startswith(ANSWER)
+        turn_id, stored = await stored_turn(rig, "telegram")
         await wait_for(lambda: outbox(rig) == [(f"reply:{turn_id}", "reply", "pending")], timeout=30,
                        what="the gateway holds the reply")
         assert rig.health("telegram")["state"] != "running"
@@ -277,9 +280,7 @@ async def test_a_run_that_fails_mid_turn_is_retried_and_the_turn_still_lands(tmp
         await wait_for(lambda: flaky.runs >= 2 and rig.health("flaky")["state"] == "running", what="a new run")
         assert assistant_rows(rig, "flaky") == []
 
-        await wait_for(lambda: len(assistant_rows(rig, "flaky")) == 1, timeout=30, what="the turn is stored")
-        ((turn_id, stored),) = assistant_rows(rig, "flaky")
-        assert stored.startswith(ANSWER)
+        turn_id, stored = await stored_turn(rig, "flaky")
         await wait_for(lambda: flaky.delivered != [], timeout=30, what="the reply is delivered")
         await wait_for(lambda: outbox(rig) == [(f"reply:{turn_id}", "reply", "sent")], what="the outbox row is sent")
         await rig.gw.settle()
