@@ -14,10 +14,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import Literal, Protocol, get_args
 
-# Every outcome a step can have, in the order a request goes through them.
-OUTCOMES = ("requested", "approved", "denied", "expired", "refused", "done", "failed", "always allowed")
+# Every outcome a step can have, in the order a request goes through them (the API's type too).
+Outcome = Literal["requested", "approved", "denied", "expired", "refused", "done", "failed", "always allowed"]
+OUTCOMES: tuple[str, ...] = get_args(Outcome)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

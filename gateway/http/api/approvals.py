@@ -11,15 +11,12 @@ shows as still waiting.
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Literal
 
 from pydantic import Field
 
 from gateway.http.api.spec import Answer, Call, Query, Route
-from gateway.state.approvals import ApprovalEvent
+from gateway.state.approvals import ApprovalEvent, Outcome
 from gateway.tools import approvals
-
-Outcome = Literal["requested", "approved", "denied", "expired", "refused", "done", "failed", "always allowed"]
 
 
 class Entry(Answer):
