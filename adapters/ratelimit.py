@@ -128,6 +128,11 @@ async def with_retry(
         except asyncio.CancelledError:
             raise
         except Exception as exc:
+            task = asyncio.current_task()
+            if task is not None and task.cancelling():
+                # Cancelled while the call failed (Python 3.11's wait_for can turn the cancel into its
+                # TimeoutError): a retry would hold up the stop or restart that asked for it.
+                raise asyncio.CancelledError from exc
             wait = retry_after(exc)
             if wait is None or attempt == attempts:
                 raise

@@ -26,13 +26,20 @@ def register(sub: argparse._SubParsersAction) -> None:  # type: ignore[type-arg]
     p = sub.add_parser("doctor", help="check this install: config, ports, disk, Redis, memory jobs, state, index, "
                                       "models, clock")
     p.add_argument("--json", action="store_true", help="print the checks as JSON")
+    p.add_argument("--timeout", type=float, default=None, metavar="S",
+                   help="seconds each probe may take (default 1.5; raise it for a slow remote database or a "
+                        "loaded machine)")
     p.set_defaults(func=run)
 
 
 def run(args: argparse.Namespace) -> int:
-    from gateway.ops.doctor import Check, run_checks
+    from gateway.ops.doctor import TIMEOUT_S, Check, run_checks
 
     started = time.monotonic()
+    probe_s = TIMEOUT_S if args.timeout is None else args.timeout
+    if not 0 < probe_s <= 600:
+        print("kith doctor: --timeout must be more than 0 and at most 600 seconds", file=sys.stderr)
+        return 2
     path = config_path(args)
     try:
         config = load_config(path)
@@ -43,7 +50,7 @@ def run(args: argparse.Namespace) -> int:
             print(f"      {problem}", file=sys.stderr)
         return 2
     checks = [Check("config", "ok", f"{path or '(defaults, no config.yaml)'}: valid"),
-              *asyncio.run(run_checks(config))]
+              *asyncio.run(run_checks(config, probe_s=probe_s))]
     _print(checks, args, started)
     return 1 if any(c.status == "fail" for c in checks) else 0
 

@@ -10,6 +10,7 @@ something hangs. Status ``fail`` makes the command exit 1; ``warn`` is worth a l
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import os
 import stat
@@ -26,7 +27,9 @@ from gateway.config import Config
 from gateway.util.diskspace import MB, free_bytes
 
 Status = Literal["ok", "warn", "fail", "skip"]
-TIMEOUT_S = 1.5
+TIMEOUT_S = 1.5  # each probe's deadline unless ``kith doctor --timeout`` says otherwise
+#: This run's probe deadline: a context variable, so the checks running at once (and in threads) see it.
+_PROBE_S: contextvars.ContextVar[float] = contextvars.ContextVar("doctor_probe_s", default=TIMEOUT_S)
 SKEW_WARN_S, SKEW_FAIL_S = 0.5, 5.0  # leases and locks (gateway/cluster) expire by Redis' clock
 DEFAULT_BASE_URL = {"anthropic": "https://api.anthropic.com", "openai": "https://api.openai.com/v1"}
 SQLITE_MAGIC = b"SQLite format 3\x00"
@@ -101,7 +104,7 @@ async def check_port(config: Config) -> list[Check]:
     writer.close()
     url = f"http://{'[' + host + ']' if ':' in host else host}:{port}/healthz"
     try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)) as http, \
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=_PROBE_S.get())) as http, \
                 http.get(url, headers={"Host": f"127.0.0.1:{port}"}) as r:  # fmt: skip
             body = await r.json(content_type=None)
     except (aiohttp.ClientError, ValueError, TimeoutError):
@@ -196,7 +199,7 @@ async def _check_postgres(url: str) -> list[Check]:
     except ImportError:
         return [Check("state", "fail", f"{where}: psycopg is not installed")]
     try:
-        conn = await psycopg.AsyncConnection.connect(url, connect_timeout=max(1, int(TIMEOUT_S)))
+        conn = await psycopg.AsyncConnection.connect(url, connect_timeout=max(1, int(_PROBE_S.get())))
     except Exception as exc:
         return [Check("state", "fail", f"{where}: {str(exc).strip().splitlines()[0] if str(exc) else exc!r}")]
     try:
@@ -219,7 +222,7 @@ async def check_index(config: Config) -> list[Check]:
         headers = {"api-key": mem.qdrant_api_key.get_secret_value()} if mem.qdrant_api_key else {}
         url = mem.qdrant_url.rstrip("/") + "/readyz"
         try:
-            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)) as http, \
+            async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=_PROBE_S.get())) as http, \
                     http.get(url, headers=headers) as r:  # fmt: skip
                 ok = r.status == 200
                 status = r.status
@@ -272,7 +275,7 @@ async def check_models(config: Config) -> list[Check]:
 async def _reach(base: str) -> tuple[Status, str]:
     """Any HTTP answer means the server is reachable (no key is sent: a 401/404 is still an answer)."""
     try:
-        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=TIMEOUT_S)) as http, \
+        async with aiohttp.ClientSession(timeout=aiohttp.ClientTimeout(total=_PROBE_S.get())) as http, \
                 http.get(base, allow_redirects=False) as r:  # fmt: skip
             return "ok", f"reachable (HTTP {r.status})"
     except (aiohttp.ClientError, TimeoutError, OSError) as exc:
@@ -300,7 +303,10 @@ CHECKS: tuple[tuple[str, CheckFn], ...] = (
 )
 
 
-async def run_checks(config: Config, *, timeout_s: float = TIMEOUT_S + 0.5) -> list[Check]:
+async def run_checks(config: Config, *, probe_s: float = TIMEOUT_S) -> list[Check]:
+    """Every check at once; a probe waits at most ``probe_s`` and a whole check half a second more."""
+    _PROBE_S.set(probe_s)
+    timeout_s = probe_s + 0.5
     async def bounded(name: str, fn: CheckFn) -> list[Check]:
         try:
             if inspect.iscoroutinefunction(fn):

@@ -22,7 +22,7 @@ async def test_postgres_install_doctor_backup_and_restore_to_sqlite(make_gateway
     cfg.write_text(yaml.safe_dump({"data_dir": str(gw.data_dir), "llm": {"provider": "echo"},
                                    "server": {"port": gw.port}, "state": {"url": pg_url},
                                    "plugins": {"entry_points": False}}))
-    code, out, err = await kith("-c", str(cfg), "doctor", "--json")
+    code, out, err = await kith("-c", str(cfg), "doctor", "--json", "--timeout", "15")  # beside the daemon it checks
     state = {c["name"]: c for c in json.loads(out)["checks"]}["state"]
     assert state["status"] == "ok" and state["detail"].startswith("PostgreSQL"), (state, err)
     assert "@" not in state["detail"]  # the URL's credentials are never printed

@@ -22,8 +22,10 @@ def write_config(path: Path, data: dict[str, Any]) -> Path:
     return path
 
 
-async def doctor(config: Path) -> tuple[int, dict[str, dict[str, str]], str]:
-    code, out, err = await kith("-c", str(config), "doctor", "--json")
+async def doctor(config: Path, timeout: float = 15) -> tuple[int, dict[str, dict[str, str]], str]:
+    """``kith doctor --json``, run in a thread of this process beside the daemon it checks: under a
+    loaded suite the daemon can answer later than the 1.5 s default, so the probes get ``timeout``."""
+    code, out, err = await kith("-c", str(config), "doctor", "--json", "--timeout", str(timeout))
     checks = {c["name"]: c for c in json.loads(out)["checks"]}
     return code, checks, err
 
@@ -97,3 +99,27 @@ async def test_an_invalid_config_exits_2(tmp_path: Path) -> None:
     code, checks, err = await doctor(cfg)
     assert code == 2 and checks["config"]["status"] == "fail"
     assert "nonsense" in err
+
+
+async def test_timeout_bounds_a_probe_that_never_answers(tmp_path: Path) -> None:
+    held: list[asyncio.StreamWriter] = []
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)  # accepts, reads nothing, answers nothing
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    cfg = write_config(tmp_path / "kith.yaml", {"data_dir": str(tmp_path / "d"), "server": {"port": port},
+                                                "llm": {"provider": "echo"}})  # fmt: skip
+    try:
+        started = time.monotonic()
+        code, checks, _ = await doctor(cfg, timeout=0.5)
+        took = time.monotonic() - started
+    finally:
+        for w in held:
+            w.close()
+        server.close()
+    assert code == 1 and checks["port"]["status"] == "fail", checks
+    assert took < 30  # bounded by --timeout, not by aiohttp's default of 5 minutes
+    code, _, err = await kith("-c", str(cfg), "doctor", "--timeout", "0")
+    assert code == 2 and "--timeout must be more than 0" in err

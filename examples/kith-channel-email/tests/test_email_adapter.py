@@ -235,6 +235,8 @@ async def test_a_dropped_connection_ends_run_for_the_supervisor(servers, tmp_pat
         assert not adapter.ready.is_set()
         again = gw.start(adapter)  # what the supervisor does next, after its backoff
         await asyncio.wait_for(adapter.ready.wait(), 10)
+        if idle:  # pymap announces mail that came just before IDLE only with the next change
+            await wait_for(lambda: adapter.idling, what="the adapter idling")
         await imap.deliver(mail("after the restart"))
         (msg,) = await gw.wait_inbound(1)
         assert msg.text == "after the restart" and not again.done()
