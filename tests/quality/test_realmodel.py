@@ -95,7 +95,11 @@ def smollm2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Pat
     threads = os.environ.get("KITH_REALMODEL_THREADS", "1")
     cmd = [sys.executable, "-m", "llama_cpp.server", "--model", str(model), "--model_alias", "smollm2",
            "--host", "127.0.0.1", "--port", str(port), "--n_ctx", str(CONTEXT), "--n_threads", threads,
-           "--n_threads_batch", threads]  # fmt: skip
+           "--n_threads_batch", threads,
+           # Keep the evaluated prompts (up to 2 GiB of KV state) and resume from the longest matching
+           # prefix: chat turns and the memory jobs between them take turns on the one server, so its
+           # single context matched a few tokens and every turn read its whole prompt again.
+           "--cache", "true", "--cache_size", str(2 << 30)]  # fmt: skip
     with log.open("wb") as out:
         proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}/v1"
