@@ -45,11 +45,13 @@ async def test_expired_holder_cannot_renew_or_release_its_successor(redis: aredi
 
 
 async def test_renewal_keeps_it(redis: aredis.Redis) -> None:
-    a = Lease(redis, "scheduler", 0.3, holder="a")
-    b = Lease(redis, "scheduler", 0.3, holder="b")
+    # A TTL of 2 s renewed every 0.2 s: a loaded run can hold this loop up for a few hundred ms, and a
+    # shorter TTL then expired between two renewals (CI, parallel suite).
+    a = Lease(redis, "scheduler", 2.0, holder="a")
+    b = Lease(redis, "scheduler", 2.0, holder="b")
     token = await a.acquire()
-    for _ in range(6):  # 0.6 s, twice the TTL
-        await asyncio.sleep(0.1)
+    for _ in range(12):  # 2.4 s, longer than the TTL
+        await asyncio.sleep(0.2)
         assert await a.renew()
         assert await b.acquire() is None
     assert a.token == token and a.held()
