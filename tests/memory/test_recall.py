@@ -6,6 +6,8 @@ import asyncio
 import time
 from datetime import UTC, datetime, timedelta
 
+import pytest
+
 from gateway.memory.search.index import Candidate
 from gateway.memory.search.recall import RecallSettings, _recency, fuse, smooth_neighbours
 from gateway.memory.search.service import MemoryService
@@ -87,6 +89,7 @@ async def test_turn_hits_carry_their_metadata(service: MemoryService) -> None:
     assert {h.chunk_id for h in turns} == {"t:t-1", "t:t-2"}
 
 
+@pytest.mark.serial  # it measures the loop's lag: beside the parallel part, the CPU it waits for is not its own
 async def test_event_loop_stays_responsive_while_indexing(make_service: ServiceFactory) -> None:
     svc = await make_service("edge")
     store = svc.stores.for_user("u")
