@@ -27,14 +27,13 @@ from pydantic import Field
 from gateway.bus.context import JobContext
 from gateway.bus.registry import JobRegistry
 from gateway.config import Config
-from gateway.delivery.notices import notify_person
+from gateway.delivery.notices import notify_operator, notify_person
 from gateway.hookspecs import hookimpl
 from gateway.http.api.registry import RouteRegistry
 from gateway.http.api.spec import Answer, ApiError, Call, Query, Route
 from gateway.llm.provider import model_configured
 from gateway.memory.background import jobscope
 from gateway.memory.background.distill import FILES, TIERS, DistillResult, Tier, run_tier
-from gateway.types import ConversationAddress, ConversationKind, Reply
 
 if TYPE_CHECKING:
     from gateway.services import Services
@@ -61,24 +60,9 @@ async def distill(gateway: Services, user_id: str, tier: Tier, *, force: bool = 
         # The person's own notification conversation (gateway/delivery/notices.py) ...
         await notify_person(gateway, user_id, f"Memory distilled: {result.file} updated ({result.chars} characters).")
         if cfg.notify_conversation:  # ... and the operator's copy: the old global key, deprecated
-            await notify(gateway, cfg.notify_conversation, f"Memory distilled for {user_id}: {result.file} "
-                         f"updated ({result.chars} characters).")  # fmt: skip
+            await notify_operator(gateway, cfg.notify_conversation, f"Memory distilled for {user_id}: {result.file} "
+                                  f"updated ({result.chars} characters).", what="distill notification")  # fmt: skip
     return result
-
-
-async def notify(gateway: Services, conversation_key: str, text: str) -> None:
-    """Best effort: a notice that cannot be delivered is logged, the distillation stands."""
-    conversation = gateway.state.conversations.get(conversation_key)
-    if conversation is None:
-        log.warning("distill notification: conversation %s is unknown (no message seen from it)", conversation_key)
-        return
-    address = ConversationAddress(channel=conversation.channel, conversation_id=conversation.conversation_id,
-                                  kind=ConversationKind(conversation.kind), user_id=conversation.user_id,
-                                  persona=conversation.persona)  # fmt: skip
-    try:
-        await gateway.send(address, Reply(text=text, chunks=(text,), notice=True))
-    except Exception as exc:
-        log.warning("distill notification to %s failed: %s", conversation_key, exc)
 
 
 def _job(tier: Tier) -> Any:

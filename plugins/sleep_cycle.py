@@ -24,12 +24,11 @@ from typing import TYPE_CHECKING, Any
 from gateway.bus.context import JobContext
 from gateway.bus.registry import JobRegistry
 from gateway.config import Config
-from gateway.delivery.notices import notify_person
+from gateway.delivery.notices import notify_operator, notify_person
 from gateway.hookspecs import hookimpl
 from gateway.llm.provider import model_configured
 from gateway.memory.background import jobscope
 from gateway.memory.background.sleep import NightResult, NightScope, run_night
-from gateway.types import ConversationAddress, ConversationKind, Reply
 
 if TYPE_CHECKING:
     from gateway.services import Services
@@ -101,22 +100,8 @@ async def summarise(gw: Services, user_id: str, result: NightResult) -> None:
         return
     await notify_person(gw, user_id, line, delivery_id=f"curation:{user_id}:{result.slot}")
     if cfg.curation_log_conversation:
-        await _log_to(gw, cfg.curation_log_conversation, f"[{user_id}] {line}")
-
-
-async def _log_to(gw: Services, conversation_key: str, text: str) -> None:
-    """The operator's log conversation. Best effort: the night stands whatever happens here."""
-    conversation = gw.state.conversations.get(conversation_key)
-    if conversation is None:
-        log.warning("curation summary: conversation %s is unknown (no message seen from it)", conversation_key)
-        return
-    address = ConversationAddress(channel=conversation.channel, conversation_id=conversation.conversation_id,
-                                  kind=ConversationKind(conversation.kind), user_id=conversation.user_id,
-                                  persona=conversation.persona)  # fmt: skip
-    try:
-        await gw.send(address, Reply(text=text, chunks=(text,), notice=True))
-    except Exception as exc:
-        log.warning("curation summary to %s failed: %s", conversation_key, exc)
+        # The operator's log conversation: best effort, the night stands whatever happens there.
+        await notify_operator(gw, cfg.curation_log_conversation, f"[{user_id}] {line}", what="curation summary")
 
 
 async def sleep_cycle(ctx: JobContext, payload: dict[str, Any]) -> None:

@@ -13,6 +13,7 @@ import uuid
 from typing import TYPE_CHECKING
 
 from gateway.delivery.outbox import deliver
+from gateway.types import ConversationAddress, ConversationKind, Reply
 
 if TYPE_CHECKING:
     from gateway.services import Services
@@ -32,3 +33,20 @@ async def notify_person(gateway: Services, user_id: str, text: str, *, kind: str
     except Exception as exc:
         log.warning("notice to %s could not be recorded: %s", user_id, exc)
     return True
+
+
+async def notify_operator(gateway: Services, conversation_key: str, text: str, *, what: str) -> None:
+    """Send ``text`` to an operator's conversation named in config (a distillation's or a night's
+    log), as it is now: not through the outbox. Best effort: an unknown conversation or a failed send
+    is logged under ``what``, and the work that produced the notice stands."""
+    conversation = gateway.state.conversations.get(conversation_key)
+    if conversation is None:
+        log.warning("%s: conversation %s is unknown (no message seen from it)", what, conversation_key)
+        return
+    address = ConversationAddress(channel=conversation.channel, conversation_id=conversation.conversation_id,
+                                  kind=ConversationKind(conversation.kind), user_id=conversation.user_id,
+                                  persona=conversation.persona)  # fmt: skip
+    try:
+        await gateway.send(address, Reply(text=text, chunks=(text,), notice=True))
+    except Exception as exc:
+        log.warning("%s to %s failed: %s", what, conversation_key, exc)
