@@ -73,7 +73,8 @@ async def bench(turns: int, rounds: int, deadline_ms: int, delay: float, memorie
         "llm": {"provider": "anthropic", "api_key": API_KEY, "base_url": main.base_url, "max_retries": 0,
                 "roles": {"cheap": {"provider": "openai", "base_url": cheap.url, "api_key": OPENAI_KEY,
                                     "model": "fake-mini", "max_retries": 0}}},
-        "memory": {"filter_tier": {"enabled": "on", "deadline_ms": deadline_ms}},
+        # stand_down_after 0: every slow turn asks the model, so the figure is a missed call's cost.
+        "memory": {"filter_tier": {"enabled": "on", "deadline_ms": deadline_ms, "stand_down_after": 0}},
         "background": {"writer": {"enabled": False}, "sleep": {"enabled": False}},
     }, env={})
     times: dict[str, list[float]] = {"off": [], "slow": [], "fast": []}

@@ -23,6 +23,11 @@ class FilterTierConfig(Section):
     deadline_ms: int = Field(800, ge=50, le=10_000)  # past this the hybrid ranking is used as it was
     candidates: int = Field(16, ge=1, le=50)  # top hybrid hits shown to the model
     max_tokens: int = Field(64, ge=8, le=1000)
+    # A model that misses the deadline this many calls in a row is not asked for ``stand_down_s``
+    # (0: always ask). Each missed call costs the turn the whole deadline, and on a local server with one
+    # slot the abandoned call also holds up the answer queued behind it.
+    stand_down_after: int = Field(3, ge=0, le=100)
+    stand_down_s: float = Field(600, ge=1, le=86_400)
 
 
 class MemoryConfig(Section):

@@ -7,6 +7,7 @@ the turn's context record (the console) and ``kith context`` (``gateway.turn.exp
 
 from __future__ import annotations
 
+import asyncio
 import json
 import time
 from pathlib import Path
@@ -123,6 +124,35 @@ async def test_off_without_a_model_of_its_own_and_shown_by_kith_context(
         await gw.handle_inbound(msg(QUESTION))
         assert _recorded_filter(gw)["outcome"] == "off"
         assert len(fake_anthropic.requests) == 1  # no filter call went to the main model either
+
+
+async def test_a_model_that_keeps_missing_the_deadline_is_stood_down_then_tried_again(
+    tmp_path: Path, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any]
+) -> None:
+    """Each missed deadline costs the turn the whole deadline (and holds up a one-slot local server):
+    after ``stand_down_after`` misses in a row the model is not asked, then tried again."""
+    async with FakeOpenAI() as cheap, Gateway(_config(tmp_path, anthropic_llm, cheap, stand_down_after=2,
+                                                      stand_down_s=1.5), entry_points=False) as gw:  # fmt: skip
+        await _seeded(gw)
+        for i in range(2):
+            cheap.enqueue("KEEP: 1", delay_s=3.0, kind="recall_filter")
+            await gw.handle_inbound(msg(f"{QUESTION} ({i})"))
+            assert _recorded_filter(gw)["outcome"] == "timeout"
+        await gw.handle_inbound(msg(QUESTION + " (stood down)"))
+        decision = _recorded_filter(gw)
+        assert decision["outcome"] == "off" and "missed the 300 ms deadline 2 times in a row" in decision["reason"]
+        assert len(_filter_requests(cheap)) == 2  # not asked
+        assert "lapsang souchong" in last_turn_system(fake_anthropic)  # the hybrid ranking, as without a filter
+        x = await explain(gw, user_id="ada", channel="websocket", text=QUESTION)
+        assert "recall filter: off" in render(x) and "stood down" in render(x)
+
+        deadline = time.monotonic() + 10
+        while time.monotonic() < deadline and _recorded_filter(gw)["outcome"] == "off":
+            await asyncio.sleep(0.5)  # the pause runs out: the next turn asks again, and an answer in time counts
+            cheap.enqueue("KEEP: 1", kind="recall_filter")
+            await gw.handle_inbound(msg(QUESTION + " (later)"))
+        assert _recorded_filter(gw)["outcome"] == "used"
+        assert len(_filter_requests(cheap)) == 3
 
 
 @pytest.mark.parametrize(("answer", "expected"), [

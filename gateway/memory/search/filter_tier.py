@@ -9,6 +9,11 @@ it cannot read, the hybrid ranking is used unchanged. At the deadline the call i
 awaited, and cancelled only ``ABANDON_AFTER_S`` later: unwinding an HTTP request takes loop time the
 turn should not wait for (``kith bench filter-tier``).
 
+A model that keeps missing the deadline (``stand_down_after`` calls in a row) is not asked for
+``stand_down_s``: the decision is ``off`` and says so. After that one call tries it again, and one more
+miss stands it down again; an answer in time ends the count. The standing belongs to the role's
+provider, so a model set up anew (``replace_llm``) starts afresh.
+
 Every outcome is a ``FilterDecision`` (``used`` / ``timeout`` / ``error`` / ``off``, latency, the
 chunk ids kept) that the recall stage stashes on the turn: ``kith context`` and the console's
 "what the assistant saw" show it, and one log line records it.
@@ -20,6 +25,7 @@ import asyncio
 import logging
 import re
 import time
+import weakref
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import asdict, dataclass
 from typing import TYPE_CHECKING, Any, Literal
@@ -73,6 +79,40 @@ class FilterDecision:
 
 
 DECISION: StashKey[FilterDecision] = StashKey()
+
+
+@dataclass
+class _Standing:
+    """How the filter model has kept its deadline lately."""
+
+    missed: int = 0  # calls in a row past the deadline
+    until: float = 0.0  # monotonic time before which it is not asked
+
+
+#: Per provider object: a replaced model (``replace_llm``) starts with a clean record.
+_STANDING: weakref.WeakKeyDictionary[object, _Standing] = weakref.WeakKeyDictionary()
+
+
+def _standing(gateway: Services, backend: str) -> _Standing:
+    provider = gateway.llm(backend)
+    found = _STANDING.get(provider)
+    if found is None:
+        found = _STANDING[provider] = _Standing()
+    return found
+
+
+def _keep_count(gateway: Services, standing: _Standing, backend: str, missed: bool) -> None:
+    cfg = gateway.config.memory.filter_tier
+    if not missed:
+        standing.missed = 0
+        return
+    standing.missed += 1
+    if cfg.stand_down_after and standing.missed >= cfg.stand_down_after:
+        standing.until = time.monotonic() + cfg.stand_down_s
+        standing.missed = cfg.stand_down_after - 1  # after the pause, one more miss stands it down again
+        log.warning("recall filter: the %s model missed the %d ms deadline %d times in a row; not asking it for "
+                    "%.0f s (memory.filter_tier.stand_down_s)", backend, cfg.deadline_ms, cfg.stand_down_after,
+                    cfg.stand_down_s)  # fmt: skip
 
 
 def active_backend(gateway: Services) -> str:
@@ -153,6 +193,11 @@ async def filter_hits(gateway: Services, turn: Turn | None, query: str, hits: li
     if not backend or not hits:
         reason = "no candidates" if backend else "no filter model configured"
         return hits[:k], FilterDecision("off", 0.0, len(hits), tuple(h.chunk_id for h in hits[:k]), reason)
+    standing = _standing(gateway, backend)
+    if (wait := standing.until - time.monotonic()) > 0:
+        reason = (f"stood down for {wait:.0f} s more: the model missed the {cfg.deadline_ms} ms deadline "
+                  f"{cfg.stand_down_after} times in a row")  # fmt: skip
+        return hits[:k], FilterDecision("off", 0.0, len(hits), tuple(h.chunk_id for h in hits[:k]), reason, backend)
     limit_ms = float(cfg.deadline_ms)
     if budget_s is not None and budget_s * 1000 < limit_ms:
         limit_ms = budget_s * 1000
@@ -210,6 +255,12 @@ async def filter_hits(gateway: Services, turn: Turn | None, query: str, hits: li
         if not again:
             break
     latency = (time.perf_counter() - started) * 1000
+    # Only its own deadline counts against the model: a turn whose read deadline left it less, or a slow
+    # literal search, says nothing about it. An answer, even an unreadable one, came in time.
+    if limit_ms >= cfg.deadline_ms and not searched:
+        _keep_count(gateway, standing, backend, missed=outcome == "timeout")
+    elif outcome != "timeout":
+        _keep_count(gateway, standing, backend, missed=False)
     result = chosen if chosen is not None else hits[:k]
     decision = FilterDecision(outcome, latency, len(shown), tuple(h.chunk_id for h in result), reason, backend,
                               searched)
