@@ -11,7 +11,7 @@ turn should not wait for (``kith bench filter-tier``).
 
 A model that keeps missing the deadline (``stand_down_after`` calls in a row) is not asked for
 ``stand_down_s``: the decision is ``off`` and says so. After that one call tries it again, and one more
-miss stands it down again; an answer in time ends the count. The standing belongs to the role's
+miss stands it down again; an answer (or an error) in time ends the count. The standing belongs to the role's
 provider, so a model set up anew (``replace_llm``) starts afresh.
 
 Every outcome is a ``FilterDecision`` (``used`` / ``timeout`` / ``error`` / ``off``, latency, the
