@@ -17,6 +17,7 @@ and aiosmtplib (the ``email`` extra) are imported only when a connection is made
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import ipaddress
 import logging
@@ -281,10 +282,17 @@ async def send(account: MailAccount, allow: Allowlist, timeout_s: float, msg: Em
             await asyncio.get_running_loop().sock_connect(sock, (ip, srv.port))
         client = aiosmtplib.SMTP(hostname=srv.host, sock=sock, timeout=timeout_s, use_tls=srv.tls == "ssl",
                                  start_tls=True if srv.tls == "starttls" else None)
-        async with client:
+        await client.connect()
+        try:
             await client.login(account.username, account.password)
             if msg is not None:
                 await client.send_message(msg)
+        except BaseException:
+            client.close()  # not QUIT: a server still reading the DATA of a cancelled send never answers it
+            raise
+        with contextlib.suppress(Exception):  # sent: the goodbye changes nothing
+            await asyncio.wait_for(client.quit(), min(timeout_s, 5.0))
+        client.close()
     except aiosmtplib.SMTPAuthenticationError:
         raise MailError("the SMTP server refused the user name or password") from None
     except aiosmtplib.SMTPRecipientsRefused:

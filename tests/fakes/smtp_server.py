@@ -2,7 +2,8 @@
 what kith sends and keeps each mail as parsed bytes, so a test reads the headers kith wrote.
 
 ``password`` turns on ``AUTH PLAIN`` (over plain text: loopback only); ``fail_next`` answers
-the next mails ``451`` (a temporary failure kith must retry).
+the next mails ``451`` (a temporary failure kith must retry); ``hold`` (an event) keeps each mail's
+DATA unanswered until it is set, as a server slow to accept a mail does (``holding`` counts them).
 """
 
 from __future__ import annotations
@@ -39,6 +40,8 @@ class FakeSMTP:
     _server: asyncio.Server | None = None
     tls: ssl.SSLContext | None = None  # implicit TLS (smtps://) with this server context
     starttls: ssl.SSLContext | None = None  # STARTTLS offered (and required before anything else) with this one
+    hold: asyncio.Event | None = None
+    holding: int = 0
 
     async def start(self) -> Self:
         loop = asyncio.get_running_loop()
@@ -74,6 +77,9 @@ class FakeSMTP:
         return AuthResult(success=ok, handled=False)  # handled: aiosmtpd answers 535 itself
 
     async def handle_DATA(self, server: SMTP, session: Session, envelope: Envelope) -> str:
+        if self.hold is not None:
+            self.holding += 1
+            await self.hold.wait()
         if self.fail_next > 0:
             self.fail_next -= 1
             return "451 4.3.0 try again later"

@@ -16,10 +16,12 @@ does not answer leaves out only that section.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import re
 from collections.abc import AsyncIterator
 from datetime import UTC, datetime
+from email.message import EmailMessage
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +29,8 @@ import pytest
 
 from gateway.app import Gateway
 from gateway.types import InboundMessage
+from plugins.tools.mail_client import MailAccount, send
+from plugins.tools.netguard import Allowlist
 from tests.conftest import GatewayFactory
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.imap_server import USER, FakeIMAP
@@ -450,3 +454,26 @@ async def test_a_mailbox_that_does_not_answer_leaves_out_only_its_section(
     finally:
         server.close()
         await server.wait_closed()
+
+
+async def test_a_cancelled_send_closes_at_once_while_the_server_is_busy_with_the_mail(
+        servers: tuple[FakeIMAP, FakeSMTP]) -> None:  # fmt: skip
+    """A turn cancelled while its approved mail is being sent (shutdown, Stop): aiosmtplib's ``async
+    with`` said QUIT and waited the whole send timeout, since a server busy with the DATA never answers."""
+    imap, smtp = servers
+    smtp.hold = asyncio.Event()
+    account = MailAccount(imap=f"imap://127.0.0.1:{imap.port}", smtp=f"smtp://127.0.0.1:{smtp.port}",
+                          username=USER, password=CANARY, address=USER)  # fmt: skip
+    msg = EmailMessage()
+    msg["From"], msg["To"], msg["Subject"] = USER, "ada@example.org", "Lunch"
+    msg.set_content("Friday works.")
+    sending = asyncio.create_task(send(account, Allowlist.parse(["127.0.0.1"]), 30, msg))
+    for _ in range(400):
+        if smtp.holding:
+            break
+        await asyncio.sleep(0.02)
+    assert smtp.holding == 1
+    sending.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(sending, 5)  # not the 30 s of a QUIT nobody answers
+    smtp.hold.set()

@@ -20,6 +20,8 @@ pytest.importorskip("pymap")
 pytest.importorskip("aiosmtpd")
 
 from kith_channel_email.adapter import EmailAdapter, conversation_of
+from kith_channel_email.config import EmailConfig
+from kith_channel_email.send import compose, send_mail
 
 from gateway.adapter import AdapterAuthError
 from gateway.media.errors import TooLarge
@@ -240,6 +242,22 @@ async def test_a_dropped_connection_ends_run_for_the_supervisor(servers, tmp_pat
         await imap.deliver(mail("after the restart"))
         (msg,) = await gw.wait_inbound(1)
         assert msg.text == "after the restart" and not again.done()
+
+
+async def test_a_cancelled_send_ends_at_once_while_the_server_is_busy_with_the_mail(servers) -> None:  # type: ignore[no-untyped-def]
+    """A restart or a shutdown cancels a reply being sent. aiosmtplib's ``async with`` then said QUIT and
+    waited its 30 s timeout, since a server busy with the mail's DATA does not answer it."""
+    imap, smtp = servers
+    smtp.hold = asyncio.Event()
+    cfg = EmailConfig.model_validate(section(imap, smtp))
+    sending = asyncio.create_task(send_mail(cfg, compose(cfg, ADA, "hello", thread=None), asyncio.Lock()))
+    await wait_for(lambda: smtp.holding == 1, what="the server taking the mail's DATA")
+    sending.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await asyncio.wait_for(sending, 5)  # not the 30 s of a QUIT nobody answers
+    smtp.hold.set()
+    await send_mail(cfg, compose(cfg, ADA, "again", thread=None), asyncio.Lock())  # and the next send goes
+    assert "again" in [d.message.get_content().strip() for d in smtp.received]
 
 
 async def test_a_flood_is_taken_a_few_mails_at_a_time(servers, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

@@ -9,6 +9,7 @@ connection held open would need its own supervision); a temporary failure is ret
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from datetime import UTC, datetime
 from email.message import EmailMessage
 from email.utils import format_datetime, formataddr, make_msgid
@@ -21,6 +22,7 @@ from kith_channel_email.config import EmailConfig
 from kith_channel_email.connect import smtp_client
 
 SMTP_RETRY_S = 2.0  # after a temporary SMTP failure (4xx, a dropped connection)
+QUIT_S = 5.0  # the server's goodbye after a sent mail: waited for this long, then the connection is closed
 REFERENCES_KEPT = 20  # the thread's first Message-ID and its last 19
 
 
@@ -59,10 +61,20 @@ async def send_mail(cfg: EmailConfig, msg: EmailMessage, lock: asyncio.Lock) -> 
 
     async def once() -> None:
         client = smtp_client(cfg, timeout=30)
-        async with client:
+        await client.connect()
+        try:
             if login is not None:
                 await client.login(*login)
             await client.send_message(msg)
+        except BaseException:
+            # Failed or cancelled: close at once. aiosmtplib's ``async with`` would say QUIT and wait its
+            # whole timeout for the answer, and a server still busy with this mail's DATA does not answer
+            # it: a restart or a shutdown waited 30 s on a cancelled send.
+            client.close()
+            raise
+        with contextlib.suppress(Exception):  # sent: a goodbye that fails must not lead to a second send
+            await asyncio.wait_for(client.quit(), QUIT_S)
+        client.close()
 
     async with lock:
         await with_retry(once, retry_after=retry_after, what="email SMTP send")
