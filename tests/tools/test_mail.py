@@ -31,6 +31,7 @@ from gateway.app import Gateway
 from gateway.types import InboundMessage
 from plugins.tools.mail_client import MailAccount, send
 from plugins.tools.netguard import Allowlist
+from tests.channels.rig import wait_for
 from tests.conftest import GatewayFactory
 from tests.fakes.anthropic import FakeAnthropic
 from tests.fakes.imap_server import USER, FakeIMAP
@@ -468,11 +469,7 @@ async def test_a_cancelled_send_closes_at_once_while_the_server_is_busy_with_the
     msg["From"], msg["To"], msg["Subject"] = USER, "ada@example.org", "Lunch"
     msg.set_content("Friday works.")
     sending = asyncio.create_task(send(account, Allowlist.parse(["127.0.0.1"]), 30, msg))
-    for _ in range(400):
-        if smtp.holding:
-            break
-        await asyncio.sleep(0.02)
-    assert smtp.holding == 1
+    await wait_for(lambda: smtp.holding == 1, what="the server taking the mail's DATA")
     sending.cancel()
     with pytest.raises(asyncio.CancelledError):
         await asyncio.wait_for(sending, 5)  # not the 30 s of a QUIT nobody answers
