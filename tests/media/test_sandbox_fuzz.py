@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import asyncio
 import base64
+import functools
 import io
 import json
 import logging
@@ -106,23 +107,29 @@ def _card_png() -> bytes:
     return png[:33] + chunk + png[33:]  # right after IHDR
 
 
-SEEDS: dict[str, bytes] = {
-    "docx": _docx(_docx_xml(["First paragraph.", "Second one, with <b>markup</b> &amp; more."])),
-    "odt": _odt(_odt_xml(["Eins.", "Zwei."])),
-    "pdf": pdf(["A page of text.", "Another page."]),
-    "png": _image("PNG"),
-    "jpeg": _image("JPEG"),
-    "gif": _image("GIF"),
-    "webp": _image("WEBP"),
-    "card-png": _card_png(),
-    "card-json": json.dumps({"spec": "chara_card_v3", "data": {"name": "Ada", "first_mes": "Hi"}}).encode(),
-    "html": b"<!doctype html><html><head><style>p{}</style></head><body><p>Hello <b>there</b></p></body></html>",
-    # The bombs of issue 27, small enough to be read thousands of times, mutated like the rest.
-    "bomb-bzip2-docx": bombs.bzip2_docx(4),
-    "bomb-deflate-odt": bombs.deflate_odt(64),
-    "bomb-nested-docx": bombs.nested_runs_docx(100_000),
-    "bomb-pixels-png": png_header(20_000, 20_000),
-}
+@functools.cache
+def seeds() -> dict[str, bytes]:
+    """Built on first use, not at import: every process of the suite collects this module, and the
+    bzip2 bomb alone takes a third of a second to make."""
+    return {
+        "docx": _docx(_docx_xml(["First paragraph.", "Second one, with <b>markup</b> &amp; more."])),
+        "odt": _odt(_odt_xml(["Eins.", "Zwei."])),
+        "pdf": pdf(["A page of text.", "Another page."]),
+        "png": _image("PNG"),
+        "jpeg": _image("JPEG"),
+        "gif": _image("GIF"),
+        "webp": _image("WEBP"),
+        "card-png": _card_png(),
+        "card-json": json.dumps({"spec": "chara_card_v3", "data": {"name": "Ada", "first_mes": "Hi"}}).encode(),
+        "html": b"<!doctype html><html><head><style>p{}</style></head><body><p>Hello <b>there</b></p></body></html>",
+        # The bombs of issue 27, small enough to be read thousands of times, mutated like the rest.
+        "bomb-bzip2-docx": bombs.bzip2_docx(4),
+        "bomb-deflate-odt": bombs.deflate_odt(64),
+        "bomb-nested-docx": bombs.nested_runs_docx(100_000),
+        "bomb-pixels-png": png_header(20_000, 20_000),
+    }
+
+
 XML_SEEDS = {"docx-xml": (_docx_xml(["One.", "Two."]), _docx), "odt-xml": (_odt_xml(["Eins."]), _odt)}
 TOKENS = [b"<w:p>", b"</w:p>", b"<w:r>", b"<!DOCTYPE x [<!ENTITY a 'aaaa'>]>", b"&a;", b"\xff\xfe", b"\x00",
           b"<![CDATA[", b"obj", b"endobj", b"stream", b"/Length 999999999", b"IDAT", b"\x89PNG", b"PK\x03\x04"]
@@ -133,8 +140,8 @@ PARAGRAPH = b"<w:p><w:r><w:t>x</w:t></w:r></w:p>"
 
 @st.composite
 def mutated(draw: st.DrawFn) -> tuple[str, bytes]:
-    kind = draw(st.sampled_from(sorted(SEEDS) + sorted(XML_SEEDS)))
-    seed, wrap = (XML_SEEDS[kind] if kind in XML_SEEDS else (SEEDS[kind], None))
+    kind = draw(st.sampled_from(sorted(seeds()) + sorted(XML_SEEDS)))
+    seed, wrap = (XML_SEEDS[kind] if kind in XML_SEEDS else (seeds()[kind], None))
     data = bytearray(seed)
     for _ in range(draw(st.integers(1, 6))):
         op = draw(st.sampled_from(["flip", "insert", "token", "delete", "repeat", "truncate"]))
