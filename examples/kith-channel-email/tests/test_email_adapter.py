@@ -130,7 +130,10 @@ async def test_restart_takes_up_where_it_stopped_and_history_is_not_answered(ser
     await imap.deliver(mail("two, while kith was down", msgid="<b2@example.org>"))
     async with StubGateway.with_channels(tmp_path, email=cfg) as gw:
         adapter, _task = await started(gw)
-        (msg,) = await gw.wait_inbound(1)
+        got = await gw.wait_inbound(1)
+        # Seen once in a loaded run as two messages; what they were says whether a reconnect redelivered.
+        assert len(got) == 1, ([(m.text, m.message_id) for m in got], imap.connections, adapter.stats)
+        (msg,) = got
         assert msg.text == "two, while kith was down"
         await smtp.wait_received(2)
         await asyncio.sleep(0.3)
