@@ -107,8 +107,12 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
                 item.get_closest_marker(m) for m in ("chaos", "soak", "fuzz")):
             item.add_marker(pytest.mark.timeout(3600))
     items.sort(key=lambda item: item.get_closest_marker("long") is None)  # stable: the rest keep their order
-    # scripts/test gives the serial run only the files that name the marker (grep): a serial test whose
-    # file does not name it would run in neither part, so it fails the collection instead.
+
+
+@pytest.hookimpl(tryfirst=True, specname="pytest_collection_modifyitems")  # before `-m` deselects them
+def pytest_serial_tests_name_their_marker(items: list[pytest.Item]) -> None:
+    """scripts/test gives the serial run only the files that name the marker (grep): a serial test whose
+    file does not name it would run in neither part, so it fails the collection instead."""
     unnamed = sorted({str(item.path) for item in items if item.get_closest_marker("serial")
                       and "mark.serial" not in item.path.read_text()})  # fmt: skip
     if unnamed:
