@@ -303,7 +303,9 @@ async def test_a_frozen_server_is_cut_off_and_restarted(make_gateway: GatewayFac
     os.kill(pid, signal.SIGSTOP)
     try:
         _, result = await use(gw, model, "kith__lookup", {"key": "atlantis"})
-        assert result.get("is_error") is True and "timed out" in result["content"]
+        # The call's own timeout or the liveness probe, whichever comes first on a loaded machine, ends it.
+        assert result.get("is_error") is True, result
+        assert "timed out" in result["content"] or "went away" in result["content"], result
         await up(gw, restarts=1)
         _, result = await use(gw, model, "kith__pid", {})
         assert int(result["content"].splitlines()[-1].removeprefix("> ")) != pid
