@@ -13,46 +13,34 @@ anything unexpected here only skips the warm-up (scripts/test goes on).
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import sys
+import types
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 
 
 def _warm(paths: list[str]) -> int:
-    from _pytest.assertion.rewrite import PYC_TAIL, _rewrite_test, _write_pyc_fp, get_cache_dir
+    from _pytest.assertion.rewrite import PYC_TAIL, _read_pyc, _rewrite_test, _write_pyc, get_cache_dir
 
+    quiet = types.SimpleNamespace(trace=lambda *_: None)  # pytest's AssertionState, as far as these use it
     done = 0
     for name in paths:
         source = Path(name)
         pyc = get_cache_dir(source) / (source.name[:-3] + PYC_TAIL)
-        if _current(source, pyc):
-            continue
+        if _read_pyc(source, pyc, quiet.trace) is not None:
+            continue  # already the rewrite of the source as it is now (pytest's own check)
         source_hash, code = _rewrite_test(source, None)  # type: ignore[arg-type]
         pyc.parent.mkdir(parents=True, exist_ok=True)
-        part = pyc.with_name(f"{pyc.name}.{os.getpid()}")
-        with open(part, "wb") as fp:
-            _write_pyc_fp(fp, source_hash, code)
-        os.replace(part, pyc)  # whole or not at all, as pytest writes it
-        done += 1
+        done += _write_pyc(quiet, code, source_hash, pyc)  # type: ignore[arg-type]
     return done
-
-
-def _current(source: Path, pyc: Path) -> bool:
-    """Whether ``pyc`` holds the rewrite of ``source`` as it is now (the hash pytest checks)."""
-    try:
-        with open(pyc, "rb") as fp:
-            header = fp.read(16)
-    except OSError:
-        return False
-    return header[8:16] == importlib.util.source_hash(source.read_bytes())[:8]
 
 
 def _plugin_files() -> list[Path]:
     """The modules of the installed pytest plugins' packages, which pytest rewrites too (its
     ``_mark_plugins_for_rewrite``): hypothesis and schemathesis are hundreds of modules."""
     import importlib.metadata
+    import importlib.util
 
     from _pytest.config import _iter_rewritable_modules
 
