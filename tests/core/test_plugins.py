@@ -95,7 +95,9 @@ async def test_raising_and_hanging_plugins_do_not_break_the_turn(
     tmp_path: Path, make_gateway: Any, fake_anthropic: FakeAnthropic, anthropic_llm: dict[str, Any],
     caplog: pytest.LogCaptureFixture,
 ) -> None:
-    cfg = make_config(tmp_path, llm=anthropic_llm, plugins={"hook_timeout_s": 0.2})
+    # The timeout holds for every plugin: at 0.2 s a loaded run timed the built-in people and playbooks
+    # sections out too. The sleeper never answers, so any bound shows it; 1 s leaves the others room.
+    cfg = make_config(tmp_path, llm=anthropic_llm, plugins={"hook_timeout_s": 1.0})
     gw = await make_gateway(config=cfg, plugins=(Raiser(), Sleeper(), Good()))
     reply = await gw.handle_inbound(InboundMessage(channel="websocket", account_id="a", text="hi", trusted=True))
     assert reply is not None and reply.text.startswith("fake-claude heard: hi")
