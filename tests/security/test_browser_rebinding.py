@@ -181,7 +181,7 @@ async def _run_attack(browser: Any, url: str, *, rebound_from: str | None = None
 
         await page.route(url, from_attacker)
     await page.goto(url)
-    await page.wait_for_function("window.done === true", timeout=120_000)
+    await page.wait_for_function("() => window.done === true", timeout=120_000)
     results: list[dict[str, Any]] = await page.evaluate("window.results")
     await context.close()
     return results

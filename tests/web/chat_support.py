@@ -55,8 +55,9 @@ async def shot(page: Any, name: str, size: str) -> Path | None:
 
 
 async def wait_until(page: Any, expression: str, timeout_ms: int = T) -> None:
-    """Poll a JavaScript expression until it is truthy. (Playwright's wait_for_function compiles its
-    predicate inside the page, which the page's CSP, rightly without 'unsafe-eval', refuses.)"""
+    """Poll a JavaScript expression until it is truthy. (Playwright's wait_for_function evals its
+    predicate inside the page. A function, "() => ...", is evaluated once, while DevTools may; a bare
+    expression again at each poll, which the page's CSP, rightly without 'unsafe-eval', refuses.)"""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + timeout_ms / 1000
     while not await page.evaluate(expression):
@@ -104,4 +105,6 @@ async def open_chat(browser: Any, gw: Any, size: str, *, client_id: str | None =
         await context.add_init_script(f"localStorage.setItem('kith.client_id', {client_id!r})")
     await page.goto(f"http://127.0.0.1:{gw.port}/")
     await page.wait_for_selector("#conn.on", timeout=T)
+    # The conversation so far is shown before a test counts bubbles in it (chat/main.js, historyBusy).
+    await page.wait_for_selector("#log:not([aria-busy])", timeout=T)
     return Chat(page, size, errors)

@@ -49,7 +49,7 @@ async def test_an_approval_card_runs_the_tool_only_when_approved(
         await second.wait_for(timeout=T)
         before = await page.locator(".msg").count()
         await second.locator("button:has-text('Deny')").click()
-        await page.wait_for_function(f"document.querySelectorAll('.msg').length > {before}", timeout=T)
+        await page.wait_for_function(f"() => document.querySelectorAll('.msg').length > {before}", timeout=T)
         assert ("eve", "secret") not in outbox.sent
         assert await second.locator("button:has-text('Approve')").is_disabled()
         assert chat.errors == []

@@ -83,11 +83,14 @@ async def test_thinking_tool_and_stop_keep_the_partial_reply(
         fake_anthropic.chunk_delay_s = 0.0
         fake_anthropic.enqueue_tool_use("lookup", {}, text="Let me look.")
         fake_anthropic.enqueue("Here it is.")
+        # The phone replays the desktop's conversation: only an answer after these counts.
+        answered = page.locator(".msg.bot:not(.streaming):has-text('Here it is.')")
+        answered_before = await answered.count()
         await chat.send("look it up")
         await page.wait_for_selector(".msg.working:has-text('Using a tool (lookup)')")
         await chat.shot("tool")
         tool.release.set()
-        await page.wait_for_selector(".msg.bot:not(.streaming):has-text('Here it is.')")
+        await answered.nth(answered_before).wait_for()
         assert await page.locator(".msg.working").count() == 0
         fake_anthropic.chunk_delay_s = 0.02
         # After a reload the stopped reply is still shown as stopped, from the history.

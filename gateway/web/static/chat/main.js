@@ -97,6 +97,7 @@ const socket = new ChatSocket({
     }
     working.clear();
     historyAsked.clear();
+    historyBusy();
   },
   onLocked: () => { setConn("locked", "off"); $("auth").showModal(); },
 });
@@ -271,6 +272,13 @@ function requestHistory(beforeSeq) {
   const frame = { type: "history", id, limit: HISTORY_PAGE };
   if (beforeSeq !== null && beforeSeq !== undefined) frame.before_seq = beforeSeq;
   if (socket.send(frame)) historyAsked.set(id, frame.before_seq === undefined ? "replace" : "prepend");
+  historyBusy();
+}
+
+// The log is busy while its conversation is being replaced, so a screen reader waits for the whole
+// conversation (and a test knows when what it counts is there).
+function historyBusy() {
+  $("log").toggleAttribute("aria-busy", [...historyAsked.values()].includes("replace"));
 }
 
 function handle(f) {
@@ -294,6 +302,7 @@ function handle(f) {
     case "history": {
       const mode = historyAsked.get(f.id) || "replace";
       historyAsked.delete(f.id);
+      historyBusy();
       // A turn streaming right now stays below the replayed conversation.
       const streaming = [...pending.values()].map((p) => p.bubble).filter(Boolean);
       // Missed messages (sent with ready, before this answer) are not in the history: they stay too.
@@ -397,7 +406,7 @@ function onError(f) {
     socket.ws?.close();
     return;
   }
-  if (historyAsked.delete(f.id)) { log.setMore(false); return; } // a server without history: nothing to page
+  if (historyAsked.delete(f.id)) { historyBusy(); log.setMore(false); return; } // a server without history: nothing to page
   const p = f.id !== undefined ? pending.get(f.id) : undefined;
   if (p) {
     pending.delete(f.id);
