@@ -169,6 +169,29 @@ LOCAL_REMOVED = (
 )
 
 
+def model_server_url(value: str | None) -> str | None:
+    """``llm.base_url`` (and a role's): an http(s) URL with a host, as the providers' HTTP client
+    parses it; anything else would fail only later, at the first call."""
+    if value is None:
+        return None
+    from urllib.parse import urlsplit
+
+    import httpx  # the client under both SDKs: what it refuses, the provider cannot use
+
+    want = "want an http:// or https:// URL with a host, e.g. http://127.0.0.1:11434/v1"
+    if not value.isprintable() or any(ch.isspace() for ch in value):
+        raise ValueError(f"the URL holds spaces or control characters ({want})")
+    try:
+        parts = urlsplit(value)
+        parts.port  # noqa: B018 (a port out of range raises here)
+        httpx.URL(value)
+    except (ValueError, httpx.InvalidURL) as exc:
+        raise ValueError(f"not a valid URL: {exc} ({want})") from None
+    if parts.scheme.lower() not in ("http", "https") or not parts.hostname:
+        raise ValueError(want)
+    return value
+
+
 class Capabilities(Section):
     """What a model can take. ``vision: false`` sends images as a short note instead; ``tools: false``
     never offers tools; ``structured_output: false`` never asks for a JSON schema; ``context_tokens``
@@ -211,6 +234,11 @@ class RoleConfig(Section):
             raise ValueError(LOCAL_REMOVED)
         return v
 
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, v: str | None) -> str | None:
+        return model_server_url(v)
+
 
 class LLMConfig(Section):
     provider: ProviderName = "anthropic"
@@ -241,6 +269,11 @@ class LLMConfig(Section):
                     raise ValueError(f"local_model_path: {LOCAL_REMOVED}")
                 data = {k: v for k, v in data.items() if k != "local_model_path"}
         return data
+
+    @field_validator("base_url")
+    @classmethod
+    def _base_url(cls, v: str | None) -> str | None:
+        return model_server_url(v)
 
     @field_validator("roles")
     @classmethod

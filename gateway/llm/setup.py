@@ -53,6 +53,11 @@ def needs_setup(llm: LLMConfig) -> bool:
 def candidate(config: Config, *, provider: Provider, model: str, base_url: str = "", api_key: str = "") -> LLMConfig:
     """The ``llm`` section with these settings over the config's own, validated as ``kith check-config``
     validates (SetupError lists the problems)."""
+    if not model.strip().isprintable():
+        raise SetupError("the model name holds control characters; type it as the server lists it")
+    key = api_key.strip()
+    if not (key.isascii() and key.isprintable()) or " " in key:
+        raise SetupError("the API key holds spaces or characters no key has; paste it again as the provider shows it")
     own = {"api_key", "base_url", "provider", "model", "cheap_model", "headers"}  # roles stay as configured
     llm: dict[str, Any] = config.llm.model_dump(mode="python", exclude=own)
     llm.update(provider="anthropic" if provider == "anthropic" else "openai", model=model.strip())
@@ -60,8 +65,8 @@ def candidate(config: Config, *, provider: Provider, model: str, base_url: str =
         if not base_url.strip():
             raise SetupError("an OpenAI-compatible server needs its URL (for Ollama: http://127.0.0.1:11434/v1)")
         llm["base_url"] = base_url.strip()
-    if api_key.strip():
-        llm["api_key"] = api_key.strip()
+    if key:
+        llm["api_key"] = key
     elif provider != "compatible":
         raise SetupError(f"{'Anthropic' if provider == 'anthropic' else 'OpenAI'} needs an API key")
     try:

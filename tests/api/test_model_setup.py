@@ -78,3 +78,28 @@ async def test_model_set_up_tried_kept_applied_and_restored(make_daemon: Daemon)
 
 def _files_holding(root: Path, text: str) -> list[Path]:
     return [p for p in root.rglob("*") if p.is_file() and text.encode() in p.read_bytes()]
+
+
+async def test_settings_no_client_could_use_are_a_clear_400(gw: Gateway) -> None:
+    """What schemathesis sent (a base URL of control characters, a model name of them) was a 500: the
+    SDK's URL parser raised. Each bad field is refused by name, nothing is kept, nothing applied."""
+    op = operator(gw)
+    before = gw.config.llm
+    fuzzed = {"api_key": "x", "provider": "compatible", "model": "\u0099\u00124\u00a5\u00de",
+              "base_url": "\u001b\u0086\u00a0-g"}
+    good = {"api_key": "x", "provider": "compatible", "model": "fake-mini", "base_url": "http://127.0.0.1:1/v1"}
+    cases = [
+        (fuzzed, "model name"),
+        ({**good, "base_url": fuzzed["base_url"]}, "URL"),
+        ({**good, "base_url": "http://[::1/v1"}, "URL"),  # httpx.InvalidURL, not a ValueError
+        ({**good, "base_url": "127.0.0.1:11434/v1"}, "http://"),
+        ({**good, "api_key": "sk-\u00e9\u001b"}, "API key"),
+    ]
+    for body, word in cases:
+        status, err = await op.call("POST", "/api/setup/model", body)
+        assert (status, err.get("error")) == (400, "invalid"), (body, status, err)
+        assert word in err["message"], (word, err)
+        status, trial = await op.call("POST", "/api/setup/model/test", body)
+        assert status == 200 and trial["ok"] is False and word in trial["message"], (body, status, trial)
+    assert gw.config.llm is before and not (Path(gw.config.data_dir) / "setup").exists()
+    await op.close()
