@@ -8,10 +8,12 @@ turn, no log, no job). ``kith context`` prints it, and the daemon serves it as `
 
 from __future__ import annotations
 
+import unicodedata
 import uuid
 from datetime import UTC, datetime
 from typing import TYPE_CHECKING, Any
 
+from gateway.channels import CHANNEL_NAME
 from gateway.llm.anthropic import api_messages, system_blocks
 from gateway.memory.search.filter_tier import DECISION as FILTER_DECISION
 from gateway.memory.search.readiness import RECALL_SKIPPED
@@ -42,6 +44,10 @@ async def explain(
     conversation: str = "",
     tier: int | None = None,
 ) -> dict[str, Any]:
+    if not CHANNEL_NAME.fullmatch(channel):
+        raise ExplainError(f"channel {channel!r} is not a channel's name (want {CHANNEL_NAME.pattern}, e.g. websocket)")
+    if any(unicodedata.category(ch) in ("Cc", "Cs") for ch in conversation):
+        raise ExplainError(f"conversation {conversation!r} holds control characters; no channel names one so")
     user = gateway.state.users.get(user_id)
     if user is None:
         raise ExplainError(f"unknown user {user_id!r} (see `kith memory stats` or the users table)")

@@ -5,7 +5,10 @@ another person's data refused, bad JSON a clear 400 that changes nothing."""
 
 from __future__ import annotations
 
+import logging
 from typing import Any
+
+import pytest
 
 from gateway.app import Gateway
 from gateway.testing import message
@@ -83,6 +86,33 @@ async def test_prompt_preview_bad_input_is_a_clear_400_and_writes_nothing(gw: Ga
     assert status == 200 and preview["tier"] == 1 and preview["messages"][-1]["content"] == "hi"
     assert preview["session"]["new"] is False  # alice's live session is peeked, not replaced
     assert select_one(gw.state, "SELECT COUNT(*) AS n FROM sessions")["n"] == sessions
+    await op.close()
+
+
+async def test_prompt_preview_refuses_a_key_no_channel_makes_and_reads_any_real_one(
+    gw: Gateway, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A channel part no channel has (``$\\x``, ``été``) was previewed, and the context sections built
+    for it failed on its memory scope (ScopeError, logged as errors); now it is a 400 saying what is
+    wrong. A key a real channel makes that the scope rule refused (a Matrix room on a long server name)
+    reads its channel memory with no error."""
+    alice = await person(gw, "alice")
+    op = operator(gw)
+    for body, word in (({"channel": "$\\x", "conversation": "room"}, "channel"),
+                       ({"channel": "\u00e9t\u00e9", "conversation": "room"}, "channel"),
+                       ({"channel": "matrix", "conversation": "!a\u0000b:example.org"}, "control characters")):
+        status, err = await op.call("POST", f"/api/users/{alice}/context", {"message": "hi", **body})
+        assert (status, err["error"]) == (400, "invalid") and word in err["message"], (body, status, err)
+    room = "!OGEhHVWSdvArJzumhm:" + "chat." * 24 + "example.org"
+    assert gw.memory is not None
+    gw.memory.stores.for_channel(f"matrix:{room}").write("CHANNEL.md", "# The long room\n- rowing club\n",
+                                                          source="test")  # fmt: skip
+    with caplog.at_level(logging.WARNING):
+        status, preview = await op.call("POST", f"/api/users/{alice}/context",
+                                        {"message": "who rows?", "channel": "matrix", "conversation": room})
+    assert status == 200, preview
+    assert any("rowing club" in s["text"] for s in preview["sections"]), preview["sections"]
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
     await op.close()
 
 

@@ -10,14 +10,16 @@ from typing import Any
 
 from pydantic import ConfigDict, Field
 
+from gateway.channels import CHANNEL_NAME
 from gateway.http.api.spec import Answer, ApiError, Body, Call, Route
 from gateway.turn.explain import explain
 
 
 class PreviewBody(Body):
     message: str = Field(min_length=1, max_length=100_000, description="the message text, as the person would send it")
-    channel: str = Field("websocket", min_length=1, max_length=64, description="the channel it arrives on")
-    conversation: str = Field("", max_length=200, description="a group conversation id; empty: a direct conversation")
+    channel: str = Field("websocket", pattern=CHANNEL_NAME.pattern, description="the channel it arrives on")
+    conversation: str = Field("", max_length=200, description="a group conversation id, without control "
+                              "characters; empty: a direct conversation")
     tier: int | None = Field(None, ge=1, le=4, description="the context tier; null: as configured")
 
 
