@@ -28,6 +28,7 @@ import json
 import logging
 import os
 import re
+import threading
 from collections.abc import Awaitable
 from datetime import UTC, datetime
 from pathlib import Path
@@ -94,6 +95,7 @@ class EmailAdapter(Adapter):
                                   max_attachments=cfg.max_attachments, max_text_chars=cfg.max_text_chars)  # fmt: skip
         self._store = Path(gateway.config.data_dir) / "channels" / "email" / "state.json"
         self._uidvalidity = 0
+        self._loaded = False  # the mark is read from the state file (or set for a first start)
         self._mark = UidMark()
         self._threads: dict[str, dict[str, Any]] = {}
         self._files: dict[str, bytes] = {}  # attachment id -> bytes, while its turn runs
@@ -150,6 +152,11 @@ class EmailAdapter(Adapter):
         finally:
             self.ready.clear()
             await self._tasks.cancel_all()
+            if self._loaded:
+                # A mail handled just before the stop moved the mark, but its write may have been
+                # cancelled with its task: a restart would answer that mail again.
+                with contextlib.suppress(OSError):
+                    await self._persist()
             if not self._lost.is_set():
                 with contextlib.suppress(Exception):
                     await asyncio.wait_for(client.logout(), 2)
@@ -247,6 +254,7 @@ class EmailAdapter(Adapter):
             self._uidvalidity, done_to = uidvalidity, max(0, uidnext - 1)
         self._mark.reset(done_to)
         _write(self._store, self._dump())
+        self._loaded = True
 
     def _dump(self) -> str:
         return json.dumps({"account": self.cfg.login_user(), "mailbox": self.cfg.mailbox,
@@ -488,7 +496,9 @@ async def _greeted(client: Any, cfg: EmailConfig) -> bool:
 
 def _write(path: Path, data: str) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_suffix(".tmp")
+    # A temporary file per thread: a write cancelled with its task still runs in its thread, beside
+    # the one the stop makes.
+    tmp = path.with_name(f".{path.name}.{threading.get_ident()}.tmp")
     tmp.write_text(data)
     os.replace(tmp, path)
 
