@@ -93,6 +93,10 @@ def _call(case: Any, live: Live, http: requests.Session) -> int:
     uid = (case.path_parameters or {}).get("uid")
     if isinstance(uid, str) and (uid == "me" or len(uid) % 2 == 0) and case.operation.label != ERASE:
         case.path_parameters["uid"] = live.alice
+    # Each request stands alone, on the operator token: a session cookie a fuzzed POST /api/session/local
+    # left in the jar would ride along, and requests' cookie jar raises on a fuzzed Host header before
+    # anything is sent (ValueError: Invalid IPv6 URL for "Host: [").
+    http.cookies.clear()
     response = case.call(base_url=live.base, session=http)
     case.validate_response(response, checks=[not_a_server_error, response_schema_conformance])
     return int(response.status_code)
