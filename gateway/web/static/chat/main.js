@@ -278,7 +278,8 @@ function requestHistory(beforeSeq) {
 // The log is busy while its conversation is being replaced, so a screen reader waits for the whole
 // conversation (and a test knows when what it counts is there).
 function historyBusy() {
-  $("log").toggleAttribute("aria-busy", [...historyAsked.values()].includes("replace"));
+  if ([...historyAsked.values()].includes("replace")) $("log").setAttribute("aria-busy", "true"); // "" means false
+  else $("log").removeAttribute("aria-busy");
 }
 
 function handle(f) {
