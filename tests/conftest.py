@@ -119,6 +119,25 @@ def pytest_serial_tests_name_their_marker(items: list[pytest.Item]) -> None:
         raise pytest.UsageError(f"serial tests in files that do not write `mark.serial`: {unnamed}")
 
 
+@pytest.hookimpl(optionalhook=True)  # a hook of pytest-parallex, the parallel part of scripts/test
+def pytest_parallex_setup(config: pytest.Config) -> None:
+    """In the process that collected the suite, just before its workers are forked from it: the
+    source tree the static checks walk (tests/source_tree.py) is parsed here once, and every worker
+    shares the trees, instead of each worker that runs a check parsing it again."""
+    from tests import progress
+    from tests.source_tree import warm
+
+    warm(Path(__file__).resolve().parent.parent)
+    progress.install(config, config.stash[_SELECTED])
+
+
+_SELECTED = pytest.StashKey[int]()
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    session.config.stash[_SELECTED] = len(session.items)  # after `-m` and `-k` deselected theirs
+
+
 # ------------------------------------------------------------------------------- hang diagnosis
 
 def _dump_running_loops(nodeid: str) -> None:
