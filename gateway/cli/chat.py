@@ -29,6 +29,7 @@ from typing import Any, TypeVar
 
 import aiohttp
 
+from gateway.cli.chat_interrupt import NUDGE
 from gateway.cli.chat_view import View
 from gateway.cli.common import load_or_exit
 
@@ -292,4 +293,5 @@ def run(args: argparse.Namespace) -> int:
     # nohup or a CI runner starts it with SIGINT ignored, and an ignored signal is inherited across
     # exec, so Ctrl-C at the prompt or during a reply did nothing at all.
     signal.signal(signal.SIGINT, signal.default_int_handler)
+    NUDGE.install()  # and one that lands just as the prompt is drawn is not lost (chat_interrupt.py)
     return interactive(args, url)

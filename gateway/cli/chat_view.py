@@ -21,6 +21,8 @@ from rich.live import Live
 from rich.markdown import Markdown
 from rich.text import Text
 
+from gateway.cli.chat_interrupt import NUDGE
+
 HISTORY_LENGTH = 1000
 _KEEP = frozenset("\n\t\u200d")  # line breaks, tabs and the zero-width joiner inside emoji sequences
 
@@ -89,7 +91,8 @@ class View:
         if not self.console.is_terminal:
             self._prompt = "OTR> " if otr else "> "
         try:
-            line = input(self._prompt)
+            with NUDGE.reading():
+                line = input(self._prompt)
         except EOFError:
             self.bye()
             return None
