@@ -51,7 +51,10 @@ async def test_a_hostile_upload_name_reaches_no_log_reply_or_path_as_is(
         assert not _hidden(refused["text"]), refused
         lines = [r.getMessage() for r in caplog.records if "refused an attachment" in r.getMessage()]
         assert len(lines) == 1 and "gpj.exe .png" in lines[0], lines
-        assert not any(_hidden(r.getMessage()) for r in caplog.records), "no control character in any log line"
+        # asyncio's own records span lines by design ("Task exception was never retrieved\nfuture: ..."),
+        # and one can come from an earlier test's leftovers collected meanwhile: kith's lines are checked.
+        assert not any(_hidden(r.getMessage()) for r in caplog.records if r.name != "asyncio"), \
+            "no control character in any log line"
 
         status, up = await b.upload(png(), HOSTILE, "image/png")
         assert status == 201

@@ -3,7 +3,7 @@ with API keys, and the official ``openai`` client pointed at the gateway."""
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -32,8 +32,25 @@ def person(gw: Gateway, user_id: str, name: str) -> str:
     return mint(gw.state, user_id, label="test").key
 
 
+_OPENED: list[AsyncOpenAI] = []
+
+
 def client(gw: Gateway, key: str) -> AsyncOpenAI:
-    return AsyncOpenAI(base_url=f"http://127.0.0.1:{gw.port}/v1", api_key=key, max_retries=0, timeout=20)
+    """The official client, closed when the test ends (``_close_clients``)."""
+    opened = AsyncOpenAI(base_url=f"http://127.0.0.1:{gw.port}/v1", api_key=key, max_retries=0, timeout=20)
+    _OPENED.append(opened)
+    return opened
+
+
+@pytest.fixture(autouse=True)
+async def _close_clients() -> AsyncIterator[None]:
+    """A client left open is closed by its ``__del__`` whenever the garbage collector meets it: in a
+    later test's event loop, where its connections' loop is gone, and the failed close is logged there
+    ("Task exception was never retrieved"), into that test's log records (a CI run's hostile-upload-name
+    test counted that line as one of its own)."""
+    yield
+    while _OPENED:
+        await _OPENED.pop().close()
 
 
 def turn_texts(fake: FakeAnthropic, index: int = -1) -> str:
