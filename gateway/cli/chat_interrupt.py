@@ -18,7 +18,7 @@ import os
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 
 #: How long a Ctrl-C may take to reach ``input()`` before it is taken as lost and sent again.
@@ -30,7 +30,7 @@ class InterruptNudge:
         self.grace_s = grace_s
         self._reading = 0  # the number of the input() call the main thread is in; 0: none
         self._numbers = itertools.count(1)
-        self._main = threading.main_thread().ident
+        self._main: int = threading.main_thread().ident or 0
         self._read_fd = -1
 
     def install(self) -> None:
@@ -54,7 +54,7 @@ class InterruptNudge:
         finally:
             self._reading = 0
 
-    def _watch(self, sleep: Callable[[float], None] = time.sleep) -> None:
+    def _watch(self) -> None:
         while True:
             try:
                 received = os.read(self._read_fd, 64)
@@ -65,8 +65,8 @@ class InterruptNudge:
             call = self._reading
             if signal.SIGINT not in received or not call:
                 continue
-            sleep(self.grace_s)
-            if self._reading == call and self._main is not None:
+            time.sleep(self.grace_s)
+            if self._reading == call:
                 signal.pthread_kill(self._main, signal.SIGINT)
 
 
