@@ -35,6 +35,7 @@ from gateway.tools import ToolError
 log = logging.getLogger("kith.mcp")
 
 HEALTHY_AFTER_S = 30.0
+STOP_WAIT_S = 5.0  # for the connection's task to end at shutdown
 MAX_LIST_PAGES = 20  # a paginator that never ends cannot hang the listing
 _GONE = (mcp_types.CONNECTION_CLOSED,)
 
@@ -75,17 +76,28 @@ class McpServer:
         self._relist = False
         self.listed = asyncio.Event()  # the first connection attempt has ended (listed or failed)
         self._task: asyncio.Task[None] | None = None
+        self._stopping = False
 
     # ----------------------------------------------------------------------------------- lifecycle
     def start(self) -> None:
         self._task = asyncio.create_task(self._loop(), name=f"mcp:{self.name}")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._task
-            self._task = None
+        task, self._task = self._task, None
+        self._stopping = True
+        if task is not None:
+            # The SDK's anyio task groups can turn a cancel that lands while the client is being
+            # entered into an error of their own (seen: shutdown waiting on a server task that went on
+            # reconnecting): the loop ends on ``_stopping``, and the cancel is sent again, within a bound.
+            deadline = time.monotonic() + STOP_WAIT_S
+            while not task.done() and time.monotonic() < deadline:
+                task.cancel()
+                await asyncio.wait({task}, timeout=0.5)
+            if not task.done():
+                log.warning("MCP server %s did not stop within %.0f s; leaving it behind", self.name, STOP_WAIT_S)
+            elif not task.cancelled():
+                with contextlib.suppress(BaseException):
+                    task.result()
         self.state = ServerState.STOPPED
         self._client = None
 
@@ -126,6 +138,9 @@ class McpServer:
             except Exception as exc:
                 self.last_error = describe(exc)
             self._client = None
+            if self._stopping:  # a cancel the SDK turned into an error: stop() asked for the end
+                self.state = ServerState.STOPPED
+                return
             self.state = ServerState.BACKOFF
             self.listed.set()
             if time.monotonic() - started > HEALTHY_AFTER_S:
