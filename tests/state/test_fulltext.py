@@ -47,3 +47,12 @@ def test_a_long_query_is_cut_to_its_first_words(any_state: State) -> None:
     # the word past the cap is not asked for, so the row is still found
     assert any_state.turns.search_sessions("u1", " ".join([*filler, "muller", "absent"])) == [s0]
     assert any_state.turns.search_sessions("u1", "   ") == []
+
+
+def test_control_characters_and_lone_surrogates_separate_words(any_state: State) -> None:
+    """Found by the API fuzz test: a NUL inside a word ended FTS5's quoted string (a 500 from forget)."""
+    s0, _, _ = _fill(any_state)
+    assert query_words("cafe\x00muller\udb77\x7f") == ["cafe", "muller"]
+    assert any_state.turns.search_sessions("u1", "cafe\x00muller") == [s0]
+    assert [c for _, c in any_state.turns.rows_with_words("u1", "\x01cafe\ud951 muller\x00")] == [TEXTS[0]]
+    assert any_state.turns.search_sessions("u1", "\x00\udb77") == []
