@@ -187,14 +187,43 @@ async def search(http: aiohttp.ClientSession, port: int, token: str, user: str, 
         return list((await resp.json())["hits"])
 
 
+async def index_work(http: aiohttp.ClientSession, port: int, token: str) -> float:
+    """Index work the daemon has not done yet: memory jobs pending or running on the bus, and index
+    operations on its own queue (``GET /metrics``)."""
+    async with http.get(f"http://127.0.0.1:{port}/metrics", headers={"Authorization": f"Bearer {token}"}) as resp:
+        assert resp.status == 200, await resp.text()
+        text = await resp.text()
+    work = 0.0
+    for line in text.splitlines():
+        name, _, value = line.rpartition(" ")
+        if (name.startswith("kith_jobs{") and 'queue="memory.' in name and 'state="delayed"' not in name) or (
+                name == "kith_index_queue"):
+            work += float(value)
+    return work
+
+
+async def until_indexed(http: aiohttp.ClientSession, port: int, token: str, deadline: float) -> None:
+    loop = asyncio.get_running_loop()
+    while loop.time() < deadline:
+        if await index_work(http, port, token) == 0:
+            return
+        await asyncio.sleep(0.5)
+
+
 async def not_found(port: int, data: Path, turns: list[tuple[str, str, str]], timeout: float) -> list[str]:
-    """Turn ids the daemon's memory search does not find by their code word (waiting for indexing)."""
+    """Turn ids the daemon's memory search does not find by their code word (waiting for indexing).
+
+    Each pass searches every turn not found yet, one request at a time, and is only started once the
+    daemon reports its index work done (or the time is up): a pass over 2,000 turns keeps the daemon
+    busy for tens of seconds, and run back to back such passes starved the indexing they waited for
+    (it runs at background priority), so the soak's catch-up after 13 kills overran 90 s."""
     token_file = data / "operator.token"
     token = token_file.read_text().strip() if token_file.exists() else ""
     todo = list(turns)
     deadline = asyncio.get_running_loop().time() + timeout
     async with aiohttp.ClientSession() as http:
         while True:
+            await until_indexed(http, port, token, deadline)
             left = []
             for turn_id, user, word in todo:
                 hits = await search(http, port, token, user, word)
