@@ -35,7 +35,7 @@ from gateway.tools import ToolError
 log = logging.getLogger("kith.mcp")
 
 HEALTHY_AFTER_S = 30.0
-STOP_WAIT_S = 5.0  # for the connection's task to end at shutdown
+STOP_WAIT_S = 7.0  # for the connection's task to end at shutdown: the SDK may take 6.5 s to end a stdio child
 MAX_LIST_PAGES = 20  # a paginator that never ends cannot hang the listing
 _GONE = (mcp_types.CONNECTION_CLOSED,)
 
@@ -88,13 +88,17 @@ class McpServer:
         if task is not None:
             # The SDK's anyio task groups can turn a cancel that lands while the client is being
             # entered into an error of their own (seen: shutdown waiting on a server task that went on
-            # reconnecting): the loop ends on ``_stopping``, and the cancel is sent again, within a bound.
-            deadline = time.monotonic() + STOP_WAIT_S
-            while not task.done() and time.monotonic() < deadline:
-                task.cancel()
-                await asyncio.wait({task}, timeout=0.5)
+            # reconnecting): the loop ends on ``_stopping``. A cancel absorbed without a trace gets a
+            # second one, but only after the SDK's own worst case of ending a stdio child (flush,
+            # grace, SIGTERM, SIGKILL), which a second cancel must not cut short.
+            task.cancel()
+            await asyncio.wait({task}, timeout=STOP_WAIT_S)
             if not task.done():
-                log.warning("MCP server %s did not stop within %.0f s; leaving it behind", self.name, STOP_WAIT_S)
+                task.cancel()
+                await asyncio.wait({task}, timeout=1.0)
+            if not task.done():
+                log.warning("MCP server %s did not stop within %.0f s; leaving it behind", self.name,
+                            STOP_WAIT_S + 1.0)
             elif not task.cancelled():
                 with contextlib.suppress(BaseException):
                     task.result()

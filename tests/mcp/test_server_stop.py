@@ -11,6 +11,9 @@ from __future__ import annotations
 import asyncio
 import time
 
+import pytest
+
+import gateway.mcp.server as server_module
 from gateway.mcp.server import McpServer, ServerState
 from gateway.mcp.settings import McpConfig, McpServerConfig
 
@@ -42,3 +45,25 @@ async def test_stop_ends_a_server_whose_cancel_came_back_as_an_error() -> None:
     assert server.state is ServerState.STOPPED
     await asyncio.sleep(0.1)
     assert server.attempts == 1, "the server connected again after stop()"
+
+
+class CancelAbsorbed(McpServer):
+    """A connection attempt that swallows its first cancel without a trace and goes on waiting."""
+
+    async def _connected(self) -> None:
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            await asyncio.Event().wait()
+
+
+async def test_a_cancel_absorbed_without_an_error_gets_a_second_one(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(server_module, "STOP_WAIT_S", 0.2)
+    server = CancelAbsorbed("deaf", McpServerConfig(transport="stdio", command="unused"), McpConfig(),
+                            on_tools=lambda _: None)
+    server.start()
+    await asyncio.sleep(0.05)
+    started = time.monotonic()
+    await asyncio.wait_for(server.stop(), 10)
+    assert time.monotonic() - started < 1.5
+    assert server.state is ServerState.STOPPED
