@@ -25,6 +25,7 @@ from typing import Any
 
 import aiohttp
 import pytest
+from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.cli.main import main as kith
 from tests.durability.logs import logged_twice, missing_from_logs
@@ -194,11 +195,12 @@ async def index_work(http: aiohttp.ClientSession, port: int, token: str) -> floa
         assert resp.status == 200, await resp.text()
         text = await resp.text()
     work = 0.0
-    for line in text.splitlines():
-        name, _, value = line.rpartition(" ")
-        if (name.startswith("kith_jobs{") and 'queue="memory.' in name and 'state="delayed"' not in name) or (
-                name == "kith_index_queue"):
-            work += float(value)
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            if sample.name == "kith_index_queue" or (
+                    sample.name == "kith_jobs" and sample.labels["queue"].startswith("memory.")
+                    and sample.labels["state"] != "delayed"):
+                work += sample.value
     return work
 
 
