@@ -85,32 +85,61 @@ return 1
 """
 )
 
+# Deliveries a claim has just moved to this consumer (``e``: entry id and fields, nil for an entry
+# deleted while pending): each is handed over with its delivery count, or dead-lettered when that
+# count (with the tries before a retry re-enqueued it) passes the cap. KEYS[2] dead | ARGV[1] group,
+# ARGV[2] consumer, cap and prefix as named.
+_TAKE = """
+local function take(entries, cap, prefix)
+  local out, buried = {}, 0
+  for _, e in ipairs(entries) do
+    -- Redis 6.2 returns nil for entries deleted while pending; the bus never does that.
+    if e then
+      local mid, f = e[1], e[2]
+      local h = {}
+      for i = 1, #f, 2 do h[f[i]] = f[i + 1] end
+      local p = redis.call('XPENDING', KEYS[1], ARGV[1], mid, mid, 1)
+      local n = tonumber(p[1][4]) + tonumber(h['prior'] or '0')
+      if n > tonumber(cap) then
+        bury(KEYS[2], h['id'] or '', h['name'] or '', h['payload'] or '{}', h['v'] or '0', h['enq'] or '0',
+             n - 1, 'worker lost: delivered ' .. (n - 1) .. ' times without completing', ARGV[2])
+        forget(KEYS[1], ARGV[1], mid, prefix .. ':job:' .. (h['id'] or ''))
+        buried = buried + 1
+      else
+        table.insert(out, {mid, tonumber(p[1][4]), f})
+      end
+    end
+  end
+  return out, buried
+end
+"""
+
 # KEYS stream, dead | ARGV group, consumer, min_idle_ms, cursor, count, max_tries, prefix
 # Claims idle deliveries of dead or stuck workers; buries those past the delivery cap.
 CLAIM = (
     _PRELUDE
+    + _TAKE
     + """
 local r = redis.call('XAUTOCLAIM', KEYS[1], ARGV[1], ARGV[2], ARGV[3], ARGV[4], 'COUNT', ARGV[5])
-local out, buried = {}, 0
-for _, e in ipairs(r[2]) do
-  -- Redis 6.2 returns nil for entries deleted while pending; the bus never does that.
-  if e then
-    local mid, f = e[1], e[2]
-    local h = {}
-    for i = 1, #f, 2 do h[f[i]] = f[i + 1] end
-    local p = redis.call('XPENDING', KEYS[1], ARGV[1], mid, mid, 1)
-    local n = tonumber(p[1][4]) + tonumber(h['prior'] or '0')
-    if n > tonumber(ARGV[6]) then
-      bury(KEYS[2], h['id'] or '', h['name'] or '', h['payload'] or '{}', h['v'] or '0', h['enq'] or '0',
-           n - 1, 'worker lost: delivered ' .. (n - 1) .. ' times without completing', ARGV[2])
-      forget(KEYS[1], ARGV[1], mid, ARGV[7] .. ':job:' .. (h['id'] or ''))
-      buried = buried + 1
-    else
-      table.insert(out, {mid, tonumber(p[1][4]), f})
-    end
-  end
-end
+local out, buried = take(r[2], ARGV[6], ARGV[7])
 return {r[1], out, buried}
+"""
+)
+
+# KEYS stream, dead | ARGV group, consumer, gone consumer, count, max_tries, prefix. The deliveries of a
+# consumer whose process is gone (``owners.is_gone``), taken over without waiting for their idle time;
+# only entries that consumer still owns when the script runs.
+CLAIM_FROM = (
+    _PRELUDE
+    + _TAKE
+    + """
+local ids = {}
+for _, p in ipairs(redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', ARGV[4], ARGV[3])) do
+  table.insert(ids, p[1])
+end
+if #ids == 0 then return {{}, 0} end
+local out, buried = take(redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, unpack(ids)), ARGV[5], ARGV[6])
+return {out, buried}
 """
 )
 
@@ -216,5 +245,6 @@ class Scripts:
         self.promote: AsyncScript = redis.register_script(PROMOTE)
         self.cron_fire: AsyncScript = redis.register_script(CRON_FIRE)
         self.requeue_dead: AsyncScript = redis.register_script(REQUEUE_DEAD)
+        self.claim_from: AsyncScript = redis.register_script(CLAIM_FROM)
         self.janitor: AsyncScript = redis.register_script(JANITOR)
         self.leave: AsyncScript = redis.register_script(LEAVE)

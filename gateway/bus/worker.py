@@ -12,10 +12,7 @@ import asyncio
 import inspect
 import logging
 import math
-import os
 import random
-import secrets
-import socket
 import traceback
 from collections import Counter
 from collections.abc import Callable, Sequence
@@ -25,7 +22,7 @@ from typing import Any, cast
 from redis.asyncio import Redis
 from redis.exceptions import RedisError, ResponseError
 
-from gateway.bus import upkeep
+from gateway.bus import owners, upkeep
 from gateway.bus.context import JobContext
 from gateway.bus.envelope import Delivery
 from gateway.bus.errors import server_refuses_writes
@@ -65,7 +62,7 @@ class Worker:
         self.specs = {keys.stream(s.name): s for s in specs}
         self.concurrency = concurrency
         self.ctx_factory, self.bus, self.block_ms = ctx_factory, bus, block_ms
-        self.consumer = f"{socket.gethostname()}:{os.getpid()}:{secrets.token_hex(3)}"
+        self.consumer = owners.new_consumer()
         # Keyed by (stream, entry id): ids come from one server clock, so two streams share them.
         self.inflight: dict[tuple[str, str], Running] = {}
         self.free = concurrency
@@ -145,6 +142,7 @@ class Worker:
             beat.cancel()
             await asyncio.gather(beat, return_exceptions=True)
             await upkeep.leave(self)
+            owners.release(self.consumer)
         for task in loops:
             failure = None if task.cancelled() else task.exception()
             if failure is not None:
