@@ -28,7 +28,7 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from gateway.cli.main import main as kith
-from tests.durability.logs import logged_twice, missing_from_logs
+from tests.durability.logs import logged_twice, missing_from_logs, session_logs
 
 ROOT = Path(__file__).resolve().parents[2]
 WORDS = "abcdefghijklmnopqrstuvwxyz"
@@ -204,37 +204,82 @@ async def index_work(http: aiohttp.ClientSession, port: int, token: str) -> floa
     return work
 
 
-async def until_indexed(http: aiohttp.ClientSession, port: int, token: str, deadline: float) -> None:
+async def until_indexed(http: aiohttp.ClientSession, port: int, token: str, timeout: float) -> float | None:
+    """Seconds until the daemon reports no index work left, or None when it still has some after ``timeout``."""
     loop = asyncio.get_running_loop()
-    while loop.time() < deadline:
+    started = loop.time()
+    while True:
         if await index_work(http, port, token) == 0:
-            return
+            return loop.time() - started
+        if loop.time() - started > timeout:
+            return None
         await asyncio.sleep(0.5)
 
 
-async def not_found(port: int, data: Path, turns: list[tuple[str, str, str]], timeout: float) -> list[str]:
-    """Turn ids the daemon's memory search does not find by their code word (waiting for indexing).
+@dataclass
+class Searched:
+    """What the memory-search check saw: turn ids not found, and how each pass went."""
 
-    Each pass searches every turn not found yet, one request at a time, and is only started once the
-    daemon reports its index work done (or the time is up): a pass over 2,000 turns keeps the daemon
-    busy for tens of seconds, and run back to back such passes starved the indexing they waited for
-    (it runs at background priority), so the soak's catch-up after 13 kills overran 90 s."""
+    unfound: list[str]
+    passes: list[str]
+
+
+async def not_found(port: int, data: Path, turns: list[tuple[str, str, str]], timeout: float) -> Searched:
+    """Turn ids the daemon's memory search does not find by their code word, once its indexing is done.
+
+    ``timeout`` bounds the catch-up: the daemon must report its index work done (``/metrics``) within
+    it. Each pass then searches every turn not found yet, one request at a time; a second pass, again
+    once the index work is done, searches what the first missed. Passes start only when the work is
+    done because a pass over 2,000 turns keeps the daemon busy for tens of seconds, which starves the
+    background-priority indexing (by design: it yields to the foreground); and the time of a pass is
+    the test's own load, so it is not counted against the catch-up. A turn indexed by then and not
+    found is a failure; so is index work still pending after ``timeout``."""
     token_file = data / "operator.token"
     token = token_file.read_text().strip() if token_file.exists() else ""
     todo = list(turns)
-    deadline = asyncio.get_running_loop().time() + timeout
+    passes: list[str] = []
+    loop = asyncio.get_running_loop()
     async with aiohttp.ClientSession() as http:
-        while True:
-            await until_indexed(http, port, token, deadline)
+        for attempt in range(2):
+            idle = await until_indexed(http, port, token, timeout if attempt == 0 else timeout / 3)
+            if idle is None:
+                passes.append(f"index work still pending after {timeout if attempt == 0 else timeout / 3:.0f} s")
+                break
+            started = loop.time()
             left = []
             for turn_id, user, word in todo:
                 hits = await search(http, port, token, user, word)
                 if not any(turn_id in h.get("turn_ids", ()) for h in hits):
                     left.append((turn_id, user, word))
+            passes.append(f"index done after {idle:.1f} s, then {len(todo)} searched in {loop.time() - started:.1f} s,"
+                          f" {len(left)} not found")
             todo = left
-            if not todo or asyncio.get_running_loop().time() > deadline:
-                return [t for t, _, _ in todo]
-            await asyncio.sleep(1.0)
+            if not todo:
+                break
+    return Searched([t for t, _, _ in todo], passes)
+
+
+async def explain(port: int, data: Path, turns: list[tuple[str, str, str]], unfound: list[str]) -> str:
+    """Where the turns memory search did not find are logged, and what it found for them instead
+    (a failure's first question: not indexed yet, indexed without its turn id, or outranked)."""
+    by_file: dict[str, int] = {}
+    for path in session_logs(data):
+        text = path.read_text(encoding="utf-8", errors="replace")
+        for turn_id in unfound:
+            if turn_id in text:
+                by_file[path.name] = by_file.get(path.name, 0) + 1
+    token_file = data / "operator.token"
+    token = token_file.read_text().strip() if token_file.exists() else ""
+    wanted = {t: (u, w) for t, u, w in turns}
+    samples = []
+    async with aiohttp.ClientSession() as http:
+        work = await index_work(http, port, token)
+        for turn_id in unfound[:5]:
+            user, word = wanted[turn_id]
+            hits = await search(http, port, token, user, word)
+            samples.append((turn_id, word, [(h.get("path"), h.get("turn_ids"), word in str(h.get("text", "")))
+                                            for h in hits]))
+    return f"{len(unfound)} by log file {by_file}; index work pending {work}; samples {samples}"
 
 
 async def wait_for(check: Any, timeout: float) -> bool:
@@ -274,7 +319,12 @@ async def run_acceptance(daemon: Daemon, tmp_path: Path, capsys: pytest.CaptureF
     assert len(turns) >= term_turns + kill_turns - clients * (kills + 1), "most turns were recorded"
     logged_all = await wait_for(lambda: not missing_from_logs(data), 60)
     unlogged = missing_from_logs(data)
-    unfound = await not_found(port, data, turns, timeout=90)
+    searched = await not_found(port, data, turns, timeout=90)
+    unfound = searched.unfound
+    if unfound:
+        with capsys.disabled():
+            why = await explain(port, data, turns, unfound)
+            print(f"\ndurability (seed {seed}): not found by memory search: {why}")
     # The CLI (``kith memory search``), which asks the running daemon, for a sample.
     for turn_id, user, word in rng.sample(turns, min(cli_samples, len(turns))):
         capsys.readouterr()
@@ -286,7 +336,8 @@ async def run_acceptance(daemon: Daemon, tmp_path: Path, capsys: pytest.CaptureF
     assert await daemon.stop(signal.SIGTERM) == 0
     summary = (f"{len(turns)} turns in SQLite; missing from the Markdown logs after SIGTERM: {len(after_term)}, "
                f"after each SIGKILL: {killed}; after the last restart: {len(unlogged)}; logged twice: "
-               f"{len(logged_twice(data))}; not found by memory search: {len(unfound)}; daemon starts: {daemon.starts}")
+               f"{len(logged_twice(data))}; not found by memory search: {len(unfound)}; "
+               f"daemon starts: {daemon.starts}; seed {seed}; memory search: {'; '.join(searched.passes)}")
     with capsys.disabled():
         print(f"\ndurability: {summary}")
     assert logged_all and not unlogged and not unfound and not logged_twice(data), summary
