@@ -39,6 +39,11 @@ async def _saved(path: Path, last: str) -> str:
         await asyncio.sleep(0.05)
 
 
+async def _held_back(route: Any) -> None:
+    await asyncio.sleep(0.5)
+    await route.continue_()
+
+
 async def _open_past(page: Any, title: str) -> None:
     await page.click("#sessions-btn")
     await page.wait_for_selector("#sessions[open] .session-item")
@@ -111,10 +116,15 @@ async def test_a_past_conversation_is_continued_renamed_exported_and_deleted(
         await page.click("#delete-confirm button[value=delete]")
         await page.wait_for_selector("#log .msg.notice >> text=Deleted the conversation")
         await chat.shot("deleted")
+        # The list is fetched again on opening; held back here for 0.5 s, that answer comes last, and
+        # the list that was drawn before the delete must not be shown meanwhile (it was: the deleted
+        # conversation reappeared until the answer came, and a test reading the list then failed).
+        await page.route("**/sessions?*", _held_back)
         await page.click("#sessions-btn")
         await page.wait_for_selector("#sessions[open] .session-item")
         assert await page.locator("#sessions .session-item").all_inner_texts() == [
             t for t in await page.locator("#sessions .session-item").all_inner_texts() if "sourdough" in t]
+        await page.unroute("**/sessions?*", _held_back)
         for mode in ("text", "semantic", "messages"):
             await page.select_option("#search-mode", mode)
             await page.fill("#search", "kayak fjord")

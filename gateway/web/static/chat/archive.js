@@ -51,7 +51,7 @@ export class ArchiveActions {
     const session = this.session;
     const answer = await this.act("continue this conversation", () => api("POST", this.path("/continue"), {}));
     if (!answer) return;
-    this.sessions.loaded = false; // "current" moved: the list is drawn again when History opens
+    this.sessions.stale(); // "current" moved: the list is drawn again when History opens
     this.onContinued({ ...session, ...answer });
   }
 
@@ -69,7 +69,7 @@ export class ArchiveActions {
     const answer = await this.act("rename it", () => api("PATCH", this.path(), { title }));
     if (!answer) return;
     Object.assign(this.session, answer);
-    this.sessions.loaded = false;
+    this.sessions.stale();
     this.show(this.session);
     this.say(answer.renamed ? "Renamed." : "The title is its first message again.");
     this.renameBtn.focus();
@@ -102,7 +102,7 @@ export class ArchiveActions {
     const session = this.session;
     const answer = await this.act("delete it", () => api("DELETE", this.path(), {}));
     if (!answer) return;
-    this.sessions.loaded = false;
+    this.sessions.stale();
     this.onDeleted(session, answer);
   }
 }

@@ -26,8 +26,16 @@ export class SessionsPanel {
 
   opened() { if (!this.loaded) this.search(); this.query.focus(); }
 
-  // The list is drawn again at the next opening (a conversation was renamed, continued or deleted).
-  stale() { this.loaded = false; }
+  // The list is drawn again at the next opening (a conversation was renamed, continued or deleted). What
+  // it showed goes now: a deleted conversation must not reappear while the new list loads, nor an
+  // answer already on its way be drawn over it.
+  stale() {
+    this.loaded = false;
+    this.generation++;
+    this.oldest = null;
+    this.list.replaceChildren();
+    this.more.hidden = true;
+  }
 
   search() { this.oldest = null; return this.load({ append: false }); }
 
