@@ -77,9 +77,9 @@ async def beat_one(w: Worker, d: Delivery) -> bool:
 
 
 async def _slot_or_pause(w: Worker, seconds: float) -> None:
-    """Sleep until a job slot frees (``slot_freed``, cleared when the round began), the worker stops,
+    """Sleep until a job slot frees (``claim_wake``, cleared when the round began), the worker stops,
     or ``seconds`` pass. It always yields to the loop, even when a slot freed meanwhile."""
-    waiters = [asyncio.ensure_future(w.slot_freed.wait()), asyncio.ensure_future(w.stopping.wait())]
+    waiters = [asyncio.ensure_future(w.claim_wake.wait()), asyncio.ensure_future(w.stopping.wait())]
     try:
         await asyncio.wait(waiters, timeout=max(seconds, 0), return_when=asyncio.FIRST_COMPLETED)
     finally:
@@ -144,7 +144,7 @@ async def claim_loop(w: Worker) -> None:
             await _pause(w, wait)
         if w.stopping.is_set():
             break
-        w.slot_freed.clear()  # a slot freed from here on wakes the next wait at once
+        w.claim_wake.clear()  # a slot freed from here on wakes the next wait at once
         now = time.monotonic()
         streams = list(w.specs) if now >= next_full else [s for s in w.specs if s in more]
         if now >= next_full:

@@ -68,6 +68,9 @@ class Worker:
         self.free = concurrency
         self.running: Counter[str] = Counter()  # by stream: what ``JobSpec.concurrency`` caps
         self.slot_freed = asyncio.Event()
+        # The claim loop's own wake-up when a slot frees: clearing ``slot_freed`` there could make the
+        # read loop miss the very set it was about to wake on, and stop reading with slots free.
+        self.claim_wake = asyncio.Event()
         self.stopping = asyncio.Event()
         # Set once running jobs are drained: the heartbeat keeps their deliveries ours until then.
         self.drained = asyncio.Event()
@@ -255,6 +258,7 @@ class Worker:
             self.free += 1
             self.running[d.stream] -= 1
             self.slot_freed.set()
+            self.claim_wake.set()
 
     def _failure(self, d: Delivery, max_tries: int, exc: Exception) -> Outcome:
         text = "".join(traceback.format_exception(exc))[-4000:]
