@@ -11,7 +11,7 @@ import asyncio
 import logging
 import time
 from collections import defaultdict
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from redis.exceptions import RedisError, ResponseError
 
@@ -87,6 +87,14 @@ async def _slot_or_pause(w: Worker, seconds: float) -> None:
             f.cancel()
 
 
+def _run_claimed(w: Worker, stream: str, name: str, entries: list[Any], buried: int) -> None:
+    """Start the deliveries a claim script handed over; say how many it dead-lettered instead."""
+    if buried:
+        log.error("%d %s jobs dead-lettered: delivery cap reached by lost workers", buried, name)
+    for msg_id, count, flat in entries:
+        w.spawn(Delivery.from_fields(stream, msg_id, fields_to_dict(flat), int(count)))
+
+
 async def claim_from_gone(w: Worker) -> bool:
     """Take over the deliveries of this machine's workers whose process is gone (``owners.py``), as
     far as there is room. True when such a worker still owns deliveries there was no room for."""
@@ -110,10 +118,7 @@ async def claim_from_gone(w: Worker) -> bool:
                     keys=[stream, w.keys.dead(spec.name)],
                     args=[GROUP, w.consumer, consumer["name"], room, w.max_tries(spec), w.keys.prefix],
                 )
-                if buried:
-                    log.error("%d %s jobs dead-lettered: delivery cap reached by lost workers", buried, spec.name)
-                for msg_id, count, flat in entries:
-                    w.spawn(Delivery.from_fields(stream, msg_id, fields_to_dict(flat), int(count)))
+                _run_claimed(w, stream, spec.name, entries, buried)
                 taken += len(entries)
                 if len(entries) + int(buried) < room:
                     break
@@ -174,10 +179,7 @@ async def claim_loop(w: Worker) -> None:
                         ],
                     )
                     cursors[stream] = cursor
-                    if buried:
-                        log.error("%d %s jobs dead-lettered: delivery cap reached by lost workers", buried, spec.name)
-                    for msg_id, count, flat in entries:
-                        w.spawn(Delivery.from_fields(stream, msg_id, fields_to_dict(flat), int(count)))
+                    _run_claimed(w, stream, spec.name, entries, buried)
                     if cursor == "0-0":
                         break
             if time.monotonic() > janitor_at:
