@@ -124,6 +124,7 @@ async def test_a_past_conversation_is_continued_renamed_exported_and_deleted(
         await page.wait_for_selector("#sessions[open] .session-item")
         assert await page.locator("#sessions .session-item").all_inner_texts() == [
             t for t in await page.locator("#sessions .session-item").all_inner_texts() if "sourdough" in t]
+        await chat.shot("history-after-delete")
         await page.unroute("**/sessions?*", _held_back)
         for mode in ("text", "semantic", "messages"):
             await page.select_option("#search-mode", mode)
